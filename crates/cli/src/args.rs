@@ -1,0 +1,340 @@
+//! Command-line flags, and their translation into library options.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agentwire::hub::{DuplicatePolicy, HubConfig};
+use agentwire::{AgentOptions, Codec, CongestionControl, HubTrust, Kind, Priority, QuicSettings, StreamMapping};
+use anyhow::{bail, Result};
+use clap::{Args, Parser, Subcommand};
+
+/// agentwire — a QUIC-first transport for multi-agent systems.
+#[derive(Parser, Debug)]
+#[command(name = "agentwire", version, about, long_about = None)]
+pub struct Cli {
+    /// More logging (-v info, -vv debug); AGENTWIRE_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create a CA and a hub certificate signed by it.
+    ///
+    /// Example: agentwire cert --out certs
+    Cert(CertArgs),
+    /// Run a hub.
+    ///
+    /// Example: agentwire hub --listen quic://127.0.0.1:4433 --cert-dir certs
+    Hub(HubArgs),
+    /// Run an agent that prints what it receives (and, with --echo, answers requests).
+    ///
+    /// Example: agentwire agent --hub quic://127.0.0.1:4433 --ca certs/ca.pem --id worker-1 --echo
+    Agent(AgentArgs),
+    /// Send one message or request and exit (0 on success, non-zero on any failure).
+    ///
+    /// Example: agentwire send --hub quic://127.0.0.1:4433 --ca certs/ca.pem --to worker-1 --request hello
+    Send(SendArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CertArgs {
+    /// Directory to write ca.pem, ca.key, hub.pem and hub.key into.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Names the hub certificate is valid for (DNS names or IPs); repeatable.
+    /// Default: localhost, 127.0.0.1, ::1.
+    #[arg(long = "name")]
+    pub names: Vec<String>,
+    /// Overwrite existing files.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct QuicArgs {
+    /// QUIC idle timeout in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    pub idle_timeout_ms: u64,
+    /// QUIC keep-alive interval in milliseconds (0 = off).
+    #[arg(long, default_value_t = 10_000)]
+    pub keep_alive_ms: u64,
+    /// Unidirectional streams the peer may open concurrently.
+    #[arg(long, default_value_t = 4096)]
+    pub max_streams: u32,
+    /// Per-stream flow-control window, bytes.
+    #[arg(long, default_value_t = 2 * 1024 * 1024)]
+    pub stream_window: u32,
+    /// Connection flow-control window, bytes.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    pub conn_window: u64,
+    /// Send window (unacknowledged bytes in flight), bytes.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    pub send_window: u64,
+    /// Congestion control: cubic, newreno or bbr.
+    #[arg(long, default_value = "cubic")]
+    pub cc: CongestionControl,
+    /// UDP socket send buffer, bytes.
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    pub udp_sndbuf: usize,
+    /// UDP socket receive buffer, bytes.
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    pub udp_rcvbuf: usize,
+    /// Initial QUIC packet size.
+    #[arg(long, default_value_t = 1200)]
+    pub initial_mtu: u16,
+    /// Upper bound for MTU discovery (loopback allows up to 65527).
+    #[arg(long, default_value_t = 1452)]
+    pub max_mtu: u16,
+    /// Do not use QUIC datagrams (heartbeats then use the control stream).
+    #[arg(long)]
+    pub no_datagrams: bool,
+    /// Stream mapping: per-message (one stream per message) or lanes (one per priority).
+    #[arg(long, default_value = "per-message")]
+    pub mapping: StreamMapping,
+}
+
+impl QuicArgs {
+    pub fn settings(&self) -> QuicSettings {
+        QuicSettings {
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            keep_alive: (self.keep_alive_ms > 0).then(|| Duration::from_millis(self.keep_alive_ms)),
+            max_concurrent_uni_streams: self.max_streams,
+            max_concurrent_bidi_streams: 64,
+            stream_receive_window: self.stream_window,
+            receive_window: self.conn_window,
+            send_window: self.send_window,
+            congestion: self.cc,
+            socket_send_buffer: self.udp_sndbuf,
+            socket_recv_buffer: self.udp_rcvbuf,
+            initial_mtu: self.initial_mtu,
+            max_mtu: self.max_mtu,
+            datagrams: !self.no_datagrams,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct HubArgs {
+    /// Address to listen on, e.g. quic://127.0.0.1:4433; repeatable.
+    #[arg(long, required = true)]
+    pub listen: Vec<String>,
+    /// Directory holding hub.pem and hub.key (see `agentwire cert`).
+    #[arg(long)]
+    pub cert_dir: PathBuf,
+    /// Serve Prometheus metrics on this address, e.g. 127.0.0.1:9100.
+    #[arg(long)]
+    pub metrics: Option<SocketAddr>,
+    /// Require agents to present this token.
+    #[arg(long, env = "AGENTWIRE_AUTH_TOKEN")]
+    pub auth_token: Option<String>,
+    /// Heartbeat interval told to agents, milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    pub heartbeat_ms: u32,
+    /// Remove an agent after this many missed heartbeats.
+    #[arg(long, default_value_t = 3)]
+    pub miss_limit: u32,
+    /// Frames each agent's send queue holds before senders get queue-full.
+    #[arg(long, default_value_t = 4096)]
+    pub queue_capacity: usize,
+    /// Largest frame accepted, bytes.
+    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    pub max_frame_size: u32,
+    /// Codecs accepted, most preferred first (msgpack, json).
+    #[arg(long, value_delimiter = ',', default_value = "msgpack,json")]
+    pub codecs: Vec<String>,
+    /// What to do when an agent id is already connected: reject (the newcomer) or replace.
+    #[arg(long, default_value = "reject")]
+    pub on_duplicate: DuplicatePolicy,
+    /// Print every connected agent's stats as JSON lines every N seconds.
+    #[arg(long)]
+    pub stats_interval: Option<u64>,
+    #[command(flatten)]
+    pub quic: QuicArgs,
+}
+
+fn parse_codecs(names: &[String]) -> Result<Vec<Codec>> {
+    names
+        .iter()
+        .map(|n| match Codec::from_name(n.trim()) {
+            Some(c) => Ok(c),
+            None => bail!("unknown codec {n:?} (expected msgpack or json)"),
+        })
+        .collect()
+}
+
+impl HubArgs {
+    pub fn hub_config(&self) -> Result<HubConfig> {
+        let mut config = HubConfig::default();
+        config.policy.auth_token.clone_from(&self.auth_token);
+        config.policy.heartbeat_interval_ms = self.heartbeat_ms.max(10);
+        config.policy.limits.max_frame_size = self.max_frame_size;
+        config.policy.codecs = parse_codecs(&self.codecs)?;
+        if !self.quic.no_datagrams {
+            config.policy.capabilities = vec!["datagrams".into()];
+        }
+        config.heartbeat_miss_limit = self.miss_limit.max(1);
+        config.agent_queue_capacity = self.queue_capacity.max(1);
+        config.duplicate_policy = self.on_duplicate;
+        config.quic = self.quic.settings();
+        config.stream_mapping = self.quic.mapping;
+        Ok(config)
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ConnectArgs {
+    /// Hub address, e.g. quic://127.0.0.1:4433.
+    #[arg(long)]
+    pub hub: String,
+    /// CA certificate that signed the hub's certificate.
+    #[arg(long, conflicts_with_all = ["pin", "insecure"])]
+    pub ca: Option<PathBuf>,
+    /// Pinned SHA-256 of the hub's public key (sha256:HEX, printed by `agentwire cert`).
+    #[arg(long, conflicts_with = "insecure")]
+    pub pin: Option<String>,
+    /// Accept any hub certificate. For testing only: anyone can impersonate the hub.
+    #[arg(long)]
+    pub insecure: bool,
+    /// TLS server name (default: the host in --hub).
+    #[arg(long)]
+    pub server_name: Option<String>,
+    /// Token the hub requires.
+    #[arg(long, env = "AGENTWIRE_AUTH_TOKEN")]
+    pub auth_token: Option<String>,
+    /// Codecs offered, preferred first (msgpack, json).
+    #[arg(long, value_delimiter = ',', default_value = "msgpack,json")]
+    pub codecs: Vec<String>,
+    /// Role announced to the hub.
+    #[arg(long, default_value = "agent")]
+    pub role: String,
+    /// Connect timeout, milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub connect_timeout_ms: u64,
+    #[command(flatten)]
+    pub quic: QuicArgs,
+}
+
+impl ConnectArgs {
+    pub fn options(&self, id: &str) -> Result<AgentOptions> {
+        let trust = match (&self.ca, &self.pin, self.insecure) {
+            (Some(ca), _, _) => HubTrust::ca_file(ca)?,
+            (None, Some(pin), _) => HubTrust::pin(pin)?,
+            (None, None, true) => HubTrust::Insecure,
+            (None, None, false) => bail!(
+                "say how to verify the hub: --ca FILE (from `agentwire cert`), --pin sha256:HEX, \
+                 or --insecure for testing"
+            ),
+        };
+        let mut opts = AgentOptions::new(id, self.hub.clone(), trust);
+        opts.server_name.clone_from(&self.server_name);
+        opts.auth_token.clone_from(&self.auth_token);
+        opts.codecs = parse_codecs(&self.codecs)?;
+        opts.role.clone_from(&self.role);
+        opts.quic = self.quic.settings();
+        opts.stream_mapping = self.quic.mapping;
+        opts.connect_timeout = Duration::from_millis(self.connect_timeout_ms);
+        Ok(opts)
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// This agent's id.
+    #[arg(long)]
+    pub id: String,
+    /// Answer every request with its own body.
+    #[arg(long)]
+    pub echo: bool,
+    /// Subscribe to a topic; repeatable ($presence gives join/leave events).
+    #[arg(long)]
+    pub subscribe: Vec<String>,
+    /// Do not print received messages.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print connection stats as JSON to stderr every N seconds.
+    #[arg(long)]
+    pub stats_interval: Option<u64>,
+}
+
+/// A message kind given on the command line.
+#[derive(Debug, Clone, Copy)]
+pub struct KindArg(pub Kind);
+
+impl std::str::FromStr for KindArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Kind::from_name(s)
+            .map(KindArg)
+            .ok_or_else(|| format!("unknown kind {s:?}"))
+    }
+}
+
+/// A priority given on the command line.
+#[derive(Debug, Clone, Copy)]
+pub struct PriorityArg(pub Priority);
+
+impl std::str::FromStr for PriorityArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Priority::from_name(s)
+            .map(PriorityArg)
+            .ok_or_else(|| format!("unknown priority {s:?} (critical, high, medium, low)"))
+    }
+}
+
+fn parse_header(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("header {s:?} is not KEY=VALUE"))
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("payload").required(true).args(["request", "message"])))]
+pub struct SendArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Destination: an agent id, agent:ID, topic:NAME or * (broadcast; not with --request).
+    #[arg(long)]
+    pub to: String,
+    /// Send a request with this body and print the reply's body.
+    #[arg(long)]
+    pub request: Option<String>,
+    /// Send a one-way message with this body.
+    #[arg(long)]
+    pub message: Option<String>,
+    /// Kind of a one-way message.
+    #[arg(long, default_value = "task")]
+    pub kind: KindArg,
+    /// Priority: critical, high, medium or low.
+    #[arg(long, default_value = "medium")]
+    pub priority: PriorityArg,
+    /// Header KEY=VALUE; repeatable.
+    #[arg(long = "header", value_parser = parse_header)]
+    pub headers: Vec<(String, String)>,
+    /// Request timeout, milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    pub timeout_ms: u64,
+    /// Sender id (default: send-PID).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Print connection stats (RTT, cwnd, losses, bytes) as JSON to stderr.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+impl SendArgs {
+    pub fn body(&self) -> Vec<u8> {
+        self.request
+            .as_deref()
+            .or(self.message.as_deref())
+            .unwrap_or_default()
+            .as_bytes()
+            .to_vec()
+    }
+}

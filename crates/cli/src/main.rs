@@ -1,0 +1,251 @@
+//! The `agentwire` command: parses flags and calls the library crates, nothing more.
+
+mod args;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use agentwire::hub::{Hub, HubConfig};
+use agentwire::metrics::HubMetrics;
+use agentwire::tls::{self, HubIdentity};
+use agentwire::{Agent, Destination, HubUrl, Kind};
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+use args::{AgentArgs, CertArgs, Cli, Command, HubArgs, SendArgs};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Cert(a) => cert(a),
+            Command::Hub(a) => hub(a).await,
+            Command::Agent(a) => agent(a).await,
+            Command::Send(a) => send(a).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info,agentwire=info",
+        2 => "info,agentwire=debug",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTWIRE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn cert(a: CertArgs) -> Result<()> {
+    let names = if a.names.is_empty() {
+        tls::default_hub_names()
+    } else {
+        a.names.clone()
+    };
+    let bundle = tls::generate(&names).context("generating certificates")?;
+    let files = tls::write_cert_dir(&a.out, &bundle, a.force)?;
+    let identity = HubIdentity::from_dir(&a.out)?;
+    println!("CA certificate:  {}", files.ca_cert.display());
+    println!("CA key:          {}", files.ca_key.display());
+    println!("hub certificate: {}", files.hub_cert.display());
+    println!("hub key:         {}", files.hub_key.display());
+    println!("hub names:       {}", names.join(", "));
+    println!("hub key pin:     {}", identity.spki_pin()?);
+    Ok(())
+}
+
+async fn hub(a: HubArgs) -> Result<()> {
+    let identity = HubIdentity::from_dir(&a.cert_dir).with_context(|| {
+        format!(
+            "loading the hub certificate from {} (create one with `agentwire cert --out {}`)",
+            a.cert_dir.display(),
+            a.cert_dir.display()
+        )
+    })?;
+    let config: HubConfig = a.hub_config()?;
+    let metrics = HubMetrics::new();
+    let hub = Hub::new(config, metrics.clone());
+    let mut listeners = Vec::new();
+    for url in &a.listen {
+        let url = HubUrl::parse(url).map_err(anyhow::Error::msg)?;
+        let addr = url.resolve().await.map_err(anyhow::Error::msg)?;
+        let listener = hub
+            .listen_quic(addr, &identity)
+            .with_context(|| format!("listening on {url}"))?;
+        println!(
+            "hub listening on quic://{} (UDP buffers: send {} B, recv {} B)",
+            listener.local_addr, listener.socket_buffers.send, listener.socket_buffers.recv
+        );
+        listeners.push(listener);
+    }
+    if let Some(addr) = a.metrics {
+        let (bound, _task) = agentwire::metrics::spawn_metrics_server(addr, metrics)
+            .await
+            .with_context(|| format!("serving metrics on {addr}"))?;
+        println!("metrics on http://{bound}/metrics");
+    }
+    println!("hub key pin: {}", identity.spki_pin()?);
+    let stats = a.stats_interval.map(Duration::from_secs);
+    let mut ticker = tokio::time::interval(stats.unwrap_or(Duration::from_secs(3600)));
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = ticker.tick(), if stats.is_some() => {
+                for info in hub.agents() {
+                    println!("{}", serde_json::to_string(&info)?);
+                }
+            }
+        }
+    }
+    println!("shutting down");
+    hub.shutdown();
+    for l in &listeners {
+        l.close();
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    Ok(())
+}
+
+async fn agent(a: AgentArgs) -> Result<()> {
+    let opts = a.connect.options(&a.id)?;
+    let mut agent = Agent::connect(opts).await?;
+    eprintln!(
+        "agent {} connected over {} (session {}, codec {})",
+        agent.id(),
+        agent.transport(),
+        agent.session().session_id,
+        agent.session().codec
+    );
+    for topic in &a.subscribe {
+        agent.subscribe(topic).await?;
+    }
+    let mut stats_ticker = a.stats_interval.map(|s| tokio::time::interval(Duration::from_secs(s)));
+    loop {
+        let msg = tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = async { match stats_ticker.as_mut() { Some(t) => { t.tick().await; } None => std::future::pending().await } } => {
+                eprintln!("{}", serde_json::to_string(&agent.stats())?);
+                continue;
+            }
+            msg = agent.recv() => msg,
+        };
+        let Some(msg) = msg else {
+            bail!(
+                "connection to the hub ended: {}",
+                agent.closed_reason().unwrap_or_default()
+            );
+        };
+        let env = &msg.envelope;
+        if !a.quiet {
+            println!(
+                "{} {} from {} (id {}, {} bytes): {}",
+                env.kind,
+                env.priority,
+                env.from,
+                env.id,
+                env.body.len(),
+                String::from_utf8_lossy(&env.body[..env.body.len().min(200)])
+            );
+        }
+        if a.echo && env.kind == Kind::Request {
+            msg.reply(env.body.clone()).await?;
+        }
+    }
+    agent.close().await;
+    Ok(())
+}
+
+async fn send(a: SendArgs) -> Result<()> {
+    let id = a
+        .id
+        .clone()
+        .unwrap_or_else(|| format!("send-{}", std::process::id()));
+    let opts = a.connect.options(&id)?;
+    let agent = Agent::connect(opts).await?;
+    let body = a.body();
+    let timeout = Duration::from_millis(a.timeout_ms);
+    if a.request.is_some() {
+        let mut env = agent
+            .envelope(Destination::agent(&a.to), Kind::Request)
+            .with_priority(a.priority.0)
+            .with_ttl_ms(u32::try_from(a.timeout_ms).unwrap_or(u32::MAX))
+            .with_body(body);
+        for (k, v) in &a.headers {
+            env = env.with_header(k.clone(), v.clone());
+        }
+        let reply = agent.request_envelope(env, timeout).await?;
+        write_body(&reply.body)?;
+    } else {
+        let dest: Destination = a.to.parse().map_err(anyhow::Error::msg)?;
+        let mut env = agent
+            .envelope(dest, a.kind.0)
+            .with_priority(a.priority.0)
+            .with_body(body);
+        for (k, v) in &a.headers {
+            env = env.with_header(k.clone(), v.clone());
+        }
+        let id = agent.send_envelope(env).await?;
+        // A delivery error (unknown agent, full queue) comes back quickly as an error
+        // envelope; wait briefly for one before declaring success.
+        let (handle, mut inbox) = agent.split();
+        let outcome = tokio::time::timeout(Duration::from_millis(300), async {
+            while let Some(m) = inbox.recv().await {
+                if m.envelope.kind == Kind::Error && m.envelope.correlation == Some(id) {
+                    return Some(m.envelope);
+                }
+            }
+            None
+        })
+        .await;
+        if let Ok(Some(err)) = outcome {
+            bail!(
+                "{}: {}",
+                err.headers.get("code").map(String::as_str).unwrap_or("error"),
+                String::from_utf8_lossy(&err.body)
+            );
+        }
+        eprintln!("sent message {id} to {}", a.to);
+        if a.stats {
+            eprintln!("{}", serde_json::to_string_pretty(&handle.stats())?);
+        }
+        handle.close().await;
+        return Ok(());
+    }
+    if a.stats {
+        eprintln!("{}", serde_json::to_string_pretty(&agent.stats())?);
+    }
+    agent.close().await;
+    Ok(())
+}
+
+fn write_body(body: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(body)?;
+    if !body.ends_with(b"\n") {
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,855 @@
+//! The public agent API: connect to a hub, send, request, subscribe, receive.
+//!
+//! An [`Agent`] is a connected session. Its [`AgentHandle`] (cloneable, `Send + Sync`) sends;
+//! its [`Inbox`] yields [`Incoming`] messages, each of which can be answered with
+//! [`Incoming::reply`]. Requests are matched to responses by correlation id, so they work the
+//! same on every transport.
+//!
+//! Back-pressure: sends wait while the agent's bounded send queue is full. Received messages
+//! wait in a bounded inbox; if the application does not read it, the transport stops reading
+//! and the hub's queue for this agent fills, and senders then get `queue-full` errors.
+//!
+//! This module owns the agent-side session logic; it must not parse frames itself (that is
+//! `agentwire_proto`) or know stream details (that is `transport`).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), agentwire::AgentError> {
+//! use agentwire::{Agent, AgentOptions, HubTrust};
+//! use std::time::Duration;
+//!
+//! let trust = HubTrust::ca_file("certs/ca.pem".as_ref())?;
+//! let opts = AgentOptions::new("worker-1", "quic://127.0.0.1:4433", trust);
+//! let mut agent = Agent::connect(opts).await?;
+//! while let Some(msg) = agent.recv().await {
+//!     if msg.envelope.kind == agentwire::Kind::Request {
+//!         msg.reply(msg.envelope.body.clone()).await?;
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agentwire_proto::{
+    AgentHandshake, Codec, Destination, Envelope, ErrorCode, Frame, FrameError, HandshakeError,
+    Hello, Kind, Priority, Session,
+};
+use agentwire_proto::frame::{Goodbye, Heartbeat};
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::hub::ConnectionControl;
+use crate::queue::{PriorityQueue, QueueError};
+use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
+use crate::tls::HubTrust;
+use crate::transport::{quic, ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind};
+use crate::url::HubUrl;
+
+/// Everything an agent needs to connect.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// The id to register as (unique among connected agents).
+    pub id: String,
+    /// A free-form role.
+    pub role: String,
+    /// Hub address, e.g. `quic://127.0.0.1:4433`.
+    pub hub: String,
+    /// How to verify the hub's certificate.
+    pub trust: HubTrust,
+    /// TLS server name; defaults to the URL's host.
+    pub server_name: Option<String>,
+    /// Codecs offered, preferred first.
+    pub codecs: Vec<Codec>,
+    /// Shared secret, if the hub requires one.
+    pub auth_token: Option<String>,
+    /// Largest frame accepted from the hub.
+    pub max_frame_size: u32,
+    /// QUIC settings.
+    pub quic: QuicSettings,
+    /// How messages map to QUIC streams.
+    pub stream_mapping: StreamMapping,
+    /// Try 0-RTT when a session ticket from an earlier connection is cached (through the same
+    /// [`Connector`]). Only the hello, which is idempotent, is sent as early data.
+    pub zero_rtt: bool,
+    /// Frames the send queue holds before `send` waits.
+    pub send_queue_capacity: usize,
+    /// Messages the inbox holds before the transport stops reading.
+    pub inbox_capacity: usize,
+    /// Time allowed for connecting plus the handshake.
+    pub connect_timeout: Duration,
+    /// Local address to bind (port 0 picks one).
+    pub bind: Option<SocketAddr>,
+}
+
+impl AgentOptions {
+    /// Options with defaults: MessagePack then JSON offered, 16 MiB frames, 0-RTT off.
+    pub fn new(id: impl Into<String>, hub: impl Into<String>, trust: HubTrust) -> Self {
+        AgentOptions {
+            id: id.into(),
+            role: "agent".into(),
+            hub: hub.into(),
+            trust,
+            server_name: None,
+            codecs: Codec::ALL.to_vec(),
+            auth_token: None,
+            max_frame_size: agentwire_proto::Limits::default().max_frame_size,
+            quic: QuicSettings::default(),
+            stream_mapping: StreamMapping::PerMessage,
+            zero_rtt: false,
+            send_queue_capacity: 4096,
+            inbox_capacity: 4096,
+            connect_timeout: Duration::from_secs(10),
+            bind: None,
+        }
+    }
+}
+
+/// What can go wrong for an agent.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AgentError {
+    /// Bad options (URL, names).
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The connection could not be set up (network, TLS).
+    #[error("cannot connect to the hub: {0}")]
+    Connect(String),
+    /// The hub refused the handshake.
+    #[error("the hub rejected this agent: {code}: {reason}")]
+    Rejected {
+        /// The hub's code.
+        code: ErrorCode,
+        /// The hub's reason.
+        reason: String,
+    },
+    /// The handshake failed otherwise.
+    #[error("handshake failed: {0}")]
+    Handshake(String),
+    /// No answer in time.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The connection is gone.
+    #[error("disconnected: {0}")]
+    Disconnected(String),
+    /// The hub or the peer answered with an error envelope.
+    #[error("{code}: {reason}")]
+    Remote {
+        /// The code from the `code` header.
+        code: ErrorCode,
+        /// The body, as text.
+        reason: String,
+    },
+    /// The message is larger than the agreed frame limit.
+    #[error("message too large: {0}")]
+    TooLarge(String),
+}
+
+impl From<crate::tls::TlsError> for AgentError {
+    fn from(e: crate::tls::TlsError) -> Self {
+        AgentError::Config(e.to_string())
+    }
+}
+
+impl From<QueueError> for AgentError {
+    fn from(e: QueueError) -> Self {
+        AgentError::Disconnected(e.to_string())
+    }
+}
+
+/// Agent-side counters, with the connection's network counters.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct AgentStats {
+    /// Network counters.
+    pub connection: ConnectionStats,
+    /// Envelopes queued for sending.
+    pub messages_sent: u64,
+    /// Envelopes received.
+    pub messages_received: u64,
+    /// Connections through this agent's connector whose 0-RTT data the hub accepted.
+    pub zero_rtt_accepted: u64,
+    /// Connections whose 0-RTT data the hub rejected (the hello was then resent).
+    pub zero_rtt_rejected: u64,
+    /// Whether this connection's hello went as accepted 0-RTT data.
+    pub zero_rtt_used: bool,
+    /// UDP socket buffers granted.
+    pub socket_buffers: SocketBuffers,
+}
+
+/// Makes connections and keeps what should survive them: the QUIC endpoint and the TLS
+/// session-ticket cache (so a reconnect can use 0-RTT).
+///
+/// ```no_run
+/// # async fn demo(opts: agentwire::AgentOptions) -> Result<(), agentwire::AgentError> {
+/// let connector = agentwire::Connector::new(&opts)?;
+/// let first = connector.connect(&opts).await?;   // full handshake, ticket cached
+/// first.close().await;
+/// let second = connector.connect(&opts).await?;  // 0-RTT if opts.zero_rtt
+/// assert!(second.stats().zero_rtt_accepted <= 1);
+/// # Ok(()) }
+/// ```
+pub struct Connector {
+    endpoint: quinn::Endpoint,
+    client_config: quinn::ClientConfig,
+    socket_buffers: SocketBuffers,
+    settings: QuicSettings,
+    zero_rtt_accepted: Arc<AtomicU64>,
+    zero_rtt_rejected: Arc<AtomicU64>,
+}
+
+impl Connector {
+    /// Binds a local UDP endpoint and prepares TLS from `opts`.
+    pub fn new(opts: &AgentOptions) -> Result<Self, AgentError> {
+        let tls = crate::tls::client_config(&opts.trust, &[crate::tls::ALPN_AGENTWIRE])?;
+        let client_config =
+            quic::client_config(&opts.quic, tls).map_err(|e| AgentError::Config(e.to_string()))?;
+        let url = HubUrl::parse(&opts.hub).map_err(AgentError::Config)?;
+        let bind = opts.bind.unwrap_or_else(|| url.default_bind());
+        let (endpoint, socket_buffers) =
+            quic::client_endpoint(bind, &opts.quic).map_err(|e| AgentError::Connect(e.to_string()))?;
+        Ok(Connector {
+            endpoint,
+            client_config,
+            socket_buffers,
+            settings: opts.quic.clone(),
+            zero_rtt_accepted: Arc::default(),
+            zero_rtt_rejected: Arc::default(),
+        })
+    }
+
+    /// Connects and runs the handshake.
+    pub async fn connect(&self, opts: &AgentOptions) -> Result<Agent, AgentError> {
+        tokio::time::timeout(opts.connect_timeout, self.connect_inner(opts))
+            .await
+            .map_err(|_| AgentError::Timeout(opts.connect_timeout))?
+    }
+
+    async fn connect_inner(&self, opts: &AgentOptions) -> Result<Agent, AgentError> {
+        let url = HubUrl::parse(&opts.hub).map_err(AgentError::Config)?;
+        let addr = url.resolve().await.map_err(AgentError::Connect)?;
+        let server_name = opts.server_name.clone().unwrap_or_else(|| url.host.clone());
+        let mut hello = Hello::new(opts.id.clone(), opts.role.clone());
+        hello.codecs = opts.codecs.iter().map(|c| c.name().to_owned()).collect();
+        hello.auth_token.clone_from(&opts.auth_token);
+        hello.max_frame_size = opts.max_frame_size;
+        if opts.quic.datagrams {
+            hello.capabilities.push("datagrams".into());
+        }
+        let mut handshake = AgentHandshake::new(hello);
+        let hello_frame = handshake
+            .hello_frame()
+            .map_err(|e| AgentError::Handshake(e.to_string()))?;
+
+        let connecting = self
+            .endpoint
+            .connect_with(self.client_config.clone(), addr, &server_name)
+            .map_err(|e| AgentError::Connect(format!("{addr}: {e}")))?;
+        let (conn, zero_rtt) = if opts.zero_rtt {
+            match connecting.into_0rtt() {
+                Ok((conn, accepted)) => (conn, Some(accepted)),
+                Err(connecting) => (await_connecting(connecting, addr).await?, None),
+            }
+        } else {
+            (await_connecting(connecting, addr).await?, None)
+        };
+        let mut control = open_control(&conn, &hello_frame).await?;
+        let mut zero_rtt_used = false;
+        if let Some(accepted) = zero_rtt {
+            if accepted.await {
+                self.zero_rtt_accepted.fetch_add(1, Ordering::Relaxed);
+                zero_rtt_used = true;
+            } else {
+                // Early data was discarded by the hub: resend the hello in 1-RTT.
+                self.zero_rtt_rejected.fetch_add(1, Ordering::Relaxed);
+                control = open_control(&conn, &hello_frame).await?;
+            }
+        }
+        let (sender, mut receiver) =
+            quic::split_connection(conn, control, opts.stream_mapping, self.settings.datagrams);
+
+        let session = match receiver.recv_frame().await {
+            Ok(Some(raw)) => handshake.on_frame(&raw).map_err(|e| match e {
+                HandshakeError::Rejected { code, reason } => AgentError::Rejected { code, reason },
+                other => AgentError::Handshake(other.to_string()),
+            }),
+            Ok(None) => Err(AgentError::Handshake("hub closed before answering".into())),
+            Err(e) => Err(AgentError::Connect(e.to_string())),
+        };
+        let session = match session {
+            Ok(s) => s,
+            Err(e) => {
+                FrameSender::close(&sender, ErrorCode::Normal, "handshake failed");
+                return Err(e);
+            }
+        };
+        sender.set_peer_max_frame_size(session.max_frame_size);
+        receiver.set_max_frame_size(session.max_frame_size);
+        let extra = QuicExtra {
+            endpoint: self.endpoint.clone(),
+            settings: self.settings.clone(),
+        };
+        Ok(Agent::start(
+            session,
+            opts,
+            sender,
+            receiver,
+            AgentCounters {
+                zero_rtt_accepted: self.zero_rtt_accepted.clone(),
+                zero_rtt_rejected: self.zero_rtt_rejected.clone(),
+                zero_rtt_used,
+                socket_buffers: self.socket_buffers,
+            },
+            Some(extra),
+        ))
+    }
+}
+
+async fn await_connecting(
+    connecting: quinn::Connecting,
+    addr: SocketAddr,
+) -> Result<quinn::Connection, AgentError> {
+    connecting.await.map_err(|e| {
+        let mapped = quic::map_connection_error(&e);
+        AgentError::Connect(format!("{addr}: {mapped}"))
+    })
+}
+
+async fn open_control(
+    conn: &quinn::Connection,
+    hello: &Bytes,
+) -> Result<(quinn::SendStream, quinn::RecvStream), AgentError> {
+    let (mut send, recv) = conn
+        .open_bi()
+        .await
+        .map_err(|e| AgentError::Connect(quic::map_connection_error(&e).to_string()))?;
+    send.write_chunk(hello.clone())
+        .await
+        .map_err(|e| AgentError::Connect(format!("sending hello: {e}")))?;
+    Ok((send, recv))
+}
+
+struct QuicExtra {
+    endpoint: quinn::Endpoint,
+    settings: QuicSettings,
+}
+
+struct AgentCounters {
+    zero_rtt_accepted: Arc<AtomicU64>,
+    zero_rtt_rejected: Arc<AtomicU64>,
+    zero_rtt_used: bool,
+    socket_buffers: SocketBuffers,
+}
+
+/// One frame waiting to be sent by the agent.
+struct Outgoing {
+    frame: Bytes,
+    class: SendClass,
+}
+
+/// A connected agent: a sending handle plus the inbox of received messages.
+pub struct Agent {
+    handle: AgentHandle,
+    inbox: Inbox,
+}
+
+/// The sending side of an agent. Cheap to clone.
+#[derive(Clone)]
+pub struct AgentHandle {
+    inner: Arc<AgentInner>,
+}
+
+struct AgentInner {
+    session: Session,
+    transport: TransportKind,
+    queue: PriorityQueue<Outgoing>,
+    next_id: AtomicU64,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Envelope>>>,
+    connection: Box<dyn ConnectionControl>,
+    closed: tokio::sync::watch::Receiver<Option<String>>,
+    sent: AtomicU64,
+    received: AtomicU64,
+    counters: AgentCounters,
+    quic: Option<QuicExtra>,
+}
+
+/// Received messages.
+pub struct Inbox {
+    rx: mpsc::Receiver<Incoming>,
+}
+
+/// A received message, with a way to answer it.
+pub struct Incoming {
+    /// The message.
+    pub envelope: Envelope,
+    handle: AgentHandle,
+}
+
+impl std::fmt::Debug for Incoming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.envelope.fmt(f)
+    }
+}
+
+impl Incoming {
+    /// Answers a request: sends a [`Kind::Response`] to its sender, correlated to its id, at
+    /// the request's priority.
+    pub async fn reply(&self, body: impl Into<Bytes>) -> Result<(), AgentError> {
+        let env = self
+            .handle
+            .envelope(Destination::agent(self.envelope.from.clone()), Kind::Response)
+            .with_correlation(self.envelope.id)
+            .with_priority(self.envelope.priority)
+            .with_body(body);
+        self.handle.send_envelope(env).await.map(|_| ())
+    }
+
+    /// The handle of the agent that received this message.
+    pub fn handle(&self) -> &AgentHandle {
+        &self.handle
+    }
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+impl Agent {
+    /// Connects to the hub named in `opts` (a fresh [`Connector`], so no 0-RTT).
+    pub async fn connect(opts: AgentOptions) -> Result<Agent, AgentError> {
+        Connector::new(&opts)?.connect(&opts).await
+    }
+
+    fn start<S: FrameSender, R: FrameReceiver>(
+        session: Session,
+        opts: &AgentOptions,
+        sender: S,
+        receiver: R,
+        counters: AgentCounters,
+        quic: Option<QuicExtra>,
+    ) -> Agent {
+        let (closed_tx, closed_rx) = tokio::sync::watch::channel(None);
+        let inner = Arc::new(AgentInner {
+            transport: sender.kind(),
+            queue: PriorityQueue::new(opts.send_queue_capacity),
+            next_id: AtomicU64::new(1),
+            pending: Mutex::new(HashMap::new()),
+            connection: Box::new(sender.clone()),
+            closed: closed_rx,
+            sent: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+            counters,
+            quic,
+            session,
+        });
+        let handle = AgentHandle { inner };
+        let (in_tx, in_rx) = mpsc::channel(opts.inbox_capacity.max(1));
+        tokio::spawn(agent_writer(handle.inner.clone(), sender.clone()));
+        tokio::spawn(agent_heartbeat(
+            Arc::downgrade(&handle.inner),
+            sender,
+            Duration::from_millis(u64::from(handle.inner.session.heartbeat_interval_ms.max(10))),
+        ));
+        tokio::spawn(agent_reader(handle.clone(), receiver, in_tx, closed_tx));
+        Agent {
+            handle,
+            inbox: Inbox { rx: in_rx },
+        }
+    }
+
+    /// The next received message; `None` once the connection has ended.
+    pub async fn recv(&mut self) -> Option<Incoming> {
+        self.inbox.recv().await
+    }
+
+    /// Splits into the cloneable sending handle and the inbox.
+    pub fn split(self) -> (AgentHandle, Inbox) {
+        (self.handle, self.inbox)
+    }
+
+    /// The sending handle.
+    pub fn handle(&self) -> &AgentHandle {
+        &self.handle
+    }
+}
+
+impl std::ops::Deref for Agent {
+    type Target = AgentHandle;
+    fn deref(&self) -> &AgentHandle {
+        &self.handle
+    }
+}
+
+impl Inbox {
+    /// The next received message; `None` once the connection has ended.
+    pub async fn recv(&mut self) -> Option<Incoming> {
+        self.rx.recv().await
+    }
+}
+
+impl AgentHandle {
+    /// This agent's id.
+    pub fn id(&self) -> &str {
+        &self.inner.session.agent_id
+    }
+
+    /// What the handshake agreed.
+    pub fn session(&self) -> &Session {
+        &self.inner.session
+    }
+
+    /// The transport in use.
+    pub fn transport(&self) -> TransportKind {
+        self.inner.transport
+    }
+
+    /// Counters, including the connection's RTT, congestion window and losses.
+    pub fn stats(&self) -> AgentStats {
+        let c = &self.inner.counters;
+        AgentStats {
+            connection: self.inner.connection.stats(),
+            messages_sent: self.inner.sent.load(Ordering::Relaxed),
+            messages_received: self.inner.received.load(Ordering::Relaxed),
+            zero_rtt_accepted: c.zero_rtt_accepted.load(Ordering::Relaxed),
+            zero_rtt_rejected: c.zero_rtt_rejected.load(Ordering::Relaxed),
+            zero_rtt_used: c.zero_rtt_used,
+            socket_buffers: c.socket_buffers,
+        }
+    }
+
+    /// A new envelope from this agent with a fresh id and the current time.
+    pub fn envelope(&self, to: Destination, kind: Kind) -> Envelope {
+        Envelope::new(
+            self.inner.next_id.fetch_add(1, Ordering::Relaxed),
+            self.id(),
+            to,
+            kind,
+        )
+        .with_timestamp_us(now_us())
+    }
+
+    /// Queues an envelope for sending and returns its id. Waits while the send queue is full.
+    /// Delivery failures (unknown agent, full queue at the hub) come back later as
+    /// [`Kind::Error`] envelopes in the inbox, correlated to the returned id.
+    pub async fn send_envelope(&self, mut env: Envelope) -> Result<u64, AgentError> {
+        if let Some(reason) = self.inner.closed.borrow().clone() {
+            return Err(AgentError::Disconnected(reason));
+        }
+        env.from.clone_from(&self.inner.session.agent_id);
+        let id = env.id;
+        let priority = env.priority;
+        let frame = Frame::Envelope(env)
+            .encode(self.inner.session.codec)
+            .map_err(|e| AgentError::Config(e.to_string()))?;
+        let len = frame.len().saturating_sub(agentwire_proto::FRAME_HEADER_LEN);
+        if len > self.inner.session.max_frame_size as usize {
+            return Err(AgentError::TooLarge(
+                FrameError::TooLarge {
+                    len: u32::try_from(len).unwrap_or(u32::MAX),
+                    max: self.inner.session.max_frame_size,
+                }
+                .to_string(),
+            ));
+        }
+        self.inner
+            .queue
+            .push(
+                Outgoing {
+                    frame,
+                    class: SendClass::Message(priority),
+                },
+                priority,
+            )
+            .await?;
+        self.inner.sent.fetch_add(1, Ordering::Relaxed);
+        Ok(id)
+    }
+
+    /// Sends `body` as a message of `kind` to `to` at medium priority; returns its id.
+    pub async fn send(
+        &self,
+        to: Destination,
+        kind: Kind,
+        body: impl Into<Bytes>,
+    ) -> Result<u64, AgentError> {
+        self.send_envelope(self.envelope(to, kind).with_body(body)).await
+    }
+
+    /// Publishes to a topic's subscribers.
+    pub async fn publish(
+        &self,
+        topic: &str,
+        kind: Kind,
+        body: impl Into<Bytes>,
+    ) -> Result<u64, AgentError> {
+        self.send(Destination::topic(topic), kind, body).await
+    }
+
+    /// Sends a request to agent `to` and waits up to `timeout` for its response.
+    ///
+    /// The request carries `ttl = timeout`, so the hub drops it if it could not be delivered
+    /// in time. Dropping the returned future cancels the wait; a response arriving later is
+    /// discarded.
+    pub async fn request(
+        &self,
+        to: &str,
+        body: impl Into<Bytes>,
+        timeout: Duration,
+    ) -> Result<Envelope, AgentError> {
+        let env = self
+            .envelope(Destination::agent(to), Kind::Request)
+            .with_ttl_ms(u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX))
+            .with_body(body);
+        self.request_envelope(env, timeout).await
+    }
+
+    /// Sends a prepared request envelope (kind set to request) and waits for its response.
+    pub async fn request_envelope(
+        &self,
+        mut env: Envelope,
+        timeout: Duration,
+    ) -> Result<Envelope, AgentError> {
+        env.kind = Kind::Request;
+        let (tx, rx) = oneshot::channel();
+        let id = env.id;
+        self.lock_pending().insert(id, tx);
+        let guard = PendingGuard { handle: self, id };
+        self.send_envelope(env).await?;
+        let answer = tokio::time::timeout(timeout, rx).await;
+        drop(guard);
+        match answer {
+            Err(_) => Err(AgentError::Timeout(timeout)),
+            Ok(Err(_)) => Err(AgentError::Disconnected(
+                self.inner
+                    .closed
+                    .borrow()
+                    .clone()
+                    .unwrap_or_else(|| "connection ended".into()),
+            )),
+            Ok(Ok(resp)) if resp.kind == Kind::Error => Err(remote_error(&resp)),
+            Ok(Ok(resp)) => Ok(resp),
+        }
+    }
+
+    /// Subscribes to a topic (the hub's [`PRESENCE_TOPIC`](crate::hub::PRESENCE_TOPIC) gives
+    /// join/leave events).
+    pub async fn subscribe(&self, topic: &str) -> Result<(), AgentError> {
+        self.control(Frame::Subscribe(topic.to_owned())).await
+    }
+
+    /// Unsubscribes from a topic.
+    pub async fn unsubscribe(&self, topic: &str) -> Result<(), AgentError> {
+        self.control(Frame::Unsubscribe(topic.to_owned())).await
+    }
+
+    async fn control(&self, frame: Frame) -> Result<(), AgentError> {
+        let frame = frame
+            .encode(self.inner.session.codec)
+            .map_err(|e| AgentError::Config(e.to_string()))?;
+        self.inner
+            .queue
+            .push(
+                Outgoing {
+                    frame,
+                    class: SendClass::Control,
+                },
+                Priority::Critical,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Moves the agent's QUIC endpoint to a new local address (connection migration); the
+    /// session continues. Returns the new local address.
+    pub fn rebind(&self, addr: SocketAddr) -> Result<SocketAddr, AgentError> {
+        let quic = self
+            .inner
+            .quic
+            .as_ref()
+            .ok_or_else(|| AgentError::Config("rebind needs the QUIC transport".into()))?;
+        let (socket, _) = quic
+            .settings
+            .bind_udp(addr)
+            .map_err(|e| AgentError::Connect(format!("cannot bind {addr}: {e}")))?;
+        let local = socket
+            .local_addr()
+            .map_err(|e| AgentError::Connect(e.to_string()))?;
+        quic.endpoint
+            .rebind(socket)
+            .map_err(|e| AgentError::Connect(format!("rebind failed: {e}")))?;
+        Ok(local)
+    }
+
+    /// The local address of the agent's QUIC endpoint.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.inner.quic.as_ref().and_then(|q| q.endpoint.local_addr().ok())
+    }
+
+    /// Why the connection ended, once it has.
+    pub fn closed_reason(&self) -> Option<String> {
+        self.inner.closed.borrow().clone()
+    }
+
+    /// Waits until the connection has ended, returning why.
+    pub async fn closed(&self) -> String {
+        let mut rx = self.inner.closed.clone();
+        loop {
+            if let Some(reason) = rx.borrow_and_update().clone() {
+                return reason;
+            }
+            if rx.changed().await.is_err() {
+                return "connection ended".into();
+            }
+        }
+    }
+
+    /// Sends what is queued (waiting at most 5 s), says goodbye and closes the connection.
+    pub async fn close(&self) {
+        if let Ok(frame) = Frame::Goodbye(Goodbye {
+            code: ErrorCode::Normal,
+            reason: "agent closing".into(),
+        })
+        .encode(self.inner.session.codec)
+        {
+            let _ = self
+                .inner
+                .queue
+                .push(Outgoing { frame, class: SendClass::Control }, Priority::Low)
+                .await;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !self.inner.queue.is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        self.inner.queue.close();
+        // Give the transport a moment to flush the goodbye; the hub then closes.
+        let mut closed = self.inner.closed.clone();
+        let _ = tokio::time::timeout(Duration::from_millis(500), closed.changed()).await;
+        self.inner.connection.close(ErrorCode::Normal, "agent closed");
+    }
+
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Envelope>>> {
+        self.inner.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Removes a pending request when its waiter goes away (timeout or cancellation).
+struct PendingGuard<'a> {
+    handle: &'a AgentHandle,
+    id: u64,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.handle.lock_pending().remove(&self.id);
+    }
+}
+
+fn remote_error(env: &Envelope) -> AgentError {
+    let code = env
+        .headers
+        .get("code")
+        .and_then(|c| ErrorCode::from_name(c))
+        .unwrap_or(ErrorCode::Internal);
+    AgentError::Remote {
+        code,
+        reason: String::from_utf8_lossy(&env.body).into_owned(),
+    }
+}
+
+async fn agent_writer<S: FrameSender>(inner: Arc<AgentInner>, sender: S) {
+    while let Some(out) = inner.queue.pop().await {
+        if let Err(e) = sender.send_frame(out.frame, out.class).await {
+            tracing::debug!("agent send failed: {e}");
+            inner.queue.close();
+            return;
+        }
+    }
+}
+
+async fn agent_heartbeat<S: FrameSender>(
+    inner: std::sync::Weak<AgentInner>,
+    sender: S,
+    period: Duration,
+) {
+    let mut seq = 0u64;
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        if inner.queue.is_closed() {
+            return;
+        }
+        seq += 1;
+        let beat = Frame::Heartbeat(Heartbeat {
+            seq,
+            timestamp_us: now_us(),
+        });
+        let Ok(frame) = beat.encode(inner.session.codec) else { return };
+        drop(inner);
+        if sender.send_frame(frame, SendClass::Heartbeat).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn agent_reader<R: FrameReceiver>(
+    handle: AgentHandle,
+    mut receiver: R,
+    inbox: mpsc::Sender<Incoming>,
+    closed: tokio::sync::watch::Sender<Option<String>>,
+) {
+    let codec = handle.inner.session.codec;
+    let reason = loop {
+        let raw = match receiver.recv_frame().await {
+            Ok(Some(raw)) => raw,
+            Ok(None) => break "connection closed".to_owned(),
+            Err(e) => break e.to_string(),
+        };
+        let env = match Frame::decode(&raw, codec) {
+            Ok(Frame::Envelope(env)) => env,
+            Ok(Frame::Goodbye(g)) => break format!("hub said goodbye: {} {}", g.code, g.reason),
+            Ok(_) => continue,
+            Err(e) => {
+                handle
+                    .inner
+                    .connection
+                    .close(e.close_code(), &e.to_string());
+                break format!("bad frame from hub: {e}");
+            }
+        };
+        handle.inner.received.fetch_add(1, Ordering::Relaxed);
+        if matches!(env.kind, Kind::Response | Kind::Error) {
+            if let Some(corr) = env.correlation {
+                if let Some(waiter) = handle.lock_pending().remove(&corr) {
+                    let _ = waiter.send(env);
+                    continue;
+                }
+            }
+        }
+        let incoming = Incoming {
+            envelope: env,
+            handle: handle.clone(),
+        };
+        if inbox.send(incoming).await.is_err() {
+            // Nobody reads the inbox any more; keep serving responses.
+            continue;
+        }
+    };
+    tracing::debug!(agent = %handle.id(), "connection ended: {reason}");
+    handle.inner.queue.close();
+    handle.lock_pending().clear();
+    let _ = closed.send(Some(reason));
+}
+
+impl From<TransportError> for AgentError {
+    fn from(e: TransportError) -> Self {
+        AgentError::Disconnected(e.to_string())
+    }
+}

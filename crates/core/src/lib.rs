@@ -1,0 +1,48 @@
+//! # agentwire — a QUIC-first transport for multi-agent systems
+//!
+//! A [`Hub`](hub::Hub) accepts agents and routes their messages (direct, topic, broadcast,
+//! request/response); an [`Agent`] connects to it, sends, requests, subscribes and receives.
+//! Messages are [`Envelope`]s from the sans-IO [`agentwire_proto`] crate, carried over QUIC
+//! (quinn + rustls) with one stream per message or one lane per priority class.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use agentwire::{hub::{Hub, HubConfig}, metrics::HubMetrics, tls, Agent, AgentOptions, HubTrust};
+//! use std::time::Duration;
+//!
+//! let bundle = tls::generate(&tls::default_hub_names())?;
+//! let identity = tls::HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem)?;
+//! let hub = Hub::new(HubConfig::default(), HubMetrics::new());
+//! let listener = hub.listen_quic("127.0.0.1:0".parse()?, &identity)?;
+//! let url = format!("quic://127.0.0.1:{}", listener.local_addr.port());
+//!
+//! let trust = HubTrust::ca_pem(&bundle.ca_cert_pem)?;
+//! let mut worker = Agent::connect(AgentOptions::new("worker", url.clone(), trust.clone())).await?;
+//! tokio::spawn(async move {
+//!     while let Some(msg) = worker.recv().await {
+//!         let _ = msg.reply(msg.envelope.body.clone()).await;
+//!     }
+//! });
+//! let boss = Agent::connect(AgentOptions::new("boss", url, trust)).await?;
+//! let answer = boss.request("worker", "ping", Duration::from_secs(1)).await?;
+//! assert_eq!(&answer.body[..], b"ping");
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod agent;
+pub mod hub;
+pub mod metrics;
+pub mod queue;
+pub mod settings;
+pub mod tls;
+pub mod transport;
+pub mod url;
+
+pub use agent::{Agent, AgentError, AgentHandle, AgentOptions, AgentStats, Connector, Inbox, Incoming};
+pub use agentwire_proto::{Codec, Destination, Envelope, ErrorCode, Kind, Priority};
+pub use settings::{CongestionControl, QuicSettings, SocketBuffers, StreamMapping};
+pub use tls::HubTrust;
+pub use url::HubUrl;

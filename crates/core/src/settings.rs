@@ -1,0 +1,279 @@
+//! QUIC transport settings and UDP socket set-up.
+//!
+//! This module owns turning user-facing knobs (idle timeout, windows, congestion control,
+//! socket buffers, MTU) into a `quinn::TransportConfig` and a bound UDP socket, and reporting
+//! what the kernel actually granted. It must not open connections or know about agents.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quinn::congestion::{BbrConfig, CubicConfig, NewRenoConfig};
+use quinn::{IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt};
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// Congestion controller for QUIC connections.
+///
+/// ```
+/// use agentwire::CongestionControl;
+/// assert_eq!("bbr".parse::<CongestionControl>().unwrap(), CongestionControl::Bbr);
+/// assert!("vegas".parse::<CongestionControl>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CongestionControl {
+    /// CUBIC (quinn's default).
+    #[default]
+    Cubic,
+    /// NewReno.
+    NewReno,
+    /// BBR (quinn's experimental BBRv1).
+    Bbr,
+}
+
+impl FromStr for CongestionControl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "cubic" => Ok(CongestionControl::Cubic),
+            "newreno" | "new-reno" | "reno" => Ok(CongestionControl::NewReno),
+            "bbr" => Ok(CongestionControl::Bbr),
+            other => Err(format!(
+                "unknown congestion control {other:?} (expected cubic, newreno or bbr)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for CongestionControl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CongestionControl::Cubic => "cubic",
+            CongestionControl::NewReno => "newreno",
+            CongestionControl::Bbr => "bbr",
+        })
+    }
+}
+
+/// How envelopes map onto QUIC streams.
+///
+/// ```
+/// use agentwire::StreamMapping;
+/// assert_eq!("lanes".parse::<StreamMapping>().unwrap(), StreamMapping::Lanes);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StreamMapping {
+    /// Every message on its own unidirectional stream: a lost packet stalls only its own
+    /// message; no ordering between messages.
+    #[default]
+    PerMessage,
+    /// One long-lived unidirectional stream per priority class, frames pipelined: cheaper per
+    /// message, FIFO within a class, but a loss stalls the whole class.
+    Lanes,
+}
+
+impl FromStr for StreamMapping {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "stream" | "per-message" | "streams" => Ok(StreamMapping::PerMessage),
+            "lanes" | "lane" => Ok(StreamMapping::Lanes),
+            other => Err(format!(
+                "unknown stream mapping {other:?} (expected per-message or lanes)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for StreamMapping {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StreamMapping::PerMessage => "per-message",
+            StreamMapping::Lanes => "lanes",
+        })
+    }
+}
+
+/// QUIC transport settings. Every field is applied to the connection or its socket.
+///
+/// ```
+/// use agentwire::QuicSettings;
+/// let s = QuicSettings::default();
+/// assert!(s.transport_config().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct QuicSettings {
+    /// Close the connection after this long without any packet.
+    pub idle_timeout: Duration,
+    /// Send a QUIC PING after this long without sending, to keep the path open.
+    pub keep_alive: Option<Duration>,
+    /// Unidirectional streams the peer may have open at once.
+    pub max_concurrent_uni_streams: u32,
+    /// Bidirectional streams the peer may have open at once.
+    pub max_concurrent_bidi_streams: u32,
+    /// Flow-control window per stream, bytes.
+    pub stream_receive_window: u32,
+    /// Flow-control window for the whole connection, bytes.
+    pub receive_window: u64,
+    /// Most unacknowledged bytes in flight from this side, bytes.
+    pub send_window: u64,
+    /// Congestion controller.
+    pub congestion: CongestionControl,
+    /// Requested UDP socket send buffer (SO_SNDBUF), bytes.
+    pub socket_send_buffer: usize,
+    /// Requested UDP socket receive buffer (SO_RCVBUF), bytes.
+    pub socket_recv_buffer: usize,
+    /// First packet size tried.
+    pub initial_mtu: u16,
+    /// Upper bound for path MTU discovery (loopback allows much more than Ethernet's 1500).
+    pub max_mtu: u16,
+    /// Offer and accept QUIC datagrams (heartbeats ride them).
+    pub datagrams: bool,
+}
+
+impl Default for QuicSettings {
+    fn default() -> Self {
+        QuicSettings {
+            idle_timeout: Duration::from_secs(30),
+            keep_alive: Some(Duration::from_secs(10)),
+            max_concurrent_uni_streams: 4096,
+            max_concurrent_bidi_streams: 64,
+            stream_receive_window: 2 * 1024 * 1024,
+            receive_window: 32 * 1024 * 1024,
+            send_window: 32 * 1024 * 1024,
+            congestion: CongestionControl::Cubic,
+            socket_send_buffer: 4 * 1024 * 1024,
+            socket_recv_buffer: 4 * 1024 * 1024,
+            initial_mtu: 1200,
+            max_mtu: 1452,
+            datagrams: true,
+        }
+    }
+}
+
+/// The socket buffer sizes the kernel granted (Linux reports double the usable size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct SocketBuffers {
+    /// SO_SNDBUF as read back.
+    pub send: usize,
+    /// SO_RCVBUF as read back.
+    pub recv: usize,
+}
+
+impl QuicSettings {
+    /// Builds the quinn transport configuration.
+    pub fn transport_config(&self) -> Result<TransportConfig, String> {
+        let mut t = TransportConfig::default();
+        let idle = IdleTimeout::try_from(self.idle_timeout)
+            .map_err(|_| format!("idle timeout {:?} is too large", self.idle_timeout))?;
+        t.max_idle_timeout(Some(idle))
+            .keep_alive_interval(self.keep_alive)
+            .max_concurrent_uni_streams(VarInt::from_u32(self.max_concurrent_uni_streams))
+            .max_concurrent_bidi_streams(VarInt::from_u32(self.max_concurrent_bidi_streams))
+            .stream_receive_window(VarInt::from_u32(self.stream_receive_window))
+            .receive_window(
+                VarInt::from_u64(self.receive_window)
+                    .map_err(|_| format!("receive window {} is too large", self.receive_window))?,
+            )
+            .send_window(self.send_window);
+        if self.initial_mtu < 1200 || self.max_mtu < self.initial_mtu {
+            return Err(format!(
+                "MTU settings invalid: initial {} (min 1200), max {}",
+                self.initial_mtu, self.max_mtu
+            ));
+        }
+        t.initial_mtu(self.initial_mtu);
+        let mut mtu = MtuDiscoveryConfig::default();
+        mtu.upper_bound(self.max_mtu);
+        t.mtu_discovery_config(Some(mtu));
+        if self.datagrams {
+            t.datagram_receive_buffer_size(Some(1024 * 1024));
+        } else {
+            t.datagram_receive_buffer_size(None);
+        }
+        match self.congestion {
+            CongestionControl::Cubic => {
+                t.congestion_controller_factory(Arc::new(CubicConfig::default()))
+            }
+            CongestionControl::NewReno => {
+                t.congestion_controller_factory(Arc::new(NewRenoConfig::default()))
+            }
+            CongestionControl::Bbr => t.congestion_controller_factory(Arc::new(BbrConfig::default())),
+        };
+        Ok(t)
+    }
+
+    /// Binds a UDP socket at `addr` with the requested buffer sizes.
+    ///
+    /// SO_RCVBUF/SO_SNDBUF are capped by `net.core.rmem_max`/`wmem_max`; when the kernel
+    /// grants less than asked and the process may (CAP_NET_ADMIN), the `...FORCE` variants are
+    /// tried. What was granted is returned so that it can be reported.
+    pub fn bind_udp(&self, addr: SocketAddr) -> std::io::Result<(std::net::UdpSocket, SocketBuffers)> {
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        if addr.is_ipv6() {
+            // Accept v4-mapped peers too where the address is the unspecified one.
+            let _ = socket.set_only_v6(false);
+        }
+        set_buffer(&socket, self.socket_recv_buffer, BufferKind::Recv);
+        set_buffer(&socket, self.socket_send_buffer, BufferKind::Send);
+        socket.bind(&addr.into())?;
+        socket.set_nonblocking(true)?;
+        let buffers = SocketBuffers {
+            send: socket.send_buffer_size().unwrap_or(0),
+            recv: socket.recv_buffer_size().unwrap_or(0),
+        };
+        Ok((socket.into(), buffers))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum BufferKind {
+    Send,
+    Recv,
+}
+
+fn set_buffer(socket: &Socket, want: usize, kind: BufferKind) {
+    if want == 0 {
+        return;
+    }
+    let (set, get): (fn(&Socket, usize) -> std::io::Result<()>, fn(&Socket) -> std::io::Result<usize>) =
+        match kind {
+            BufferKind::Send => (Socket::set_send_buffer_size, Socket::send_buffer_size),
+            BufferKind::Recv => (Socket::set_recv_buffer_size, Socket::recv_buffer_size),
+        };
+    let _ = set(socket, want);
+    // Linux doubles the value it stores; less than `want` back means the cap applied.
+    if get(socket).unwrap_or(0) < want {
+        force_buffer(socket, want, kind);
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn force_buffer(socket: &Socket, want: usize, kind: BufferKind) {
+    use std::os::fd::AsRawFd;
+    let opt = match kind {
+        BufferKind::Send => libc::SO_SNDBUFFORCE,
+        BufferKind::Recv => libc::SO_RCVBUFFORCE,
+    };
+    let value = libc::c_int::try_from(want).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt with a valid fd, a valid option and a pointer to a c_int of the
+    // length passed; failure (no CAP_NET_ADMIN) is reported by the return value only.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(want, "could not force the UDP socket buffer size (no CAP_NET_ADMIN?)");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn force_buffer(_socket: &Socket, _want: usize, _kind: BufferKind) {}

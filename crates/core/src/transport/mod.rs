@@ -1,0 +1,184 @@
+//! Transports: one trait for "a connection that carries agentwire frames", and its adapters.
+//!
+//! A transport moves whole, already-encoded frames (see `agentwire_proto::frame`) between an
+//! agent and the hub and reports what the network is doing (RTT, losses, bytes). It owns
+//! stream mapping, priorities on the wire and liveness plumbing (e.g. QUIC datagrams); it must
+//! not route messages, interpret envelopes or run the handshake logic: the hub and the agent
+//! do that on top, identically for every transport.
+//!
+//! A connection is used as two halves: a [`FrameSender`] (cloneable; used by the writer task
+//! and by whoever needs to close the connection) and a [`FrameReceiver`] (owned by one reader
+//! task). The first frame each way is the handshake, sent with [`SendClass::Control`].
+
+pub mod quic;
+
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use agentwire_proto::{ErrorCode, FrameError, Priority, RawFrame};
+use bytes::Bytes;
+
+/// Which transport a connection uses.
+///
+/// ```
+/// use agentwire::transport::TransportKind;
+/// assert_eq!(TransportKind::Quic.name(), "quic");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TransportKind {
+    /// QUIC (quinn + rustls), ALPN `agentwire/1`.
+    Quic,
+}
+
+impl TransportKind {
+    /// Lowercase name for logs, metrics and the CLI.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::Quic => "quic",
+        }
+    }
+}
+
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a frame travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendClass {
+    /// Handshake, subscriptions, goodbye: in order, on the control channel.
+    Control,
+    /// Liveness beats: unreliable where the transport has datagrams, else the control channel.
+    Heartbeat,
+    /// An envelope of this priority class.
+    Message(Priority),
+}
+
+/// What went wrong with a connection.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TransportError {
+    /// The peer (or we) closed the connection, with an agentwire code where one was given.
+    #[error("connection closed: {reason}")]
+    Closed {
+        /// The agentwire close code, if the close carried one of ours.
+        code: Option<ErrorCode>,
+        /// What the close said.
+        reason: String,
+    },
+    /// The peer sent bytes that are not valid frames.
+    #[error("bad frame from peer: {0}")]
+    Frame(#[from] FrameError),
+    /// A frame we were asked to send is larger than the peer accepts.
+    #[error("frame of {len} bytes exceeds the peer's limit of {max}")]
+    TooLarge {
+        /// The frame's length.
+        len: usize,
+        /// The agreed limit.
+        max: u32,
+    },
+    /// Setting up the connection failed (address, socket, TLS).
+    #[error("{0}")]
+    Connect(String),
+    /// Nothing happened within the allowed time.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// Any other I/O failure.
+    #[error("{0}")]
+    Io(String),
+}
+
+impl TransportError {
+    /// The agentwire code to close the connection with after this error.
+    pub fn close_code(&self) -> ErrorCode {
+        match self {
+            TransportError::Frame(e) => e.close_code(),
+            TransportError::TooLarge { .. } => ErrorCode::FrameTooLarge,
+            TransportError::Closed { code, .. } => code.unwrap_or(ErrorCode::Normal),
+            TransportError::Timeout(_) => ErrorCode::HandshakeTimeout,
+            _ => ErrorCode::Internal,
+        }
+    }
+}
+
+/// A snapshot of a connection's network-level counters. Fields a transport cannot know are 0.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ConnectionStats {
+    /// Transport name.
+    pub transport: &'static str,
+    /// Peer address.
+    pub remote_addr: Option<SocketAddr>,
+    /// Smoothed round-trip time, microseconds.
+    pub rtt_us: u64,
+    /// Congestion window, bytes.
+    pub cwnd_bytes: u64,
+    /// Packets declared lost.
+    pub lost_packets: u64,
+    /// Bytes declared lost.
+    pub lost_bytes: u64,
+    /// Packets sent.
+    pub sent_packets: u64,
+    /// UDP/TCP payload bytes sent.
+    pub bytes_sent: u64,
+    /// UDP/TCP payload bytes received.
+    pub bytes_received: u64,
+    /// Streams this side opened.
+    pub streams_opened: u64,
+    /// Datagrams sent.
+    pub datagrams_sent: u64,
+    /// Current path MTU, bytes.
+    pub mtu: u16,
+    /// Congestion events.
+    pub congestion_events: u64,
+}
+
+/// The sending half of a connection.
+pub trait FrameSender: Clone + Send + Sync + 'static {
+    /// Sends one encoded frame (length prefix included). Returns once the transport has taken
+    /// the bytes (not when the peer has them); waits while the transport's buffers are full.
+    fn send_frame(
+        &self,
+        frame: Bytes,
+        class: SendClass,
+    ) -> impl Future<Output = Result<(), TransportError>> + Send;
+
+    /// Sets the largest frame the peer accepts (after the handshake).
+    fn set_peer_max_frame_size(&self, max: u32);
+
+    /// Closes the connection with a code and a reason; pending frames may be lost.
+    fn close(&self, code: ErrorCode, reason: &str);
+
+    /// Resolves when the connection is closed, by either side.
+    fn closed(&self) -> impl Future<Output = TransportError> + Send;
+
+    /// Network counters.
+    fn stats(&self) -> ConnectionStats;
+
+    /// The transport in use.
+    fn kind(&self) -> TransportKind;
+}
+
+/// The receiving half of a connection.
+pub trait FrameReceiver: Send + 'static {
+    /// The next whole frame, `Ok(None)` at an orderly end, or an error that ends the
+    /// connection (a malformed or oversized frame, a reset, a timeout).
+    fn recv_frame(&mut self) -> impl Future<Output = Result<Option<RawFrame>, TransportError>> + Send;
+
+    /// Sets the largest frame accepted from the peer (after the handshake).
+    fn set_max_frame_size(&mut self, max: u32);
+}
+
+/// Checks an outgoing frame against the peer's limit (the 4-byte length prefix excluded).
+pub(crate) fn check_outgoing(frame: &Bytes, peer_max: u32) -> Result<(), TransportError> {
+    let len = frame.len().saturating_sub(agentwire_proto::FRAME_HEADER_LEN);
+    if len > peer_max as usize {
+        return Err(TransportError::TooLarge {
+            len,
+            max: peer_max,
+        });
+    }
+    Ok(())
+}

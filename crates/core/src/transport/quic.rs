@@ -1,0 +1,467 @@
+//! The QUIC transport (quinn + rustls, ALPN `agentwire/1`).
+//!
+//! Mapping (see `docs/protocol.md`, "Transport mappings"):
+//! - the agent opens one bidirectional **control stream** first; the handshake, subscriptions
+//!   and goodbyes travel on it, in order;
+//! - every envelope travels on a **unidirectional stream**: its own stream in
+//!   [`StreamMapping::PerMessage`] mode, or one long-lived stream per priority class in
+//!   [`StreamMapping::Lanes`] mode. A receiver reads any unidirectional stream as a sequence of
+//!   frames until its end, so the two modes interoperate without negotiation;
+//! - stream priorities follow the envelope's class (critical highest), so quinn sends a
+//!   critical message's bytes ahead of bulk bytes already queued;
+//! - heartbeats ride **QUIC datagrams** when both sides enabled them, else the control stream.
+//!
+//! This module owns that mapping, endpoint and socket set-up and the per-connection stats. It
+//! must not route or interpret envelopes: it hands whole raw frames to the hub or agent.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use agentwire_proto::{ErrorCode, FrameDecoder, FrameType, Limits, Priority, RawFrame};
+use bytes::Bytes;
+use quinn::{Connection, RecvStream, SendStream, VarInt};
+use tokio::sync::{mpsc, Mutex};
+
+use super::{
+    check_outgoing, ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError,
+    TransportKind,
+};
+use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
+
+/// Bytes of partially received frames one connection may hold across all its streams before
+/// it is closed with `limit-exceeded` (guards against a peer opening many streams and never
+/// finishing them).
+pub const DEFAULT_MAX_BUFFERED_BYTES: usize = 64 * 1024 * 1024;
+
+/// Frames queued between the stream readers and the consumer of one connection.
+const INBOUND_QUEUE: usize = 512;
+
+/// Builds a quinn server endpoint bound to `addr`.
+pub fn server_endpoint(
+    addr: SocketAddr,
+    settings: &QuicSettings,
+    tls: rustls::ServerConfig,
+) -> Result<(quinn::Endpoint, SocketBuffers), TransportError> {
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
+        .map_err(|e| TransportError::Connect(format!("TLS config not usable for QUIC: {e}")))?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(
+        settings.transport_config().map_err(TransportError::Connect)?,
+    ));
+    let (socket, buffers) = settings
+        .bind_udp(addr)
+        .map_err(|e| TransportError::Connect(format!("cannot bind UDP {addr}: {e}")))?;
+    let runtime = quinn::default_runtime()
+        .ok_or_else(|| TransportError::Connect("no async runtime found".into()))?;
+    let endpoint = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(config),
+        socket,
+        runtime,
+    )
+    .map_err(|e| TransportError::Connect(format!("cannot start QUIC endpoint on {addr}: {e}")))?;
+    Ok((endpoint, buffers))
+}
+
+/// Builds a quinn client endpoint bound to `bind` (use port 0).
+pub fn client_endpoint(
+    bind: SocketAddr,
+    settings: &QuicSettings,
+) -> Result<(quinn::Endpoint, SocketBuffers), TransportError> {
+    let (socket, buffers) = settings
+        .bind_udp(bind)
+        .map_err(|e| TransportError::Connect(format!("cannot bind UDP {bind}: {e}")))?;
+    let runtime = quinn::default_runtime()
+        .ok_or_else(|| TransportError::Connect("no async runtime found".into()))?;
+    let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, runtime)
+        .map_err(|e| TransportError::Connect(format!("cannot start QUIC endpoint: {e}")))?;
+    Ok((endpoint, buffers))
+}
+
+/// Builds a quinn client configuration from TLS settings and transport settings.
+pub fn client_config(
+    settings: &QuicSettings,
+    tls: rustls::ClientConfig,
+) -> Result<quinn::ClientConfig, TransportError> {
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+        .map_err(|e| TransportError::Connect(format!("TLS config not usable for QUIC: {e}")))?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(Arc::new(
+        settings.transport_config().map_err(TransportError::Connect)?,
+    ));
+    Ok(config)
+}
+
+/// Maps a quinn connection error to ours, recovering agentwire close codes.
+pub fn map_connection_error(e: &quinn::ConnectionError) -> TransportError {
+    use quinn::ConnectionError as C;
+    match e {
+        C::ApplicationClosed(close) => {
+            let code = ErrorCode::from_code(
+                u32::try_from(close.error_code.into_inner()).unwrap_or(u32::MAX),
+            );
+            TransportError::Closed {
+                code,
+                reason: format!(
+                    "closed by peer: {} {}",
+                    code.map(|c| c.name()).unwrap_or("unknown-code"),
+                    String::from_utf8_lossy(&close.reason)
+                )
+                .trim_end()
+                .to_owned(),
+            }
+        }
+        C::LocallyClosed => TransportError::Closed {
+            code: Some(ErrorCode::Normal),
+            reason: "closed locally".into(),
+        },
+        C::TimedOut => TransportError::Closed {
+            code: None,
+            reason: "idle timeout: no packets from the peer".into(),
+        },
+        C::TransportError(t) => {
+            // QUIC carries TLS alerts as crypto errors 0x100..=0x1ff; their reason is the
+            // rustls error text, which the TLS module turns into a sentence naming the problem.
+            let code = u64::from(t.code);
+            if (0x100..=0x1ff).contains(&code) {
+                TransportError::Connect(crate::tls::describe_tls_error_text(&t.reason))
+            } else {
+                TransportError::Connect(format!("QUIC transport error: {t}"))
+            }
+        }
+        other => TransportError::Closed {
+            code: None,
+            reason: other.to_string(),
+        },
+    }
+}
+
+fn quic_priority(class: SendClass) -> i32 {
+    match class {
+        SendClass::Control | SendClass::Heartbeat => 16,
+        SendClass::Message(p) => match p {
+            Priority::Critical => 12,
+            Priority::High => 8,
+            Priority::Medium => 4,
+            Priority::Low => 0,
+        },
+    }
+}
+
+/// Wraps an established connection and its control stream into sender and receiver halves.
+///
+/// `control` is the bidirectional stream the agent opened first (the agent passes the halves
+/// from `open_bi`, the hub those from `accept_bi`).
+pub fn split_connection(
+    conn: Connection,
+    control: (SendStream, RecvStream),
+    mapping: StreamMapping,
+    datagrams: bool,
+) -> (QuicSender, QuicReceiver) {
+    let (control_send, control_recv) = control;
+    let _ = control_send.set_priority(quic_priority(SendClass::Control));
+    let limits = Limits::default();
+    let max_in = Arc::new(AtomicU32::new(limits.max_frame_size));
+    let buffered = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel(INBOUND_QUEUE);
+    let reader = StreamReader {
+        max_frame_size: max_in.clone(),
+        buffered,
+        max_buffered: DEFAULT_MAX_BUFFERED_BYTES,
+        tx: tx.clone(),
+    };
+    tokio::spawn(reader.clone().pump(control_recv));
+    tokio::spawn(accept_loop(conn.clone(), reader, tx));
+    let sender = QuicSender {
+        inner: Arc::new(SenderInner {
+            conn,
+            control: Mutex::new(control_send),
+            lanes: Default::default(),
+            mapping,
+            datagrams,
+            peer_max: AtomicU32::new(limits.max_frame_size),
+            streams_opened: AtomicU64::new(1),
+            datagrams_sent: AtomicU64::new(0),
+        }),
+    };
+    let receiver = QuicReceiver {
+        rx,
+        max_frame_size: max_in,
+        done: false,
+    };
+    (sender, receiver)
+}
+
+/// Sending half of a QUIC connection.
+#[derive(Clone)]
+pub struct QuicSender {
+    inner: Arc<SenderInner>,
+}
+
+struct SenderInner {
+    conn: Connection,
+    control: Mutex<SendStream>,
+    lanes: [Mutex<Option<SendStream>>; 4],
+    mapping: StreamMapping,
+    datagrams: bool,
+    peer_max: AtomicU32,
+    streams_opened: AtomicU64,
+    datagrams_sent: AtomicU64,
+}
+
+impl QuicSender {
+    /// The underlying quinn connection (for stats, addresses and tests).
+    pub fn connection(&self) -> &Connection {
+        &self.inner.conn
+    }
+
+    async fn write_control(&self, frame: Bytes) -> Result<(), TransportError> {
+        let mut control = self.inner.control.lock().await;
+        control.write_chunk(frame).await.map_err(map_write_error)
+    }
+
+    async fn write_message(&self, frame: Bytes, class: SendClass) -> Result<(), TransportError> {
+        let inner = &self.inner;
+        let open = || async {
+            let stream = inner.conn.open_uni().await.map_err(|e| map_connection_error(&e))?;
+            let _ = stream.set_priority(quic_priority(class));
+            inner.streams_opened.fetch_add(1, Ordering::Relaxed);
+            Ok::<_, TransportError>(stream)
+        };
+        match (inner.mapping, class) {
+            (StreamMapping::Lanes, SendClass::Message(p)) => {
+                let mut lane = inner.lanes[p.index()].lock().await;
+                let stream = match lane.as_mut() {
+                    Some(s) => s,
+                    None => lane.insert(open().await?),
+                };
+                stream.write_chunk(frame).await.map_err(map_write_error)
+            }
+            _ => {
+                let mut stream = open().await?;
+                stream.write_chunk(frame).await.map_err(map_write_error)?;
+                // Ends the stream; the bytes still go out (and are retransmitted) after this.
+                let _ = stream.finish();
+                Ok(())
+            }
+        }
+    }
+}
+
+fn map_write_error(e: quinn::WriteError) -> TransportError {
+    match e {
+        quinn::WriteError::ConnectionLost(c) => map_connection_error(&c),
+        other => TransportError::Io(format!("stream write failed: {other}")),
+    }
+}
+
+impl FrameSender for QuicSender {
+    async fn send_frame(&self, frame: Bytes, class: SendClass) -> Result<(), TransportError> {
+        check_outgoing(&frame, self.inner.peer_max.load(Ordering::Relaxed))?;
+        match class {
+            SendClass::Control => self.write_control(frame).await,
+            SendClass::Heartbeat => {
+                let fits = self
+                    .inner
+                    .conn
+                    .max_datagram_size()
+                    .is_some_and(|max| frame.len() <= max);
+                if self.inner.datagrams && fits {
+                    match self.inner.conn.send_datagram(frame.clone()) {
+                        Ok(()) => {
+                            self.inner.datagrams_sent.fetch_add(1, Ordering::Relaxed);
+                            return Ok(());
+                        }
+                        Err(quinn::SendDatagramError::ConnectionLost(c)) => {
+                            return Err(map_connection_error(&c))
+                        }
+                        Err(_) => {}
+                    }
+                }
+                self.write_control(frame).await
+            }
+            SendClass::Message(_) => self.write_message(frame, class).await,
+        }
+    }
+
+    fn set_peer_max_frame_size(&self, max: u32) {
+        self.inner.peer_max.store(max, Ordering::Relaxed);
+    }
+
+    fn close(&self, code: ErrorCode, reason: &str) {
+        self.inner
+            .conn
+            .close(VarInt::from_u32(code.code()), reason.as_bytes());
+    }
+
+    async fn closed(&self) -> TransportError {
+        map_connection_error(&self.inner.conn.closed().await)
+    }
+
+    fn stats(&self) -> ConnectionStats {
+        let s = self.inner.conn.stats();
+        ConnectionStats {
+            transport: TransportKind::Quic.name(),
+            remote_addr: Some(self.inner.conn.remote_address()),
+            rtt_us: u64::try_from(s.path.rtt.as_micros()).unwrap_or(u64::MAX),
+            cwnd_bytes: s.path.cwnd,
+            lost_packets: s.path.lost_packets,
+            lost_bytes: s.path.lost_bytes,
+            sent_packets: s.path.sent_packets,
+            bytes_sent: s.udp_tx.bytes,
+            bytes_received: s.udp_rx.bytes,
+            streams_opened: self.inner.streams_opened.load(Ordering::Relaxed),
+            datagrams_sent: self.inner.datagrams_sent.load(Ordering::Relaxed),
+            mtu: s.path.current_mtu,
+            congestion_events: s.path.congestion_events,
+        }
+    }
+
+    fn kind(&self) -> TransportKind {
+        TransportKind::Quic
+    }
+}
+
+/// Receiving half of a QUIC connection: frames from the control stream, every unidirectional
+/// stream and datagrams, merged.
+pub struct QuicReceiver {
+    rx: mpsc::Receiver<Result<RawFrame, TransportError>>,
+    max_frame_size: Arc<AtomicU32>,
+    done: bool,
+}
+
+impl FrameReceiver for QuicReceiver {
+    async fn recv_frame(&mut self) -> Result<Option<RawFrame>, TransportError> {
+        if self.done {
+            return Ok(None);
+        }
+        match self.rx.recv().await {
+            Some(Ok(frame)) => Ok(Some(frame)),
+            Some(Err(TransportError::Closed {
+                code: Some(ErrorCode::Normal),
+                ..
+            }))
+            | None => {
+                self.done = true;
+                Ok(None)
+            }
+            Some(Err(e)) => {
+                self.done = true;
+                Err(e)
+            }
+        }
+    }
+
+    fn set_max_frame_size(&mut self, max: u32) {
+        self.max_frame_size.store(max, Ordering::Relaxed);
+    }
+}
+
+/// Reads frames from streams into the connection's inbound queue.
+#[derive(Clone)]
+struct StreamReader {
+    max_frame_size: Arc<AtomicU32>,
+    buffered: Arc<AtomicUsize>,
+    max_buffered: usize,
+    tx: mpsc::Sender<Result<RawFrame, TransportError>>,
+}
+
+impl StreamReader {
+    async fn pump(self, mut stream: RecvStream) {
+        let mut decoder = FrameDecoder::new(self.max_frame_size.load(Ordering::Relaxed));
+        let mut held = 0usize;
+        let result = loop {
+            let chunk = match stream.read_chunk(usize::MAX, true).await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break decoder.finish().map_err(TransportError::from),
+                // A reset stream loses only its own message; a lost connection is reported by
+                // the accept loop.
+                Err(_) => break Ok(()),
+            };
+            decoder.push(&chunk.bytes);
+            let outcome = self.drain(&mut decoder).await;
+            let now = decoder.buffered();
+            if now > held {
+                let total = self.buffered.fetch_add(now - held, Ordering::Relaxed) + now - held;
+                held = now;
+                if total > self.max_buffered {
+                    break Err(TransportError::Frame(agentwire_proto::FrameError::TooLarge {
+                        len: u32::try_from(total).unwrap_or(u32::MAX),
+                        max: u32::try_from(self.max_buffered).unwrap_or(u32::MAX),
+                    }));
+                }
+            } else {
+                self.buffered.fetch_sub(held - now, Ordering::Relaxed);
+                held = now;
+            }
+            match outcome {
+                Ok(true) => {}
+                Ok(false) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        self.buffered.fetch_sub(held, Ordering::Relaxed);
+        if let Err(e) = result {
+            let _ = self.tx.send(Err(e)).await;
+        }
+    }
+
+    /// Hands every whole frame in the decoder on; `Ok(false)` when the consumer is gone.
+    async fn drain(&self, decoder: &mut FrameDecoder) -> Result<bool, TransportError> {
+        loop {
+            decoder.set_max_frame_size(self.max_frame_size.load(Ordering::Relaxed));
+            match decoder.next_frame()? {
+                Some(frame) => {
+                    if self.tx.send(Ok(frame)).await.is_err() {
+                        return Ok(false);
+                    }
+                }
+                None => return Ok(true),
+            }
+        }
+    }
+}
+
+async fn accept_loop(
+    conn: Connection,
+    reader: StreamReader,
+    tx: mpsc::Sender<Result<RawFrame, TransportError>>,
+) {
+    loop {
+        tokio::select! {
+            stream = conn.accept_uni() => match stream {
+                Ok(stream) => {
+                    tokio::spawn(reader.clone().pump(stream));
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(map_connection_error(&e))).await;
+                    return;
+                }
+            },
+            datagram = conn.read_datagram() => match datagram {
+                Ok(bytes) => {
+                    let max = reader.max_frame_size.load(Ordering::Relaxed);
+                    let frame = FrameDecoder::decode_one(bytes, max).map_err(TransportError::from).and_then(|f| {
+                        if f.type_byte == FrameType::Heartbeat as u8 {
+                            Ok(f)
+                        } else {
+                            Err(TransportError::Frame(agentwire_proto::FrameError::Malformed {
+                                frame: FrameType::Heartbeat,
+                                message: format!("datagram carried frame type 0x{:02x}; only heartbeats may", f.type_byte),
+                            }))
+                        }
+                    });
+                    let fatal = frame.is_err();
+                    if tx.send(frame).await.is_err() || fatal {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(map_connection_error(&e))).await;
+                    return;
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,858 @@
+//! Framing: how envelopes and control messages are cut out of a byte stream.
+//!
+//! A frame is a 4-byte big-endian length `L`, then `L` bytes: one type byte and `L - 1` bytes
+//! of payload. `L` never exceeds the negotiated maximum frame size; the decoder rejects an
+//! oversized length as soon as it has read the 4 length bytes, before buffering the body.
+//!
+//! This module owns the length prefix, the frame types and the payload layout of each type.
+//! It must not do I/O: [`FrameDecoder`] is fed bytes by the caller and hands back whole frames.
+
+use bytes::{Buf, Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{Codec, CodecError};
+use crate::handshake::{Hello, Reject, Welcome};
+use crate::{Envelope, ErrorCode};
+
+/// Bytes of the length prefix.
+pub const FRAME_HEADER_LEN: usize = 4;
+
+/// Most bytes [`FrameDecoder`] reserves ahead of what has arrived while waiting for a frame.
+const MAX_RESERVE_AHEAD: usize = 64 * 1024;
+
+/// The type byte of a frame.
+///
+/// ```
+/// use agentwire_proto::FrameType;
+/// assert_eq!(FrameType::from_byte(0x10), Some(FrameType::Envelope));
+/// assert_eq!(FrameType::from_byte(0x99), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FrameType {
+    /// Agent → hub: the opening handshake message (MessagePack always).
+    Hello = 0x01,
+    /// Hub → agent: the handshake was accepted (MessagePack always).
+    Welcome = 0x02,
+    /// Hub → agent: the handshake was refused (MessagePack always).
+    Reject = 0x03,
+    /// An envelope, in the session's codec.
+    Envelope = 0x10,
+    /// Agent → hub: subscribe to a topic (payload: the topic, UTF-8).
+    Subscribe = 0x20,
+    /// Agent → hub: unsubscribe from a topic (payload: the topic, UTF-8).
+    Unsubscribe = 0x21,
+    /// Liveness beat (payload: sequence u64 BE, timestamp µs u64 BE).
+    Heartbeat = 0x30,
+    /// Orderly close with a reason (payload: code u32 BE, reason UTF-8).
+    Goodbye = 0x40,
+}
+
+impl FrameType {
+    /// The frame type for a type byte.
+    pub fn from_byte(b: u8) -> Option<FrameType> {
+        Some(match b {
+            0x01 => FrameType::Hello,
+            0x02 => FrameType::Welcome,
+            0x03 => FrameType::Reject,
+            0x10 => FrameType::Envelope,
+            0x20 => FrameType::Subscribe,
+            0x21 => FrameType::Unsubscribe,
+            0x30 => FrameType::Heartbeat,
+            0x40 => FrameType::Goodbye,
+            _ => return None,
+        })
+    }
+}
+
+/// A liveness beat. The hub answers nothing; any frame counts as a sign of life, and agents
+/// send these when they have nothing else to say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// Increments by one per beat.
+    pub seq: u64,
+    /// Sender's clock, microseconds since the Unix epoch.
+    pub timestamp_us: u64,
+}
+
+/// An orderly close: why the sender is going away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Goodbye {
+    /// The reason's code.
+    pub code: ErrorCode,
+    /// Free text for humans.
+    pub reason: String,
+}
+
+/// A decoded frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// See [`Hello`].
+    Hello(Hello),
+    /// See [`Welcome`].
+    Welcome(Welcome),
+    /// See [`Reject`].
+    Reject(Reject),
+    /// An agent message.
+    Envelope(Envelope),
+    /// Subscribe to a topic.
+    Subscribe(String),
+    /// Unsubscribe from a topic.
+    Unsubscribe(String),
+    /// A liveness beat.
+    Heartbeat(Heartbeat),
+    /// An orderly close.
+    Goodbye(Goodbye),
+}
+
+/// A frame whose length prefix has been checked but whose payload is not yet decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawFrame {
+    /// The type byte (may be unknown; [`Frame::decode`] rejects it then).
+    pub type_byte: u8,
+    /// The payload after the type byte.
+    pub payload: Bytes,
+}
+
+/// Why bytes could not be turned into a frame.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// The length prefix exceeds the maximum frame size.
+    #[error("frame of {len} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// The length the prefix announced.
+        len: u32,
+        /// The limit in force.
+        max: u32,
+    },
+    /// A zero length prefix (a frame needs at least its type byte).
+    #[error("empty frame (length 0)")]
+    Empty,
+    /// The input ended inside a frame.
+    #[error("input ended inside a frame: {buffered} of {needed} bytes")]
+    Truncated {
+        /// Bytes that arrived.
+        buffered: usize,
+        /// Bytes the frame needed (prefix included).
+        needed: usize,
+    },
+    /// Bytes after the one frame a message stream may carry, where exactly one was expected.
+    #[error("{0} bytes after the frame")]
+    Trailing(usize),
+    /// A type byte this version does not know.
+    #[error("unknown frame type 0x{0:02x}")]
+    UnknownType(u8),
+    /// The payload does not decode as its type says.
+    #[error("malformed {frame:?} frame: {message}")]
+    Malformed {
+        /// The frame's type.
+        frame: FrameType,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+impl FrameError {
+    /// The close code a transport uses for this error.
+    ///
+    /// ```
+    /// use agentwire_proto::{ErrorCode, FrameError};
+    /// assert_eq!(FrameError::Empty.close_code(), ErrorCode::MalformedFrame);
+    /// assert_eq!(FrameError::TooLarge { len: 9, max: 8 }.close_code(), ErrorCode::FrameTooLarge);
+    /// ```
+    pub fn close_code(&self) -> ErrorCode {
+        match self {
+            FrameError::TooLarge { .. } => ErrorCode::FrameTooLarge,
+            _ => ErrorCode::MalformedFrame,
+        }
+    }
+}
+
+impl Frame {
+    /// The frame's type.
+    pub fn frame_type(&self) -> FrameType {
+        match self {
+            Frame::Hello(_) => FrameType::Hello,
+            Frame::Welcome(_) => FrameType::Welcome,
+            Frame::Reject(_) => FrameType::Reject,
+            Frame::Envelope(_) => FrameType::Envelope,
+            Frame::Subscribe(_) => FrameType::Subscribe,
+            Frame::Unsubscribe(_) => FrameType::Unsubscribe,
+            Frame::Heartbeat(_) => FrameType::Heartbeat,
+            Frame::Goodbye(_) => FrameType::Goodbye,
+        }
+    }
+
+    /// Encodes the frame, length prefix included. `codec` applies to envelopes only;
+    /// handshake frames are always MessagePack.
+    pub fn encode(&self, codec: Codec) -> Result<Bytes, CodecError> {
+        let mut out = Vec::with_capacity(64);
+        self.encode_into(codec, &mut out)?;
+        Ok(Bytes::from(out))
+    }
+
+    /// Appends the encoded frame to `out`.
+    pub fn encode_into(&self, codec: Codec, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let start = out.len();
+        out.extend_from_slice(&[0, 0, 0, 0, self.frame_type() as u8]);
+        match self {
+            Frame::Hello(h) => Codec::MsgPack.encode_into(h, out)?,
+            Frame::Welcome(w) => Codec::MsgPack.encode_into(w, out)?,
+            Frame::Reject(r) => Codec::MsgPack.encode_into(r, out)?,
+            Frame::Envelope(e) => codec.encode_into(e, out)?,
+            Frame::Subscribe(t) | Frame::Unsubscribe(t) => out.extend_from_slice(t.as_bytes()),
+            Frame::Heartbeat(h) => {
+                out.extend_from_slice(&h.seq.to_be_bytes());
+                out.extend_from_slice(&h.timestamp_us.to_be_bytes());
+            }
+            Frame::Goodbye(g) => {
+                out.extend_from_slice(&g.code.code().to_be_bytes());
+                out.extend_from_slice(g.reason.as_bytes());
+            }
+        }
+        let len = u32::try_from(out.len() - start - FRAME_HEADER_LEN).map_err(|_| CodecError {
+            codec,
+            message: "frame longer than 4 GiB".into(),
+        })?;
+        out[start..start + FRAME_HEADER_LEN].copy_from_slice(&len.to_be_bytes());
+        Ok(())
+    }
+
+    /// Decodes a raw frame's payload. `codec` applies to envelopes only.
+    pub fn decode(raw: &RawFrame, codec: Codec) -> Result<Frame, FrameError> {
+        let frame_type =
+            FrameType::from_byte(raw.type_byte).ok_or(FrameError::UnknownType(raw.type_byte))?;
+        let malformed = |message: String| FrameError::Malformed {
+            frame: frame_type,
+            message,
+        };
+        let codec_err = |e: CodecError| malformed(e.to_string());
+        let text = |bytes: &[u8]| {
+            std::str::from_utf8(bytes)
+                .map(str::to_owned)
+                .map_err(|e| malformed(format!("not UTF-8: {e}")))
+        };
+        let p = &raw.payload[..];
+        Ok(match frame_type {
+            FrameType::Hello => Frame::Hello(Codec::MsgPack.decode(p).map_err(codec_err)?),
+            FrameType::Welcome => Frame::Welcome(Codec::MsgPack.decode(p).map_err(codec_err)?),
+            FrameType::Reject => Frame::Reject(Codec::MsgPack.decode(p).map_err(codec_err)?),
+            FrameType::Envelope => Frame::Envelope(codec.decode(p).map_err(codec_err)?),
+            FrameType::Subscribe => Frame::Subscribe(text(p)?),
+            FrameType::Unsubscribe => Frame::Unsubscribe(text(p)?),
+            FrameType::Heartbeat => {
+                if p.len() != 16 {
+                    return Err(malformed(format!("{} bytes, expected 16", p.len())));
+                }
+                let mut b = p;
+                Frame::Heartbeat(Heartbeat {
+                    seq: b.get_u64(),
+                    timestamp_us: b.get_u64(),
+                })
+            }
+            FrameType::Goodbye => {
+                if p.len() < 4 {
+                    return Err(malformed(format!("{} bytes, expected at least 4", p.len())));
+                }
+                let mut b = p;
+                let code = b.get_u32();
+                Frame::Goodbye(Goodbye {
+                    code: ErrorCode::from_code(code).unwrap_or(ErrorCode::ProtocolViolation),
+                    reason: String::from_utf8_lossy(b).into_owned(),
+                })
+            }
+        })
+    }
+}
+
+/// Cuts frames out of a byte stream, enforcing the maximum frame size.
+///
+/// Feed it bytes with [`push`](FrameDecoder::push) in any chunking, take frames with
+/// [`next_frame`](FrameDecoder::next_frame), and call [`finish`](FrameDecoder::finish) at end
+/// of stream to learn whether it ended inside a frame.
+///
+/// ```
+/// use agentwire_proto::{FrameDecoder, FrameError};
+/// let mut d = FrameDecoder::new(8);
+/// d.push(&[0, 0, 0, 2, 0x30]);
+/// assert_eq!(d.next_frame(), Ok(None)); // one byte of payload still missing
+/// assert_eq!(d.finish(), Err(FrameError::Truncated { buffered: 5, needed: 6 }));
+///
+/// let mut d = FrameDecoder::new(8);
+/// d.push(&[0, 0, 1, 0]); // announces 256 bytes: rejected before any are buffered
+/// assert_eq!(d.next_frame(), Err(FrameError::TooLarge { len: 256, max: 8 }));
+/// ```
+#[derive(Debug)]
+pub struct FrameDecoder {
+    buf: BytesMut,
+    max_frame_size: u32,
+}
+
+impl FrameDecoder {
+    /// A decoder that rejects frames longer than `max_frame_size` bytes (type byte included).
+    pub fn new(max_frame_size: u32) -> Self {
+        FrameDecoder {
+            buf: BytesMut::new(),
+            max_frame_size,
+        }
+    }
+
+    /// Changes the limit (after the handshake agreed on one).
+    pub fn set_max_frame_size(&mut self, max_frame_size: u32) {
+        self.max_frame_size = max_frame_size;
+    }
+
+    /// Bytes buffered and not yet returned as frames.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Appends received bytes.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The length the next frame announces, once its prefix has arrived, checked against the
+    /// limit. Lets a reader size its next read.
+    pub fn next_len(&self) -> Result<Option<u32>, FrameError> {
+        read_len(&self.buf, self.max_frame_size)
+    }
+
+    /// The next whole frame, `Ok(None)` if more bytes are needed, or an error if the stream
+    /// is broken (after which the decoder should be dropped).
+    pub fn next_frame(&mut self) -> Result<Option<RawFrame>, FrameError> {
+        let Some(len) = self.next_len()? else {
+            return Ok(None);
+        };
+        let total = FRAME_HEADER_LEN.saturating_add(len as usize);
+        if self.buf.len() < total {
+            // Grow towards the announced size, but never reserve more than a bounded step
+            // ahead of the bytes that actually arrived: a peer announcing a large frame and
+            // then stalling must not pin `max_frame_size` bytes per connection.
+            self.buf
+                .reserve((total - self.buf.len()).min(MAX_RESERVE_AHEAD));
+            return Ok(None);
+        }
+        self.buf.advance(FRAME_HEADER_LEN);
+        let type_byte = self.buf.get_u8();
+        let payload = self.buf.split_to(len as usize - 1).freeze();
+        Ok(Some(RawFrame { type_byte, payload }))
+    }
+
+    /// Call at end of stream: an error if a partial frame is buffered.
+    pub fn finish(&self) -> Result<(), FrameError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let needed = match self.next_len() {
+            Ok(Some(len)) => FRAME_HEADER_LEN.saturating_add(len as usize),
+            _ => FRAME_HEADER_LEN,
+        };
+        Err(FrameError::Truncated {
+            buffered: self.buf.len(),
+            needed,
+        })
+    }
+
+    /// Decodes a buffer that must hold exactly one frame (a message stream's whole content).
+    ///
+    /// ```
+    /// use agentwire_proto::{Codec, Frame, FrameDecoder};
+    /// let bytes = Frame::Subscribe("news".into()).encode(Codec::MsgPack).unwrap();
+    /// let raw = FrameDecoder::decode_one(bytes.clone(), 1024).unwrap();
+    /// assert_eq!(Frame::decode(&raw, Codec::MsgPack).unwrap(), Frame::Subscribe("news".into()));
+    /// ```
+    pub fn decode_one(mut bytes: Bytes, max_frame_size: u32) -> Result<RawFrame, FrameError> {
+        let len = read_len(&bytes, max_frame_size)?.ok_or(FrameError::Truncated {
+            buffered: bytes.len(),
+            needed: FRAME_HEADER_LEN,
+        })?;
+        let total = FRAME_HEADER_LEN.saturating_add(len as usize);
+        if bytes.len() < total {
+            return Err(FrameError::Truncated {
+                buffered: bytes.len(),
+                needed: total,
+            });
+        }
+        if bytes.len() > total {
+            return Err(FrameError::Trailing(bytes.len() - total));
+        }
+        bytes.advance(FRAME_HEADER_LEN);
+        let type_byte = bytes.get_u8();
+        Ok(RawFrame {
+            type_byte,
+            payload: bytes,
+        })
+    }
+}
+
+/// Reads and checks the length prefix at the start of `buf`; `None` if it has not all arrived.
+fn read_len(buf: &[u8], max_frame_size: u32) -> Result<Option<u32>, FrameError> {
+    let Some(prefix) = buf.get(..FRAME_HEADER_LEN) else {
+        return Ok(None);
+    };
+    let len = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
+    if len == 0 {
+        return Err(FrameError::Empty);
+    }
+    if len > max_frame_size {
+        return Err(FrameError::TooLarge {
+            len,
+            max: max_frame_size,
+        });
+    }
+    Ok(Some(len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handshake::{Hello, Reject, Welcome};
+    use crate::{Destination, Kind, Priority};
+
+    const MAX: u32 = 1024;
+
+    fn sample_envelope() -> Envelope {
+        Envelope::new(7, "a", Destination::topic("jobs"), Kind::Request)
+            .with_priority(Priority::High)
+            .with_header("trace", "t-1")
+            .with_correlation(3)
+            .with_ttl_ms(500)
+            .with_timestamp_us(1_700_000_000_000_000)
+            .with_body(vec![0u8, 0xff, 0x80, b'x'])
+    }
+
+    fn every_frame() -> Vec<Frame> {
+        let mut hello = Hello::new("worker-1", "worker");
+        hello.auth_token = Some("s3cret".into());
+        hello.capabilities = vec!["datagrams".into()];
+        vec![
+            Frame::Hello(hello),
+            Frame::Welcome(Welcome {
+                version: 1,
+                codec: "json".into(),
+                session_id: u64::MAX,
+                max_frame_size: 4096,
+                heartbeat_interval_ms: 5000,
+                capabilities: vec!["datagrams".into()],
+            }),
+            Frame::Reject(Reject::new(ErrorCode::Unauthorized, "nope")),
+            Frame::Envelope(sample_envelope()),
+            Frame::Envelope(Envelope::new(0, "", Destination::Broadcast, Kind::Event)),
+            Frame::Subscribe("news".into()),
+            Frame::Unsubscribe("news/ü".into()),
+            Frame::Subscribe(String::new()),
+            Frame::Heartbeat(Heartbeat {
+                seq: 9,
+                timestamp_us: u64::MAX,
+            }),
+            Frame::Goodbye(Goodbye {
+                code: ErrorCode::ShuttingDown,
+                reason: "bye".into(),
+            }),
+            Frame::Goodbye(Goodbye {
+                code: ErrorCode::Normal,
+                reason: String::new(),
+            }),
+        ]
+    }
+
+    fn decode_all(dec: &mut FrameDecoder) -> Vec<RawFrame> {
+        let mut out = Vec::new();
+        while let Some(raw) = dec.next_frame().unwrap() {
+            out.push(raw);
+        }
+        out
+    }
+
+    #[test]
+    fn every_frame_type_round_trips_with_both_codecs() {
+        for codec in Codec::ALL {
+            for frame in every_frame() {
+                let bytes = frame.encode(codec).unwrap();
+                let len = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+                assert_eq!(len as usize, bytes.len() - FRAME_HEADER_LEN);
+                assert_eq!(bytes[4], frame.frame_type() as u8);
+                let raw = FrameDecoder::decode_one(bytes, MAX).unwrap();
+                assert_eq!(Frame::decode(&raw, codec).unwrap(), frame, "{codec}");
+            }
+        }
+    }
+
+    #[test]
+    fn frame_type_bytes_round_trip() {
+        for b in 0..=255u8 {
+            if let Some(t) = FrameType::from_byte(b) {
+                assert_eq!(t as u8, b);
+            }
+        }
+        let known = (0..=255u8).filter_map(FrameType::from_byte).count();
+        assert_eq!(known, 8);
+    }
+
+    #[test]
+    fn handshake_frames_are_msgpack_whatever_the_codec() {
+        let frame = Frame::Reject(Reject::new(ErrorCode::Internal, "x"));
+        assert_eq!(
+            frame.encode(Codec::Json).unwrap(),
+            frame.encode(Codec::MsgPack).unwrap()
+        );
+    }
+
+    #[test]
+    fn encode_into_appends() {
+        let mut out = vec![0xaa];
+        Frame::Subscribe("t".into())
+            .encode_into(Codec::MsgPack, &mut out)
+            .unwrap();
+        assert_eq!(out, [0xaa, 0, 0, 0, 2, 0x20, b't']);
+    }
+
+    #[test]
+    fn decoder_handles_every_chunking() {
+        let frames = every_frame();
+        let mut stream = Vec::new();
+        for f in &frames {
+            f.encode_into(Codec::MsgPack, &mut stream).unwrap();
+        }
+        for chunk in 1..=stream.len() {
+            let mut dec = FrameDecoder::new(MAX);
+            let mut got = Vec::new();
+            for piece in stream.chunks(chunk) {
+                dec.push(piece);
+                got.extend(decode_all(&mut dec));
+            }
+            assert_eq!(dec.buffered(), 0);
+            assert_eq!(dec.finish(), Ok(()));
+            let decoded: Vec<Frame> = got
+                .iter()
+                .map(|r| Frame::decode(r, Codec::MsgPack).unwrap())
+                .collect();
+            assert_eq!(decoded, frames, "chunk size {chunk}");
+        }
+    }
+
+    #[test]
+    fn decoder_byte_by_byte_reports_progress() {
+        let bytes = Frame::Heartbeat(Heartbeat {
+            seq: 1,
+            timestamp_us: 2,
+        })
+        .encode(Codec::MsgPack)
+        .unwrap();
+        let mut dec = FrameDecoder::new(MAX);
+        for (i, b) in bytes.iter().enumerate() {
+            assert_eq!(dec.next_frame(), Ok(None));
+            if i < FRAME_HEADER_LEN {
+                assert_eq!(dec.next_len(), Ok(None));
+            } else {
+                assert_eq!(dec.next_len(), Ok(Some(17)));
+            }
+            dec.push(&[*b]);
+        }
+        let raw = dec.next_frame().unwrap().unwrap();
+        assert_eq!(raw.type_byte, 0x30);
+        assert_eq!(raw.payload.len(), 16);
+        assert_eq!(dec.next_frame(), Ok(None));
+    }
+
+    #[test]
+    fn oversized_length_rejected_before_body() {
+        let mut dec = FrameDecoder::new(16);
+        dec.push(&[0, 0, 0]);
+        assert_eq!(dec.next_frame(), Ok(None));
+        dec.push(&[17]);
+        assert_eq!(
+            dec.next_frame(),
+            Err(FrameError::TooLarge { len: 17, max: 16 })
+        );
+        assert_eq!(
+            dec.next_len(),
+            Err(FrameError::TooLarge { len: 17, max: 16 })
+        );
+        assert_eq!(
+            FrameError::TooLarge { len: 17, max: 16 }.close_code(),
+            ErrorCode::FrameTooLarge
+        );
+
+        // Exactly at the limit is fine.
+        let mut dec = FrameDecoder::new(16);
+        dec.push(&[0, 0, 0, 16]);
+        assert_eq!(dec.next_len(), Ok(Some(16)));
+        assert_eq!(dec.next_frame(), Ok(None));
+
+        // The largest possible prefix is rejected too.
+        let mut dec = FrameDecoder::new(u32::MAX - 1);
+        dec.push(&[0xff; 4]);
+        assert_eq!(
+            dec.next_frame(),
+            Err(FrameError::TooLarge {
+                len: u32::MAX,
+                max: u32::MAX - 1
+            })
+        );
+        assert!(matches!(
+            FrameDecoder::decode_one(Bytes::from_static(&[0, 1, 0, 0]), 8),
+            Err(FrameError::TooLarge { len: 65536, max: 8 })
+        ));
+    }
+
+    #[test]
+    fn announced_length_does_not_preallocate_without_bound() {
+        let mut dec = FrameDecoder::new(u32::MAX);
+        dec.push(&[0x7f, 0xff, 0xff, 0xff]);
+        assert_eq!(dec.next_frame(), Ok(None));
+        assert!(dec.buf.capacity() < 1024 * 1024);
+    }
+
+    #[test]
+    fn lowering_the_limit_applies_to_the_next_frame() {
+        let mut dec = FrameDecoder::new(MAX);
+        dec.push(
+            &Frame::Subscribe("abcdef".into())
+                .encode(Codec::MsgPack)
+                .unwrap(),
+        );
+        dec.set_max_frame_size(4);
+        assert_eq!(
+            dec.next_frame(),
+            Err(FrameError::TooLarge { len: 7, max: 4 })
+        );
+    }
+
+    #[test]
+    fn empty_frame_rejected() {
+        let mut dec = FrameDecoder::new(MAX);
+        dec.push(&[0, 0, 0, 0, 0x30]);
+        assert_eq!(dec.next_frame(), Err(FrameError::Empty));
+        assert_eq!(
+            FrameDecoder::decode_one(Bytes::from_static(&[0, 0, 0, 0]), MAX),
+            Err(FrameError::Empty)
+        );
+        assert_eq!(FrameError::Empty.close_code(), ErrorCode::MalformedFrame);
+    }
+
+    #[test]
+    fn type_byte_only_frame() {
+        let mut dec = FrameDecoder::new(MAX);
+        dec.push(&[0, 0, 0, 1, 0x20]);
+        let raw = dec.next_frame().unwrap().unwrap();
+        assert_eq!(raw.type_byte, 0x20);
+        assert!(raw.payload.is_empty());
+        assert_eq!(
+            Frame::decode(&raw, Codec::MsgPack),
+            Ok(Frame::Subscribe(String::new()))
+        );
+        assert!(matches!(
+            Frame::decode(
+                &RawFrame {
+                    type_byte: 0x10,
+                    payload: Bytes::new()
+                },
+                Codec::Json
+            ),
+            Err(FrameError::Malformed {
+                frame: FrameType::Envelope,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn truncated_input() {
+        let bytes = Frame::Subscribe("news".into())
+            .encode(Codec::MsgPack)
+            .unwrap();
+        for cut in 0..bytes.len() {
+            let part = bytes.slice(..cut);
+            let needed = if cut < FRAME_HEADER_LEN {
+                FRAME_HEADER_LEN
+            } else {
+                bytes.len()
+            };
+            assert_eq!(
+                FrameDecoder::decode_one(part.clone(), MAX),
+                Err(FrameError::Truncated {
+                    buffered: cut,
+                    needed
+                })
+            );
+            let mut dec = FrameDecoder::new(MAX);
+            dec.push(&part);
+            assert_eq!(dec.next_frame(), Ok(None));
+            if cut == 0 {
+                assert_eq!(dec.finish(), Ok(()));
+            } else {
+                assert_eq!(
+                    dec.finish(),
+                    Err(FrameError::Truncated {
+                        buffered: cut,
+                        needed
+                    })
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn decode_one_rejects_trailing_bytes() {
+        let mut bytes = Frame::Subscribe("news".into())
+            .encode(Codec::MsgPack)
+            .unwrap()
+            .to_vec();
+        bytes.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(
+            FrameDecoder::decode_one(Bytes::from(bytes), MAX),
+            Err(FrameError::Trailing(3))
+        );
+    }
+
+    #[test]
+    fn unknown_frame_type() {
+        let mut dec = FrameDecoder::new(MAX);
+        dec.push(&[0, 0, 0, 3, 0x99, 1, 2]);
+        let raw = dec.next_frame().unwrap().unwrap();
+        assert_eq!(raw.type_byte, 0x99);
+        for codec in Codec::ALL {
+            assert_eq!(
+                Frame::decode(&raw, codec),
+                Err(FrameError::UnknownType(0x99))
+            );
+        }
+        assert_eq!(
+            FrameError::UnknownType(0x99).close_code(),
+            ErrorCode::MalformedFrame
+        );
+        assert_eq!(FrameType::from_byte(0x00), None);
+    }
+
+    #[test]
+    fn heartbeat_payload_must_be_16_bytes() {
+        for len in [0usize, 1, 8, 15, 17, 32] {
+            let raw = RawFrame {
+                type_byte: FrameType::Heartbeat as u8,
+                payload: Bytes::from(vec![0u8; len]),
+            };
+            assert!(
+                matches!(
+                    Frame::decode(&raw, Codec::MsgPack),
+                    Err(FrameError::Malformed {
+                        frame: FrameType::Heartbeat,
+                        ..
+                    })
+                ),
+                "length {len}"
+            );
+        }
+        let mut payload = 5u64.to_be_bytes().to_vec();
+        payload.extend_from_slice(&6u64.to_be_bytes());
+        let raw = RawFrame {
+            type_byte: 0x30,
+            payload: Bytes::from(payload),
+        };
+        assert_eq!(
+            Frame::decode(&raw, Codec::Json),
+            Ok(Frame::Heartbeat(Heartbeat {
+                seq: 5,
+                timestamp_us: 6
+            }))
+        );
+    }
+
+    #[test]
+    fn goodbye_payload_needs_a_code() {
+        for len in 0..4 {
+            let raw = RawFrame {
+                type_byte: FrameType::Goodbye as u8,
+                payload: Bytes::from(vec![0u8; len]),
+            };
+            assert!(matches!(
+                Frame::decode(&raw, Codec::MsgPack),
+                Err(FrameError::Malformed {
+                    frame: FrameType::Goodbye,
+                    ..
+                })
+            ));
+        }
+        let raw = RawFrame {
+            type_byte: 0x40,
+            payload: Bytes::from_static(&[0, 0, 0, 16]),
+        };
+        assert_eq!(
+            Frame::decode(&raw, Codec::MsgPack),
+            Ok(Frame::Goodbye(Goodbye {
+                code: ErrorCode::ShuttingDown,
+                reason: String::new()
+            }))
+        );
+    }
+
+    #[test]
+    fn goodbye_is_lenient_about_unknown_codes_and_bad_utf8() {
+        let raw = RawFrame {
+            type_byte: 0x40,
+            payload: Bytes::from_static(&[0, 0, 0x10, 0, b'o', 0xff, b'k']),
+        };
+        assert_eq!(
+            Frame::decode(&raw, Codec::MsgPack),
+            Ok(Frame::Goodbye(Goodbye {
+                code: ErrorCode::ProtocolViolation,
+                reason: "o\u{fffd}k".into()
+            }))
+        );
+    }
+
+    #[test]
+    fn subscribe_rejects_invalid_utf8() {
+        for t in [0x20u8, 0x21] {
+            let raw = RawFrame {
+                type_byte: t,
+                payload: Bytes::from_static(&[b'a', 0xc3]),
+            };
+            assert!(matches!(
+                Frame::decode(&raw, Codec::MsgPack),
+                Err(FrameError::Malformed { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn envelope_payload_in_the_wrong_codec_is_malformed() {
+        let env = sample_envelope();
+        let bytes = Frame::Envelope(env).encode(Codec::MsgPack).unwrap();
+        let raw = FrameDecoder::decode_one(bytes, MAX).unwrap();
+        assert!(matches!(
+            Frame::decode(&raw, Codec::Json),
+            Err(FrameError::Malformed {
+                frame: FrameType::Envelope,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn handshake_payload_trailing_bytes_are_malformed() {
+        let bytes = Frame::Reject(Reject::new(ErrorCode::Normal, ""))
+            .encode(Codec::MsgPack)
+            .unwrap();
+        let mut raw = FrameDecoder::decode_one(bytes, MAX).unwrap();
+        let mut payload = raw.payload.to_vec();
+        payload.push(0xc0);
+        raw.payload = Bytes::from(payload);
+        assert!(matches!(
+            Frame::decode(&raw, Codec::MsgPack),
+            Err(FrameError::Malformed {
+                frame: FrameType::Reject,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn decoder_error_is_sticky() {
+        let mut dec = FrameDecoder::new(MAX);
+        dec.push(&[0, 0, 0, 0]);
+        assert_eq!(dec.next_frame(), Err(FrameError::Empty));
+        assert_eq!(dec.next_frame(), Err(FrameError::Empty));
+        assert!(dec.finish().is_err());
+    }
+}
