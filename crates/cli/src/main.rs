@@ -8,7 +8,7 @@ use std::time::Duration;
 use agentwire::hub::{Hub, HubConfig};
 use agentwire::metrics::HubMetrics;
 use agentwire::tls::{self, HubIdentity};
-use agentwire::{Agent, Destination, HubUrl, Kind};
+use agentwire::{Agent, AgentHandle, Destination, HubUrl, Inbox, Kind};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
@@ -183,59 +183,54 @@ async fn send(a: SendArgs) -> Result<()> {
         .unwrap_or_else(|| format!("send-{}", std::process::id()));
     let opts = a.connect.options(&id)?;
     let agent = Agent::connect(opts).await?;
-    let body = a.body();
-    let timeout = Duration::from_millis(a.timeout_ms);
-    if a.request.is_some() {
-        let mut env = agent
-            .envelope(Destination::agent(&a.to), Kind::Request)
-            .with_priority(a.priority.0)
-            .with_ttl_ms(u32::try_from(a.timeout_ms).unwrap_or(u32::MAX))
-            .with_body(body);
-        for (k, v) in &a.headers {
-            env = env.with_header(k.clone(), v.clone());
-        }
-        let reply = agent.request_envelope(env, timeout).await?;
-        write_body(&reply.body)?;
-    } else {
-        let dest: Destination = a.to.parse().map_err(anyhow::Error::msg)?;
-        let mut env = agent
-            .envelope(dest, a.kind.0)
-            .with_priority(a.priority.0)
-            .with_body(body);
-        for (k, v) in &a.headers {
-            env = env.with_header(k.clone(), v.clone());
-        }
-        let id = agent.send_envelope(env).await?;
-        // A delivery error (unknown agent, full queue) comes back quickly as an error
-        // envelope; wait briefly for one before declaring success.
-        let (handle, mut inbox) = agent.split();
-        let outcome = tokio::time::timeout(Duration::from_millis(300), async {
-            while let Some(m) = inbox.recv().await {
-                if m.envelope.kind == Kind::Error && m.envelope.correlation == Some(id) {
-                    return Some(m.envelope);
-                }
-            }
-            None
-        })
-        .await;
-        if let Ok(Some(err)) = outcome {
-            bail!(
-                "{}: {}",
-                err.headers.get("code").map(String::as_str).unwrap_or("error"),
-                String::from_utf8_lossy(&err.body)
-            );
-        }
-        eprintln!("sent message {id} to {}", a.to);
-        if a.stats {
-            eprintln!("{}", serde_json::to_string_pretty(&handle.stats())?);
-        }
-        handle.close().await;
-        return Ok(());
-    }
+    let (handle, mut inbox) = agent.split();
+    let result = send_with(&a, &handle, &mut inbox).await;
     if a.stats {
-        eprintln!("{}", serde_json::to_string_pretty(&agent.stats())?);
+        eprintln!("{}", serde_json::to_string_pretty(&handle.stats())?);
     }
-    agent.close().await;
+    handle.close().await;
+    result
+}
+
+async fn send_with(a: &SendArgs, agent: &AgentHandle, inbox: &mut Inbox) -> Result<()> {
+    let dest: Destination = a.to.parse().map_err(anyhow::Error::msg)?;
+    let kind = if a.request.is_some() { Kind::Request } else { a.kind.0 };
+    let mut env = agent
+        .envelope(dest.clone(), kind)
+        .with_priority(a.priority.0)
+        .with_body(a.body());
+    for (k, v) in &a.headers {
+        env = env.with_header(k.clone(), v.clone());
+    }
+    if a.request.is_some() {
+        if !matches!(dest, Destination::Agent(_)) {
+            bail!("--request needs one agent as --to, not {dest}");
+        }
+        let timeout = Duration::from_millis(a.timeout_ms);
+        let env = env.with_ttl_ms(u32::try_from(a.timeout_ms).unwrap_or(u32::MAX));
+        let reply = agent.request_envelope(env, timeout).await?;
+        return write_body(&reply.body);
+    }
+    let id = agent.send_envelope(env).await?;
+    // A delivery error (unknown agent, full queue) comes back quickly as an error envelope;
+    // wait briefly for one before declaring success.
+    let error = tokio::time::timeout(Duration::from_millis(300), async {
+        while let Some(m) = inbox.recv().await {
+            if m.envelope.kind == Kind::Error && m.envelope.correlation == Some(id) {
+                return Some(m.envelope);
+            }
+        }
+        None
+    })
+    .await;
+    if let Ok(Some(err)) = error {
+        bail!(
+            "{}: {}",
+            err.headers.get("code").map(String::as_str).unwrap_or("error"),
+            String::from_utf8_lossy(&err.body)
+        );
+    }
+    eprintln!("sent message {id} to {dest}");
     Ok(())
 }
 

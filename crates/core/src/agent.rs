@@ -831,6 +831,11 @@ async fn agent_reader<R: FrameReceiver>(
                     let _ = waiter.send(env);
                     continue;
                 }
+                if env.kind == Kind::Response {
+                    // Its request timed out or was cancelled: nobody waits for it any more.
+                    tracing::debug!(correlation = corr, "discarding a late response");
+                    continue;
+                }
             }
         }
         let incoming = Incoming {

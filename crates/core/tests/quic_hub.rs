@@ -1,0 +1,475 @@
+//! Integration tests: a real hub and real agents over loopback QUIC.
+
+mod common;
+
+use std::time::Duration;
+
+use agentwire::hub::{DuplicatePolicy, HubConfig, PRESENCE_TOPIC};
+use agentwire::{
+    Agent, AgentError, Codec, Connector, Destination, ErrorCode, HubTrust, Kind, Priority,
+    StreamMapping,
+};
+use agentwire_proto::{Frame, Hello};
+use common::{close_code, start_hub};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+#[tokio::test]
+async fn request_reply_and_codec_negotiation() {
+    let t = start_hub(HubConfig::default()).await;
+    let _echo = t.echo_agent("echo").await;
+
+    let msgpack = t.agent("mp").await;
+    assert_eq!(msgpack.session().codec, Codec::MsgPack);
+
+    let mut json_opts = t.opts("js");
+    json_opts.codecs = vec![Codec::Json];
+    let json = Agent::connect(json_opts).await.unwrap();
+    assert_eq!(json.session().codec, Codec::Json);
+
+    // Bodies with non-UTF-8 bytes cross between codecs intact.
+    let body: Vec<u8> = (0..=255u8).collect();
+    for agent in [&msgpack, &json] {
+        let reply = agent.request("echo", body.clone(), 5 * SECOND).await.unwrap();
+        assert_eq!(reply.kind, Kind::Response);
+        assert_eq!(reply.from, "echo");
+        assert_eq!(&reply.body[..], &body[..]);
+    }
+    let stats = msgpack.stats();
+    assert_eq!(stats.connection.transport, "quic");
+    assert!(stats.connection.rtt_us > 0);
+    assert!(stats.connection.bytes_sent > 0);
+    assert!(stats.messages_sent >= 1);
+}
+
+#[tokio::test]
+async fn hub_prefers_its_codec_order_and_rejects_no_common_codec() {
+    let mut config = HubConfig::default();
+    config.policy.codecs = vec![Codec::Json, Codec::MsgPack];
+    let t = start_hub(config).await;
+    let a = t.agent("a").await;
+    assert_eq!(a.session().codec, Codec::Json, "hub's first choice among those offered");
+
+    let mut config = HubConfig::default();
+    config.policy.codecs = vec![Codec::MsgPack];
+    let t = start_hub(config).await;
+    let mut opts = t.opts("json-only");
+    opts.codecs = vec![Codec::Json];
+    match Agent::connect(opts).await {
+        Err(AgentError::Rejected { code, .. }) => assert_eq!(code, ErrorCode::NoCommonCodec),
+        Err(other) => panic!("expected a reject, got {other}"),
+        Ok(_) => panic!("expected a reject, got a session"),
+    }
+}
+
+#[tokio::test]
+async fn wrong_ca_is_rejected_with_a_clear_error() {
+    let t = start_hub(HubConfig::default()).await;
+    let other = agentwire::tls::generate(&agentwire::tls::default_hub_names()).unwrap();
+    let mut opts = t.opts("a");
+    opts.trust = HubTrust::ca_pem(&other.ca_cert_pem).unwrap();
+    let err = Agent::connect(opts).await.err().expect("must fail");
+    let text = err.to_string();
+    assert!(
+        text.contains("not signed by the trusted CA"),
+        "unclear error: {text}"
+    );
+    assert_eq!(t.hub.agent_count(), 0);
+}
+
+#[tokio::test]
+async fn pinned_key_accepted_and_wrong_pin_rejected() {
+    let t = start_hub(HubConfig::default()).await;
+    let identity =
+        agentwire::tls::HubIdentity::from_pem(&t.bundle.hub_cert_pem, &t.bundle.hub_key_pem)
+            .unwrap();
+    let pin = identity.spki_pin().unwrap();
+
+    let mut opts = t.opts("pinned");
+    opts.trust = HubTrust::pin(&pin).unwrap();
+    let agent = Agent::connect(opts).await.unwrap();
+    assert_eq!(agent.id(), "pinned");
+
+    let mut opts = t.opts("wrong-pin");
+    opts.trust = HubTrust::pin(&format!("sha256:{}", "ab".repeat(32))).unwrap();
+    let text = Agent::connect(opts).await.err().expect("must fail").to_string();
+    assert!(text.contains("does not match the pinned"), "unclear error: {text}");
+}
+
+#[tokio::test]
+async fn auth_token_is_enforced() {
+    let mut config = HubConfig::default();
+    config.policy.auth_token = Some("s3cret".into());
+    let t = start_hub(config).await;
+    for token in [None, Some("wrong".to_owned())] {
+        let mut opts = t.opts("a");
+        opts.auth_token = token;
+        match Agent::connect(opts).await {
+            Err(AgentError::Rejected { code, .. }) => assert_eq!(code, ErrorCode::Unauthorized),
+            Err(e) => panic!("expected unauthorized, got {e}"),
+            Ok(_) => panic!("expected unauthorized, got a session"),
+        }
+    }
+    let mut opts = t.opts("a");
+    opts.auth_token = Some("s3cret".into());
+    Agent::connect(opts).await.unwrap();
+}
+
+#[tokio::test]
+async fn duplicate_ids_follow_the_policy() {
+    let t = start_hub(HubConfig::default()).await;
+    let first = t.agent("dup").await;
+    match Agent::connect(t.opts("dup")).await {
+        Err(AgentError::Rejected { code, .. }) => assert_eq!(code, ErrorCode::DuplicateAgentId),
+        Err(e) => panic!("expected duplicate-agent-id, got {e}"),
+        Ok(_) => panic!("expected duplicate-agent-id, got a session"),
+    }
+    // The first agent is untouched.
+    let _echo = t.echo_agent("echo").await;
+    first.request("echo", "still here", 5 * SECOND).await.unwrap();
+
+    let mut config = HubConfig::default();
+    config.duplicate_policy = DuplicatePolicy::ReplaceOld;
+    let t = start_hub(config).await;
+    let old = t.agent("dup").await;
+    let new = t.agent("dup").await;
+    let reason = tokio::time::timeout(5 * SECOND, old.closed()).await.unwrap();
+    assert!(reason.contains("replaced"), "old agent closed for: {reason}");
+    let _echo = t.echo_agent("echo").await;
+    new.request("echo", "new one works", 5 * SECOND).await.unwrap();
+}
+
+#[tokio::test]
+async fn request_times_out_and_unknown_agent_errors() {
+    let t = start_hub(HubConfig::default()).await;
+    // Receives requests but never answers.
+    let mut silent = t.agent("silent").await;
+    let _keep = tokio::spawn(async move { while silent.recv().await.is_some() {} });
+    let asker = t.agent("asker").await;
+
+    let started = std::time::Instant::now();
+    match asker.request("silent", "hello?", Duration::from_millis(200)).await {
+        Err(AgentError::Timeout(d)) => assert_eq!(d, Duration::from_millis(200)),
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(started.elapsed() >= Duration::from_millis(200));
+
+    match asker.request("nobody", "hello?", 5 * SECOND).await {
+        Err(AgentError::Remote { code, reason }) => {
+            assert_eq!(code, ErrorCode::UnknownAgent);
+            assert!(reason.contains("nobody"));
+        }
+        other => panic!("expected unknown-agent, got {other:?}"),
+    }
+
+    // Cancellation: a dropped request future leaves nothing behind, and the session goes on.
+    let cancelled = asker.request("silent", "never mind", 10 * SECOND);
+    drop(cancelled);
+    let _echo = t.echo_agent("echo").await;
+    asker.request("echo", "after cancel", 5 * SECOND).await.unwrap();
+}
+
+/// A critical message sent after a queue of bulk messages arrives ahead of (most of) them.
+async fn priority_overtakes_bulk(mapping: StreamMapping) {
+    let mut config = HubConfig::default();
+    config.stream_mapping = mapping;
+    let t = start_hub(config).await;
+    let mut rx_opts = t.opts("receiver");
+    rx_opts.stream_mapping = mapping;
+    let mut receiver = Agent::connect(rx_opts).await.unwrap();
+    let mut tx_opts = t.opts("sender");
+    tx_opts.stream_mapping = mapping;
+    let sender = Agent::connect(tx_opts).await.unwrap();
+
+    const BULK: usize = 40;
+    let bulk_body = vec![7u8; 256 * 1024];
+    for _ in 0..BULK {
+        let env = sender
+            .envelope(Destination::agent("receiver"), Kind::Task)
+            .with_priority(Priority::Low)
+            .with_body(bulk_body.clone());
+        sender.send_envelope(env).await.unwrap();
+    }
+    let critical = sender
+        .envelope(Destination::agent("receiver"), Kind::Event)
+        .with_priority(Priority::Critical)
+        .with_body(&b"stop everything"[..]);
+    sender.send_envelope(critical).await.unwrap();
+
+    let mut order = Vec::new();
+    while order.len() < BULK + 1 {
+        let msg = tokio::time::timeout(20 * SECOND, receiver.recv())
+            .await
+            .expect("all messages arrive")
+            .expect("connection stays up");
+        order.push(msg.envelope.priority);
+    }
+    let position = order
+        .iter()
+        .position(|p| *p == Priority::Critical)
+        .expect("critical message arrived");
+    eprintln!("{mapping}: critical arrived at position {position} of {}", BULK + 1);
+    assert!(
+        position < BULK / 2,
+        "{mapping}: critical arrived at position {position} of {}, behind most of the bulk",
+        BULK + 1
+    );
+}
+
+#[tokio::test]
+async fn critical_overtakes_queued_bulk_per_message_streams() {
+    priority_overtakes_bulk(StreamMapping::PerMessage).await;
+}
+
+#[tokio::test]
+async fn critical_overtakes_queued_bulk_lanes() {
+    priority_overtakes_bulk(StreamMapping::Lanes).await;
+}
+
+#[tokio::test]
+async fn zero_rtt_is_accepted_on_reconnect() {
+    let t = start_hub(HubConfig::default()).await;
+    let _echo = t.echo_agent("echo").await;
+    let mut opts = t.opts("resumer");
+    opts.zero_rtt = true;
+    let connector = Connector::new(&opts).unwrap();
+
+    let first = connector.connect(&opts).await.unwrap();
+    assert!(!first.stats().zero_rtt_used, "no ticket yet: full handshake");
+    // A round trip makes sure the session ticket has arrived.
+    first.request("echo", "one", 5 * SECOND).await.unwrap();
+    first.close().await;
+    t.wait_agents(1).await;
+
+    let second = connector.connect(&opts).await.unwrap();
+    let stats = second.stats();
+    assert!(stats.zero_rtt_used, "reconnect should use 0-RTT: {stats:?}");
+    assert_eq!(stats.zero_rtt_accepted, 1);
+    assert_eq!(stats.zero_rtt_rejected, 0);
+    second.request("echo", "two", 5 * SECOND).await.unwrap();
+}
+
+#[tokio::test]
+async fn session_survives_a_rebind() {
+    let t = start_hub(HubConfig::default()).await;
+    let _echo = t.echo_agent("echo").await;
+    let agent = t.agent("mover").await;
+    agent.request("echo", "before", 5 * SECOND).await.unwrap();
+    let before = agent.local_addr().unwrap();
+    let session = agent.session().session_id;
+
+    let after = agent.rebind("127.0.0.1:0".parse().unwrap()).unwrap();
+    assert_ne!(before.port(), after.port());
+    let reply = agent.request("echo", "after", 5 * SECOND).await.unwrap();
+    assert_eq!(&reply.body[..], b"after");
+    let info = t.hub.agents().into_iter().find(|a| a.id == "mover").unwrap();
+    assert_eq!(info.session_id, session, "same session after migration");
+    assert_eq!(info.connection.remote_addr.map(|a| a.port()), Some(after.port()));
+}
+
+#[tokio::test]
+async fn thousand_concurrent_requests_from_ten_agents() {
+    let t = start_hub(HubConfig::default()).await;
+    let _w1 = t.echo_agent("worker-1").await;
+    let _w2 = t.echo_agent("worker-2").await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for a in 0..10 {
+        let agent = t.agent(&format!("client-{a}")).await;
+        tasks.spawn(async move {
+            let mut requests = tokio::task::JoinSet::new();
+            for i in 0..100 {
+                let handle = agent.handle().clone();
+                requests.spawn(async move {
+                    let body = format!("client-{a} request {i}");
+                    let worker = if i % 2 == 0 { "worker-1" } else { "worker-2" };
+                    let reply = handle.request(worker, body.clone(), 30 * SECOND).await?;
+                    assert_eq!(reply.body, body.as_bytes());
+                    Ok::<_, AgentError>(())
+                });
+            }
+            let mut answered = 0;
+            while let Some(r) = requests.join_next().await {
+                r.unwrap().unwrap();
+                answered += 1;
+            }
+            answered
+        });
+    }
+    let mut total = 0;
+    while let Some(n) = tasks.join_next().await {
+        total += n.unwrap();
+    }
+    assert_eq!(total, 1000);
+}
+
+#[tokio::test]
+async fn topics_broadcast_and_presence() {
+    let t = start_hub(HubConfig::default()).await;
+    let mut watcher = t.agent("watcher").await;
+    watcher.subscribe(PRESENCE_TOPIC).await.unwrap();
+    watcher.subscribe("news").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let publisher = t.agent("publisher").await;
+    let join = tokio::time::timeout(5 * SECOND, watcher.recv()).await.unwrap().unwrap();
+    assert_eq!(join.envelope.kind, Kind::Event);
+    assert_eq!(join.envelope.headers["event"], "join");
+    assert_eq!(join.envelope.headers["agent"], "publisher");
+
+    publisher.publish("news", Kind::Event, "extra!").await.unwrap();
+    let news = tokio::time::timeout(5 * SECOND, watcher.recv()).await.unwrap().unwrap();
+    assert_eq!(news.envelope.to, Destination::topic("news"));
+    assert_eq!(&news.envelope.body[..], b"extra!");
+
+    publisher
+        .send(Destination::Broadcast, Kind::State, "all hands")
+        .await
+        .unwrap();
+    let all = tokio::time::timeout(5 * SECOND, watcher.recv()).await.unwrap().unwrap();
+    assert_eq!(all.envelope.to, Destination::Broadcast);
+    assert_eq!(all.envelope.from, "publisher");
+
+    publisher.close().await;
+    let leave = tokio::time::timeout(5 * SECOND, watcher.recv()).await.unwrap().unwrap();
+    assert_eq!(leave.envelope.headers["event"], "leave");
+    assert_eq!(leave.envelope.headers["reason"], "normal");
+}
+
+#[tokio::test]
+async fn silent_agent_is_removed_and_others_are_told() {
+    let mut config = HubConfig::default();
+    config.policy.heartbeat_interval_ms = 100;
+    config.heartbeat_miss_limit = 3;
+    let t = start_hub(config).await;
+    let mut watcher = t.agent("watcher").await;
+    watcher.subscribe(PRESENCE_TOPIC).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    // A raw client completes the handshake and then sends nothing, not even heartbeats.
+    let conn = t.raw_connection().await;
+    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    let hello = Frame::Hello(Hello::new("ghost", "raw")).encode(Codec::MsgPack).unwrap();
+    send.write_all(&hello).await.unwrap();
+    let mut welcome = [0u8; 5];
+    recv.read_exact(&mut welcome).await.unwrap();
+    assert_eq!(welcome[4], 0x02, "welcome frame");
+
+    let mut events = Vec::new();
+    while events.len() < 2 {
+        let msg = tokio::time::timeout(5 * SECOND, watcher.recv()).await.unwrap().unwrap();
+        events.push(msg.envelope.headers.clone());
+    }
+    assert_eq!(events[0]["event"], "join");
+    assert_eq!(events[1]["event"], "leave");
+    assert_eq!(events[1]["reason"], "liveness-timeout");
+    assert_eq!(close_code(&conn).await, Some(u64::from(ErrorCode::LivenessTimeout.code())));
+    // The watcher itself beats and stays.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(t.hub.agent_count(), 1);
+}
+
+/// Sends `bytes` from a raw connection after a valid hello, and returns the close code.
+async fn misbehave(t: &common::TestHub, id: &str, on_control: bool, bytes: &[u8]) -> Option<u64> {
+    let conn = t.raw_connection().await;
+    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    let hello = Frame::Hello(Hello::new(id, "raw")).encode(Codec::MsgPack).unwrap();
+    send.write_all(&hello).await.unwrap();
+    let mut welcome = [0u8; 5];
+    recv.read_exact(&mut welcome).await.unwrap();
+    if on_control {
+        send.write_all(bytes).await.unwrap();
+    } else {
+        let mut uni = conn.open_uni().await.unwrap();
+        uni.write_all(bytes).await.unwrap();
+        let _ = uni.finish();
+    }
+    close_code(&conn).await
+}
+
+#[tokio::test]
+async fn bad_input_closes_only_the_offender() {
+    let t = start_hub(HubConfig::default()).await;
+    let _echo = t.echo_agent("echo").await;
+    let good = t.agent("good").await;
+    good.request("echo", "warm-up", 5 * SECOND).await.unwrap();
+
+    let malformed = u64::from(ErrorCode::MalformedFrame.code());
+    // Garbage before any hello: rejected at the handshake.
+    let conn = t.raw_connection().await;
+    let (mut send, _recv) = conn.open_bi().await.unwrap();
+    send.write_all(b"\x00\x00\x00\x09\x01GARBAGE!").await.unwrap();
+    assert_eq!(close_code(&conn).await, Some(malformed));
+
+    // Garbage bytes as a message.
+    assert_eq!(misbehave(&t, "g1", false, b"\x00\x00\x00\x05\x10\xff\xff\xff\xff").await, Some(malformed));
+    // An unknown frame type.
+    assert_eq!(misbehave(&t, "g2", false, b"\x00\x00\x00\x01\x77").await, Some(malformed));
+    // A frame announcing 100 MiB: refused before the body is read.
+    assert_eq!(
+        misbehave(&t, "g3", false, &(100u32 << 20).to_be_bytes()).await,
+        Some(u64::from(ErrorCode::FrameTooLarge.code()))
+    );
+    // A stream that ends in the middle of a frame.
+    assert_eq!(misbehave(&t, "g4", false, b"\x00\x00\x01\x00\x10abc").await, Some(malformed));
+    // An envelope with an unknown kind (code 42), well-framed MessagePack otherwise.
+    let mut env = Vec::new();
+    let good_env = agentwire::Envelope::new(1, "g5", Destination::agent("echo"), Kind::Task);
+    Frame::Envelope(good_env).encode_into(Codec::MsgPack, &mut env).unwrap();
+    // Field 4 of the array (kind) is the byte after the destination [0, "echo"].
+    let kind_at = env.windows(5).position(|w| w == b"\xa4echo").unwrap() + 5;
+    assert_eq!(env[kind_at], Kind::Task.code());
+    env[kind_at] = 42;
+    assert_eq!(misbehave(&t, "g5", false, &env).await, Some(malformed));
+    // A second hello on the control stream after the handshake.
+    let hello = Frame::Hello(Hello::new("g6", "raw")).encode(Codec::MsgPack).unwrap();
+    assert_eq!(
+        misbehave(&t, "g6", true, &hello).await,
+        Some(u64::from(ErrorCode::ProtocolViolation.code()))
+    );
+
+    // Everyone else kept working throughout.
+    let reply = good.request("echo", "still fine", 5 * SECOND).await.unwrap();
+    assert_eq!(&reply.body[..], b"still fine");
+    t.wait_agents(2).await;
+}
+
+#[tokio::test]
+async fn messages_up_to_the_limit_and_oversize_refused() {
+    let mut config = HubConfig::default();
+    config.policy.limits.max_frame_size = 1024 * 1024;
+    let t = start_hub(config).await;
+    let _echo = t.echo_agent("echo").await;
+    let agent = t.agent("big").await;
+    assert_eq!(agent.session().max_frame_size, 1024 * 1024);
+    // The largest body that fits: the frame adds the envelope header around it.
+    let body = vec![1u8; 1024 * 1024 - 200];
+    let reply = agent.request("echo", body.clone(), 10 * SECOND).await.unwrap();
+    assert_eq!(reply.body.len(), body.len());
+    match agent.request("echo", vec![0u8; 1024 * 1024 + 1], 5 * SECOND).await {
+        Err(AgentError::TooLarge(_)) => {}
+        other => panic!("expected too large, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn full_queue_gives_the_sender_an_error() {
+    let mut config = HubConfig::default();
+    config.agent_queue_capacity = 8;
+    let t = start_hub(config).await;
+    // A receiver that never reads, with small buffers so that back-pressure reaches the hub.
+    let mut opts = t.opts("slow");
+    opts.inbox_capacity = 1;
+    opts.quic.max_concurrent_uni_streams = 4;
+    let _slow = Agent::connect(opts).await.unwrap();
+    let (sender, mut inbox) = t.agent("fast").await.split();
+    for _ in 0..2000 {
+        sender
+            .send(Destination::agent("slow"), Kind::Task, vec![0u8; 64])
+            .await
+            .unwrap();
+    }
+    let err = tokio::time::timeout(10 * SECOND, inbox.recv()).await.unwrap().unwrap();
+    assert_eq!(err.envelope.kind, Kind::Error);
+    assert_eq!(err.envelope.headers["code"], "queue-full");
+    assert!(err.envelope.correlation.is_some());
+}
