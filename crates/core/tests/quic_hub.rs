@@ -181,7 +181,7 @@ async fn priority_overtakes_bulk(mapping: StreamMapping) {
     tx_opts.stream_mapping = mapping;
     let sender = Agent::connect(tx_opts).await.unwrap();
 
-    const BULK: usize = 40;
+    const BULK: usize = 64;
     let bulk_body = vec![7u8; 256 * 1024];
     for _ in 0..BULK {
         let env = sender
@@ -190,13 +190,19 @@ async fn priority_overtakes_bulk(mapping: StreamMapping) {
             .with_body(bulk_body.clone());
         sender.send_envelope(env).await.unwrap();
     }
+    // Wait until bulk is flowing, so that the pipeline (sender queue, QUIC buffers, hub
+    // queue) is full of it, then send the critical message.
+    let first = tokio::time::timeout(20 * SECOND, receiver.recv())
+        .await
+        .expect("bulk arrives")
+        .expect("connection stays up");
+    let mut order = vec![first.envelope.priority];
     let critical = sender
         .envelope(Destination::agent("receiver"), Kind::Event)
         .with_priority(Priority::Critical)
         .with_body(&b"stop everything"[..]);
     sender.send_envelope(critical).await.unwrap();
 
-    let mut order = Vec::new();
     while order.len() < BULK + 1 {
         let msg = tokio::time::timeout(20 * SECOND, receiver.recv())
             .await
@@ -216,12 +222,12 @@ async fn priority_overtakes_bulk(mapping: StreamMapping) {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn critical_overtakes_queued_bulk_per_message_streams() {
     priority_overtakes_bulk(StreamMapping::PerMessage).await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn critical_overtakes_queued_bulk_lanes() {
     priority_overtakes_bulk(StreamMapping::Lanes).await;
 }
