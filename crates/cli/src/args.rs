@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agentwire::hub::{DuplicatePolicy, HubConfig};
-use agentwire::{AgentOptions, Codec, CongestionControl, HubTrust, Kind, Priority, QuicSettings, StreamMapping};
+use agentwire::{
+    AgentOptions, Codec, CongestionControl, HubTrust, Kind, Priority, QuicSettings, StreamMapping,
+};
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
 

@@ -17,7 +17,10 @@ use args::{AgentArgs, CertArgs, Cli, Command, HubArgs, SendArgs};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -140,7 +143,9 @@ async fn agent(a: AgentArgs) -> Result<()> {
     for topic in &a.subscribe {
         agent.subscribe(topic).await?;
     }
-    let mut stats_ticker = a.stats_interval.map(|s| tokio::time::interval(Duration::from_secs(s)));
+    let mut stats_ticker = a
+        .stats_interval
+        .map(|s| tokio::time::interval(Duration::from_secs(s)));
     loop {
         let msg = tokio::select! {
             _ = tokio::signal::ctrl_c() => break,
@@ -177,10 +182,9 @@ async fn agent(a: AgentArgs) -> Result<()> {
 }
 
 async fn send(a: SendArgs) -> Result<()> {
-    let id = a
-        .id
-        .clone()
-        .unwrap_or_else(|| format!("send-{}", std::process::id()));
+    let id =
+        a.id.clone()
+            .unwrap_or_else(|| format!("send-{}", std::process::id()));
     let opts = a.connect.options(&id)?;
     let agent = Agent::connect(opts).await?;
     let (handle, mut inbox) = agent.split();
@@ -194,7 +198,11 @@ async fn send(a: SendArgs) -> Result<()> {
 
 async fn send_with(a: &SendArgs, agent: &AgentHandle, inbox: &mut Inbox) -> Result<()> {
     let dest: Destination = a.to.parse().map_err(anyhow::Error::msg)?;
-    let kind = if a.request.is_some() { Kind::Request } else { a.kind.0 };
+    let kind = if a.request.is_some() {
+        Kind::Request
+    } else {
+        a.kind.0
+    };
     let mut env = agent
         .envelope(dest.clone(), kind)
         .with_priority(a.priority.0)
@@ -226,7 +234,10 @@ async fn send_with(a: &SendArgs, agent: &AgentHandle, inbox: &mut Inbox) -> Resu
     if let Ok(Some(err)) = error {
         bail!(
             "{}: {}",
-            err.headers.get("code").map(String::as_str).unwrap_or("error"),
+            err.headers
+                .get("code")
+                .map(String::as_str)
+                .unwrap_or("error"),
             String::from_utf8_lossy(&err.body)
         );
     }

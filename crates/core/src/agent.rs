@@ -34,11 +34,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use agentwire_proto::frame::{Goodbye, Heartbeat};
 use agentwire_proto::{
     AgentHandshake, Codec, Destination, Envelope, ErrorCode, Frame, FrameError, HandshakeError,
     Hello, Kind, Priority, Session,
 };
-use agentwire_proto::frame::{Goodbye, Heartbeat};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
@@ -46,7 +46,9 @@ use crate::hub::ConnectionControl;
 use crate::queue::{PriorityQueue, QueueError};
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use crate::tls::HubTrust;
-use crate::transport::{quic, ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind};
+use crate::transport::{
+    quic, ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind,
+};
 use crate::url::HubUrl;
 
 /// Everything an agent needs to connect.
@@ -207,8 +209,8 @@ impl Connector {
             quic::client_config(&opts.quic, tls).map_err(|e| AgentError::Config(e.to_string()))?;
         let url = HubUrl::parse(&opts.hub).map_err(AgentError::Config)?;
         let bind = opts.bind.unwrap_or_else(|| url.default_bind());
-        let (endpoint, socket_buffers) =
-            quic::client_endpoint(bind, &opts.quic).map_err(|e| AgentError::Connect(e.to_string()))?;
+        let (endpoint, socket_buffers) = quic::client_endpoint(bind, &opts.quic)
+            .map_err(|e| AgentError::Connect(e.to_string()))?;
         Ok(Connector {
             endpoint,
             client_config,
@@ -398,7 +400,10 @@ impl Incoming {
     pub async fn reply(&self, body: impl Into<Bytes>) -> Result<(), AgentError> {
         let env = self
             .handle
-            .envelope(Destination::agent(self.envelope.from.clone()), Kind::Response)
+            .envelope(
+                Destination::agent(self.envelope.from.clone()),
+                Kind::Response,
+            )
             .with_correlation(self.envelope.id)
             .with_priority(self.envelope.priority)
             .with_body(body);
@@ -452,7 +457,9 @@ impl Agent {
         tokio::spawn(agent_heartbeat(
             Arc::downgrade(&handle.inner),
             sender,
-            Duration::from_millis(u64::from(handle.inner.session.heartbeat_interval_ms.max(10))),
+            Duration::from_millis(u64::from(
+                handle.inner.session.heartbeat_interval_ms.max(10),
+            )),
         ));
         tokio::spawn(agent_reader(handle.clone(), receiver, in_tx, closed_tx));
         Agent {
@@ -545,7 +552,9 @@ impl AgentHandle {
         let frame = Frame::Envelope(env)
             .encode(self.inner.session.codec)
             .map_err(|e| AgentError::Config(e.to_string()))?;
-        let len = frame.len().saturating_sub(agentwire_proto::FRAME_HEADER_LEN);
+        let len = frame
+            .len()
+            .saturating_sub(agentwire_proto::FRAME_HEADER_LEN);
         if len > self.inner.session.max_frame_size as usize {
             return Err(AgentError::TooLarge(
                 FrameError::TooLarge {
@@ -576,7 +585,8 @@ impl AgentHandle {
         kind: Kind,
         body: impl Into<Bytes>,
     ) -> Result<u64, AgentError> {
-        self.send_envelope(self.envelope(to, kind).with_body(body)).await
+        self.send_envelope(self.envelope(to, kind).with_body(body))
+            .await
     }
 
     /// Publishes to a topic's subscribers.
@@ -686,7 +696,10 @@ impl AgentHandle {
 
     /// The local address of the agent's QUIC endpoint.
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.inner.quic.as_ref().and_then(|q| q.endpoint.local_addr().ok())
+        self.inner
+            .quic
+            .as_ref()
+            .and_then(|q| q.endpoint.local_addr().ok())
     }
 
     /// Why the connection ended, once it has.
@@ -718,7 +731,13 @@ impl AgentHandle {
             let _ = self
                 .inner
                 .queue
-                .push(Outgoing { frame, class: SendClass::Control }, Priority::Low)
+                .push(
+                    Outgoing {
+                        frame,
+                        class: SendClass::Control,
+                    },
+                    Priority::Low,
+                )
                 .await;
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -729,7 +748,9 @@ impl AgentHandle {
         // Give the transport a moment to flush the goodbye; the hub then closes.
         let mut closed = self.inner.closed.clone();
         let _ = tokio::time::timeout(Duration::from_millis(500), closed.changed()).await;
-        self.inner.connection.close(ErrorCode::Normal, "agent closed");
+        self.inner
+            .connection
+            .close(ErrorCode::Normal, "agent closed");
     }
 
     fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Envelope>>> {
@@ -791,9 +812,15 @@ async fn agent_heartbeat<S: FrameSender>(
             seq,
             timestamp_us: now_us(),
         });
-        let Ok(frame) = beat.encode(inner.session.codec) else { return };
+        let Ok(frame) = beat.encode(inner.session.codec) else {
+            return;
+        };
         drop(inner);
-        if sender.send_frame(frame, SendClass::Heartbeat).await.is_err() {
+        if sender
+            .send_frame(frame, SendClass::Heartbeat)
+            .await
+            .is_err()
+        {
             return;
         }
     }

@@ -41,7 +41,9 @@ pub mod tls;
 pub mod transport;
 pub mod url;
 
-pub use agent::{Agent, AgentError, AgentHandle, AgentOptions, AgentStats, Connector, Inbox, Incoming};
+pub use agent::{
+    Agent, AgentError, AgentHandle, AgentOptions, AgentStats, Connector, Inbox, Incoming,
+};
 pub use agentwire_proto::{Codec, Destination, Envelope, ErrorCode, Kind, Priority};
 pub use settings::{CongestionControl, QuicSettings, SocketBuffers, StreamMapping};
 pub use tls::HubTrust;

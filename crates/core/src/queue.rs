@@ -185,9 +185,15 @@ mod tests {
     #[tokio::test]
     async fn pops_by_class_then_fifo() {
         let q = PriorityQueue::new(16);
-        for (i, p) in [Priority::Low, Priority::Medium, Priority::Low, Priority::Critical, Priority::High]
-            .into_iter()
-            .enumerate()
+        for (i, p) in [
+            Priority::Low,
+            Priority::Medium,
+            Priority::Low,
+            Priority::Critical,
+            Priority::High,
+        ]
+        .into_iter()
+        .enumerate()
         {
             q.try_push(i, p).unwrap();
         }

@@ -201,7 +201,9 @@ impl QuicSettings {
             CongestionControl::NewReno => {
                 t.congestion_controller_factory(Arc::new(NewRenoConfig::default()))
             }
-            CongestionControl::Bbr => t.congestion_controller_factory(Arc::new(BbrConfig::default())),
+            CongestionControl::Bbr => {
+                t.congestion_controller_factory(Arc::new(BbrConfig::default()))
+            }
         };
         Ok(t)
     }
@@ -211,7 +213,10 @@ impl QuicSettings {
     /// SO_RCVBUF/SO_SNDBUF are capped by `net.core.rmem_max`/`wmem_max`; when the kernel
     /// grants less than asked and the process may (CAP_NET_ADMIN), the `...FORCE` variants are
     /// tried. What was granted is returned so that it can be reported.
-    pub fn bind_udp(&self, addr: SocketAddr) -> std::io::Result<(std::net::UdpSocket, SocketBuffers)> {
+    pub fn bind_udp(
+        &self,
+        addr: SocketAddr,
+    ) -> std::io::Result<(std::net::UdpSocket, SocketBuffers)> {
         let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
         if addr.is_ipv6() {
             // Accept v4-mapped peers too where the address is the unspecified one.
@@ -239,14 +244,16 @@ fn set_buffer(socket: &Socket, want: usize, kind: BufferKind) {
     if want == 0 {
         return;
     }
-    let (set, get): (fn(&Socket, usize) -> std::io::Result<()>, fn(&Socket) -> std::io::Result<usize>) =
-        match kind {
-            BufferKind::Send => (Socket::set_send_buffer_size, Socket::send_buffer_size),
-            BufferKind::Recv => (Socket::set_recv_buffer_size, Socket::recv_buffer_size),
-        };
-    let _ = set(socket, want);
+    let granted = match kind {
+        BufferKind::Send => socket
+            .set_send_buffer_size(want)
+            .and_then(|()| socket.send_buffer_size()),
+        BufferKind::Recv => socket
+            .set_recv_buffer_size(want)
+            .and_then(|()| socket.recv_buffer_size()),
+    };
     // Linux doubles the value it stores; less than `want` back means the cap applied.
-    if get(socket).unwrap_or(0) < want {
+    if granted.unwrap_or(0) < want {
         force_buffer(socket, want, kind);
     }
 }
@@ -271,7 +278,10 @@ fn force_buffer(socket: &Socket, want: usize, kind: BufferKind) {
         )
     };
     if rc != 0 {
-        tracing::debug!(want, "could not force the UDP socket buffer size (no CAP_NET_ADMIN?)");
+        tracing::debug!(
+            want,
+            "could not force the UDP socket buffer size (no CAP_NET_ADMIN?)"
+        );
     }
 }
 

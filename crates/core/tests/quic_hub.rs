@@ -30,7 +30,10 @@ async fn request_reply_and_codec_negotiation() {
     // Bodies with non-UTF-8 bytes cross between codecs intact.
     let body: Vec<u8> = (0..=255u8).collect();
     for agent in [&msgpack, &json] {
-        let reply = agent.request("echo", body.clone(), 5 * SECOND).await.unwrap();
+        let reply = agent
+            .request("echo", body.clone(), 5 * SECOND)
+            .await
+            .unwrap();
         assert_eq!(reply.kind, Kind::Response);
         assert_eq!(reply.from, "echo");
         assert_eq!(&reply.body[..], &body[..]);
@@ -48,7 +51,11 @@ async fn hub_prefers_its_codec_order_and_rejects_no_common_codec() {
     config.policy.codecs = vec![Codec::Json, Codec::MsgPack];
     let t = start_hub(config).await;
     let a = t.agent("a").await;
-    assert_eq!(a.session().codec, Codec::Json, "hub's first choice among those offered");
+    assert_eq!(
+        a.session().codec,
+        Codec::Json,
+        "hub's first choice among those offered"
+    );
 
     let mut config = HubConfig::default();
     config.policy.codecs = vec![Codec::MsgPack];
@@ -92,8 +99,15 @@ async fn pinned_key_accepted_and_wrong_pin_rejected() {
 
     let mut opts = t.opts("wrong-pin");
     opts.trust = HubTrust::pin(&format!("sha256:{}", "ab".repeat(32))).unwrap();
-    let text = Agent::connect(opts).await.err().expect("must fail").to_string();
-    assert!(text.contains("does not match the pinned"), "unclear error: {text}");
+    let text = Agent::connect(opts)
+        .await
+        .err()
+        .expect("must fail")
+        .to_string();
+    assert!(
+        text.contains("does not match the pinned"),
+        "unclear error: {text}"
+    );
 }
 
 #[tokio::test]
@@ -126,17 +140,29 @@ async fn duplicate_ids_follow_the_policy() {
     }
     // The first agent is untouched.
     let _echo = t.echo_agent("echo").await;
-    first.request("echo", "still here", 5 * SECOND).await.unwrap();
+    first
+        .request("echo", "still here", 5 * SECOND)
+        .await
+        .unwrap();
 
-    let mut config = HubConfig::default();
-    config.duplicate_policy = DuplicatePolicy::ReplaceOld;
+    let config = HubConfig {
+        duplicate_policy: DuplicatePolicy::ReplaceOld,
+        ..HubConfig::default()
+    };
     let t = start_hub(config).await;
     let old = t.agent("dup").await;
     let new = t.agent("dup").await;
-    let reason = tokio::time::timeout(5 * SECOND, old.closed()).await.unwrap();
-    assert!(reason.contains("replaced"), "old agent closed for: {reason}");
+    let reason = tokio::time::timeout(5 * SECOND, old.closed())
+        .await
+        .unwrap();
+    assert!(
+        reason.contains("replaced"),
+        "old agent closed for: {reason}"
+    );
     let _echo = t.echo_agent("echo").await;
-    new.request("echo", "new one works", 5 * SECOND).await.unwrap();
+    new.request("echo", "new one works", 5 * SECOND)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -148,7 +174,10 @@ async fn request_times_out_and_unknown_agent_errors() {
     let asker = t.agent("asker").await;
 
     let started = std::time::Instant::now();
-    match asker.request("silent", "hello?", Duration::from_millis(200)).await {
+    match asker
+        .request("silent", "hello?", Duration::from_millis(200))
+        .await
+    {
         Err(AgentError::Timeout(d)) => assert_eq!(d, Duration::from_millis(200)),
         other => panic!("expected a timeout, got {other:?}"),
     }
@@ -166,13 +195,18 @@ async fn request_times_out_and_unknown_agent_errors() {
     let cancelled = asker.request("silent", "never mind", 10 * SECOND);
     drop(cancelled);
     let _echo = t.echo_agent("echo").await;
-    asker.request("echo", "after cancel", 5 * SECOND).await.unwrap();
+    asker
+        .request("echo", "after cancel", 5 * SECOND)
+        .await
+        .unwrap();
 }
 
 /// A critical message sent after a queue of bulk messages arrives ahead of (most of) them.
 async fn priority_overtakes_bulk(mapping: StreamMapping) {
-    let mut config = HubConfig::default();
-    config.stream_mapping = mapping;
+    let config = HubConfig {
+        stream_mapping: mapping,
+        ..HubConfig::default()
+    };
     let t = start_hub(config).await;
     let mut rx_opts = t.opts("receiver");
     rx_opts.stream_mapping = mapping;
@@ -214,7 +248,10 @@ async fn priority_overtakes_bulk(mapping: StreamMapping) {
         .iter()
         .position(|p| *p == Priority::Critical)
         .expect("critical message arrived");
-    eprintln!("{mapping}: critical arrived at position {position} of {}", BULK + 1);
+    eprintln!(
+        "{mapping}: critical arrived at position {position} of {}",
+        BULK + 1
+    );
     assert!(
         position < BULK / 2,
         "{mapping}: critical arrived at position {position} of {}, behind most of the bulk",
@@ -241,7 +278,10 @@ async fn zero_rtt_is_accepted_on_reconnect() {
     let connector = Connector::new(&opts).unwrap();
 
     let first = connector.connect(&opts).await.unwrap();
-    assert!(!first.stats().zero_rtt_used, "no ticket yet: full handshake");
+    assert!(
+        !first.stats().zero_rtt_used,
+        "no ticket yet: full handshake"
+    );
     // A round trip makes sure the session ticket has arrived.
     first.request("echo", "one", 5 * SECOND).await.unwrap();
     first.close().await;
@@ -268,9 +308,17 @@ async fn session_survives_a_rebind() {
     assert_ne!(before.port(), after.port());
     let reply = agent.request("echo", "after", 5 * SECOND).await.unwrap();
     assert_eq!(&reply.body[..], b"after");
-    let info = t.hub.agents().into_iter().find(|a| a.id == "mover").unwrap();
+    let info = t
+        .hub
+        .agents()
+        .into_iter()
+        .find(|a| a.id == "mover")
+        .unwrap();
     assert_eq!(info.session_id, session, "same session after migration");
-    assert_eq!(info.connection.remote_addr.map(|a| a.port()), Some(after.port()));
+    assert_eq!(
+        info.connection.remote_addr.map(|a| a.port()),
+        Some(after.port())
+    );
 }
 
 #[tokio::test]
@@ -317,13 +365,22 @@ async fn topics_broadcast_and_presence() {
     tokio::time::sleep(Duration::from_millis(100)).await;
 
     let publisher = t.agent("publisher").await;
-    let join = tokio::time::timeout(5 * SECOND, watcher.recv()).await.unwrap().unwrap();
+    let join = tokio::time::timeout(5 * SECOND, watcher.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(join.envelope.kind, Kind::Event);
     assert_eq!(join.envelope.headers["event"], "join");
     assert_eq!(join.envelope.headers["agent"], "publisher");
 
-    publisher.publish("news", Kind::Event, "extra!").await.unwrap();
-    let news = tokio::time::timeout(5 * SECOND, watcher.recv()).await.unwrap().unwrap();
+    publisher
+        .publish("news", Kind::Event, "extra!")
+        .await
+        .unwrap();
+    let news = tokio::time::timeout(5 * SECOND, watcher.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(news.envelope.to, Destination::topic("news"));
     assert_eq!(&news.envelope.body[..], b"extra!");
 
@@ -331,12 +388,18 @@ async fn topics_broadcast_and_presence() {
         .send(Destination::Broadcast, Kind::State, "all hands")
         .await
         .unwrap();
-    let all = tokio::time::timeout(5 * SECOND, watcher.recv()).await.unwrap().unwrap();
+    let all = tokio::time::timeout(5 * SECOND, watcher.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(all.envelope.to, Destination::Broadcast);
     assert_eq!(all.envelope.from, "publisher");
 
     publisher.close().await;
-    let leave = tokio::time::timeout(5 * SECOND, watcher.recv()).await.unwrap().unwrap();
+    let leave = tokio::time::timeout(5 * SECOND, watcher.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(leave.envelope.headers["event"], "leave");
     assert_eq!(leave.envelope.headers["reason"], "normal");
 }
@@ -354,7 +417,9 @@ async fn silent_agent_is_removed_and_others_are_told() {
     // A raw client completes the handshake and then sends nothing, not even heartbeats.
     let conn = t.raw_connection().await;
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
-    let hello = Frame::Hello(Hello::new("ghost", "raw")).encode(Codec::MsgPack).unwrap();
+    let hello = Frame::Hello(Hello::new("ghost", "raw"))
+        .encode(Codec::MsgPack)
+        .unwrap();
     send.write_all(&hello).await.unwrap();
     let mut welcome = [0u8; 5];
     recv.read_exact(&mut welcome).await.unwrap();
@@ -362,13 +427,19 @@ async fn silent_agent_is_removed_and_others_are_told() {
 
     let mut events = Vec::new();
     while events.len() < 2 {
-        let msg = tokio::time::timeout(5 * SECOND, watcher.recv()).await.unwrap().unwrap();
+        let msg = tokio::time::timeout(5 * SECOND, watcher.recv())
+            .await
+            .unwrap()
+            .unwrap();
         events.push(msg.envelope.headers.clone());
     }
     assert_eq!(events[0]["event"], "join");
     assert_eq!(events[1]["event"], "leave");
     assert_eq!(events[1]["reason"], "liveness-timeout");
-    assert_eq!(close_code(&conn).await, Some(u64::from(ErrorCode::LivenessTimeout.code())));
+    assert_eq!(
+        close_code(&conn).await,
+        Some(u64::from(ErrorCode::LivenessTimeout.code()))
+    );
     // The watcher itself beats and stays.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(t.hub.agent_count(), 1);
@@ -378,7 +449,9 @@ async fn silent_agent_is_removed_and_others_are_told() {
 async fn misbehave(t: &common::TestHub, id: &str, on_control: bool, bytes: &[u8]) -> Option<u64> {
     let conn = t.raw_connection().await;
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
-    let hello = Frame::Hello(Hello::new(id, "raw")).encode(Codec::MsgPack).unwrap();
+    let hello = Frame::Hello(Hello::new(id, "raw"))
+        .encode(Codec::MsgPack)
+        .unwrap();
     send.write_all(&hello).await.unwrap();
     let mut welcome = [0u8; 5];
     recv.read_exact(&mut welcome).await.unwrap();
@@ -403,38 +476,56 @@ async fn bad_input_closes_only_the_offender() {
     // Garbage before any hello: rejected at the handshake.
     let conn = t.raw_connection().await;
     let (mut send, _recv) = conn.open_bi().await.unwrap();
-    send.write_all(b"\x00\x00\x00\x09\x01GARBAGE!").await.unwrap();
+    send.write_all(b"\x00\x00\x00\x09\x01GARBAGE!")
+        .await
+        .unwrap();
     assert_eq!(close_code(&conn).await, Some(malformed));
 
     // Garbage bytes as a message.
-    assert_eq!(misbehave(&t, "g1", false, b"\x00\x00\x00\x05\x10\xff\xff\xff\xff").await, Some(malformed));
+    assert_eq!(
+        misbehave(&t, "g1", false, b"\x00\x00\x00\x05\x10\xff\xff\xff\xff").await,
+        Some(malformed)
+    );
     // An unknown frame type.
-    assert_eq!(misbehave(&t, "g2", false, b"\x00\x00\x00\x01\x77").await, Some(malformed));
+    assert_eq!(
+        misbehave(&t, "g2", false, b"\x00\x00\x00\x01\x77").await,
+        Some(malformed)
+    );
     // A frame announcing 100 MiB: refused before the body is read.
     assert_eq!(
         misbehave(&t, "g3", false, &(100u32 << 20).to_be_bytes()).await,
         Some(u64::from(ErrorCode::FrameTooLarge.code()))
     );
     // A stream that ends in the middle of a frame.
-    assert_eq!(misbehave(&t, "g4", false, b"\x00\x00\x01\x00\x10abc").await, Some(malformed));
+    assert_eq!(
+        misbehave(&t, "g4", false, b"\x00\x00\x01\x00\x10abc").await,
+        Some(malformed)
+    );
     // An envelope with an unknown kind (code 42), well-framed MessagePack otherwise.
     let mut env = Vec::new();
     let good_env = agentwire::Envelope::new(1, "g5", Destination::agent("echo"), Kind::Task);
-    Frame::Envelope(good_env).encode_into(Codec::MsgPack, &mut env).unwrap();
+    Frame::Envelope(good_env)
+        .encode_into(Codec::MsgPack, &mut env)
+        .unwrap();
     // Field 4 of the array (kind) is the byte after the destination [0, "echo"].
     let kind_at = env.windows(5).position(|w| w == b"\xa4echo").unwrap() + 5;
     assert_eq!(env[kind_at], Kind::Task.code());
     env[kind_at] = 42;
     assert_eq!(misbehave(&t, "g5", false, &env).await, Some(malformed));
     // A second hello on the control stream after the handshake.
-    let hello = Frame::Hello(Hello::new("g6", "raw")).encode(Codec::MsgPack).unwrap();
+    let hello = Frame::Hello(Hello::new("g6", "raw"))
+        .encode(Codec::MsgPack)
+        .unwrap();
     assert_eq!(
         misbehave(&t, "g6", true, &hello).await,
         Some(u64::from(ErrorCode::ProtocolViolation.code()))
     );
 
     // Everyone else kept working throughout.
-    let reply = good.request("echo", "still fine", 5 * SECOND).await.unwrap();
+    let reply = good
+        .request("echo", "still fine", 5 * SECOND)
+        .await
+        .unwrap();
     assert_eq!(&reply.body[..], b"still fine");
     t.wait_agents(2).await;
 }
@@ -449,9 +540,15 @@ async fn messages_up_to_the_limit_and_oversize_refused() {
     assert_eq!(agent.session().max_frame_size, 1024 * 1024);
     // The largest body that fits: the frame adds the envelope header around it.
     let body = vec![1u8; 1024 * 1024 - 200];
-    let reply = agent.request("echo", body.clone(), 10 * SECOND).await.unwrap();
+    let reply = agent
+        .request("echo", body.clone(), 10 * SECOND)
+        .await
+        .unwrap();
     assert_eq!(reply.body.len(), body.len());
-    match agent.request("echo", vec![0u8; 1024 * 1024 + 1], 5 * SECOND).await {
+    match agent
+        .request("echo", vec![0u8; 1024 * 1024 + 1], 5 * SECOND)
+        .await
+    {
         Err(AgentError::TooLarge(_)) => {}
         other => panic!("expected too large, got {other:?}"),
     }
@@ -459,8 +556,10 @@ async fn messages_up_to_the_limit_and_oversize_refused() {
 
 #[tokio::test]
 async fn full_queue_gives_the_sender_an_error() {
-    let mut config = HubConfig::default();
-    config.agent_queue_capacity = 8;
+    let config = HubConfig {
+        agent_queue_capacity: 8,
+        ..HubConfig::default()
+    };
     let t = start_hub(config).await;
     // A receiver that never reads, with small buffers so that back-pressure reaches the hub.
     let mut opts = t.opts("slow");
@@ -474,7 +573,10 @@ async fn full_queue_gives_the_sender_an_error() {
             .await
             .unwrap();
     }
-    let err = tokio::time::timeout(10 * SECOND, inbox.recv()).await.unwrap().unwrap();
+    let err = tokio::time::timeout(10 * SECOND, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(err.envelope.kind, Kind::Error);
     assert_eq!(err.envelope.headers["code"], "queue-full");
     assert!(err.envelope.correlation.is_some());

@@ -74,10 +74,11 @@ pub struct HubConfig {
 
 impl Default for HubConfig {
     fn default() -> Self {
-        let mut policy = HubPolicy::default();
-        policy.capabilities = vec!["datagrams".into()];
         HubConfig {
-            policy,
+            policy: HubPolicy {
+                capabilities: vec!["datagrams".into()],
+                ..HubPolicy::default()
+            },
             heartbeat_miss_limit: 3,
             agent_queue_capacity: 4096,
             handshake_timeout: Duration::from_secs(10),
@@ -119,8 +120,10 @@ pub struct QuicListener {
 impl QuicListener {
     /// Stops accepting and closes every connection of this listener.
     pub fn close(&self) {
-        self.endpoint
-            .close(quinn::VarInt::from_u32(ErrorCode::ShuttingDown.code()), b"hub shutting down");
+        self.endpoint.close(
+            quinn::VarInt::from_u32(ErrorCode::ShuttingDown.code()),
+            b"hub shutting down",
+        );
         self.task.abort();
     }
 }
@@ -303,7 +306,11 @@ impl HubInner {
         let Some(slot) = self.handshake(&sender, &mut receiver).await else {
             return;
         };
-        let writer = tokio::spawn(writer_loop(slot.clone(), sender.clone(), self.metrics.clone()));
+        let writer = tokio::spawn(writer_loop(
+            slot.clone(),
+            sender.clone(),
+            self.metrics.clone(),
+        ));
         self.publish_presence(&slot, "join", None);
 
         let ending = loop {
@@ -344,17 +351,20 @@ impl HubInner {
         receiver: &mut R,
     ) -> Option<Arc<AgentSlot>> {
         let transport = sender.kind().name();
-        let first = tokio::time::timeout(self.config.handshake_timeout, receiver.recv_frame()).await;
+        let first =
+            tokio::time::timeout(self.config.handshake_timeout, receiver.recv_frame()).await;
         let raw = match first {
             Ok(Ok(Some(raw))) => raw,
             Ok(Ok(None)) => return None,
             Ok(Err(e)) => {
-                self.metrics.handshake(transport, crate::metrics::outcome::FAILED);
+                self.metrics
+                    .handshake(transport, crate::metrics::outcome::FAILED);
                 sender.close(e.close_code(), &e.to_string());
                 return None;
             }
             Err(_) => {
-                self.metrics.handshake(transport, crate::metrics::outcome::FAILED);
+                self.metrics
+                    .handshake(transport, crate::metrics::outcome::FAILED);
                 sender.close(ErrorCode::HandshakeTimeout, "no hello in time");
                 return None;
             }
@@ -379,7 +389,10 @@ impl HubInner {
             connection: Box::new(sender.clone()),
             connected_at: Instant::now(),
         });
-        match self.registry.register(slot.clone(), self.config.duplicate_policy) {
+        match self
+            .registry
+            .register(slot.clone(), self.config.duplicate_policy)
+        {
             Ok(Registered::Fresh) => {}
             Ok(Registered::Replaced(old)) => {
                 old.connection
@@ -434,8 +447,11 @@ impl HubInner {
                     code: ErrorCode::LimitExceeded,
                     reason: e.to_string(),
                 })?;
-                self.metrics
-                    .message_in(env.kind.name(), env.priority.name(), env.body.len() as u64);
+                self.metrics.message_in(
+                    env.kind.name(),
+                    env.priority.name(),
+                    env.body.len() as u64,
+                );
                 if env.from != slot.id {
                     env.from.clone_from(&slot.id);
                 }
@@ -469,7 +485,12 @@ impl HubInner {
     fn route(&self, from: &Arc<AgentSlot>, env: Envelope) {
         if env.is_expired(now_us()) {
             self.metrics.dropped("expired");
-            self.send_error(from, env.id, ErrorCode::Expired, "ttl ran out before delivery");
+            self.send_error(
+                from,
+                env.id,
+                ErrorCode::Expired,
+                "ttl ran out before delivery",
+            );
             return;
         }
         self.track_request(&env);
@@ -511,7 +532,13 @@ impl HubInner {
     }
 
     /// Queues a frame for `target`; false (and counted) if its queue is full or closed.
-    fn enqueue(&self, target: &AgentSlot, encoded: &EncodedFrame<'_>, priority: Priority, kind: Kind) -> bool {
+    fn enqueue(
+        &self,
+        target: &AgentSlot,
+        encoded: &EncodedFrame<'_>,
+        priority: Priority,
+        kind: Kind,
+    ) -> bool {
         let Some(frame) = encoded.get(target.codec) else {
             self.metrics.dropped("encode-failed");
             return false;
@@ -552,8 +579,13 @@ impl HubInner {
     }
 
     fn hub_envelope(&self, to: Destination, kind: Kind) -> Envelope {
-        Envelope::new(self.next_id.fetch_add(1, Ordering::Relaxed), HUB_ID, to, kind)
-            .with_timestamp_us(now_us())
+        Envelope::new(
+            self.next_id.fetch_add(1, Ordering::Relaxed),
+            HUB_ID,
+            to,
+            kind,
+        )
+        .with_timestamp_us(now_us())
     }
 
     /// Tells `to` that its message `correlation` failed.
@@ -597,7 +629,8 @@ impl HubInner {
     fn retire(&self, slot: &AgentSlot, code: ErrorCode) {
         let dropped = slot.queue.close();
         self.metrics.queue_depth_add(-(dropped as i64));
-        self.metrics.agent_removed(slot.transport.name(), code.name());
+        self.metrics
+            .agent_removed(slot.transport.name(), code.name());
         tracing::debug!(agent = %slot.id, reason = %code, "agent left");
         self.publish_presence(slot, "leave", Some(code));
     }
@@ -605,7 +638,9 @@ impl HubInner {
     async fn liveness_loop(hub: std::sync::Weak<HubInner>) {
         loop {
             let period = match hub.upgrade() {
-                Some(h) => Duration::from_millis(u64::from(h.config.policy.heartbeat_interval_ms.max(10))),
+                Some(h) => {
+                    Duration::from_millis(u64::from(h.config.policy.heartbeat_interval_ms.max(10)))
+                }
                 None => return,
             };
             tokio::time::sleep(period / 2).await;

@@ -37,7 +37,9 @@ impl std::str::FromStr for DuplicatePolicy {
         match s {
             "reject" | "reject-new" => Ok(DuplicatePolicy::RejectNew),
             "replace" | "replace-old" => Ok(DuplicatePolicy::ReplaceOld),
-            other => Err(format!("unknown duplicate policy {other:?} (reject or replace)")),
+            other => Err(format!(
+                "unknown duplicate policy {other:?} (reject or replace)"
+            )),
         }
     }
 }
@@ -257,7 +259,9 @@ impl Registry {
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default();
         let agents = self.read_agents();
-        ids.iter().filter_map(|id| agents.get(id).cloned()).collect()
+        ids.iter()
+            .filter_map(|id| agents.get(id).cloned())
+            .collect()
     }
 
     pub fn info(slot: &AgentSlot) -> AgentInfo {

@@ -165,7 +165,9 @@ pub trait FrameSender: Clone + Send + Sync + 'static {
 pub trait FrameReceiver: Send + 'static {
     /// The next whole frame, `Ok(None)` at an orderly end, or an error that ends the
     /// connection (a malformed or oversized frame, a reset, a timeout).
-    fn recv_frame(&mut self) -> impl Future<Output = Result<Option<RawFrame>, TransportError>> + Send;
+    fn recv_frame(
+        &mut self,
+    ) -> impl Future<Output = Result<Option<RawFrame>, TransportError>> + Send;
 
     /// Sets the largest frame accepted from the peer (after the handshake).
     fn set_max_frame_size(&mut self, max: u32);
@@ -173,12 +175,11 @@ pub trait FrameReceiver: Send + 'static {
 
 /// Checks an outgoing frame against the peer's limit (the 4-byte length prefix excluded).
 pub(crate) fn check_outgoing(frame: &Bytes, peer_max: u32) -> Result<(), TransportError> {
-    let len = frame.len().saturating_sub(agentwire_proto::FRAME_HEADER_LEN);
+    let len = frame
+        .len()
+        .saturating_sub(agentwire_proto::FRAME_HEADER_LEN);
     if len > peer_max as usize {
-        return Err(TransportError::TooLarge {
-            len,
-            max: peer_max,
-        });
+        return Err(TransportError::TooLarge { len, max: peer_max });
     }
     Ok(())
 }

@@ -47,7 +47,9 @@ pub fn server_endpoint(
         .map_err(|e| TransportError::Connect(format!("TLS config not usable for QUIC: {e}")))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(Arc::new(
-        settings.transport_config().map_err(TransportError::Connect)?,
+        settings
+            .transport_config()
+            .map_err(TransportError::Connect)?,
     ));
     let (socket, buffers) = settings
         .bind_udp(addr)
@@ -88,7 +90,9 @@ pub fn client_config(
         .map_err(|e| TransportError::Connect(format!("TLS config not usable for QUIC: {e}")))?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(Arc::new(
-        settings.transport_config().map_err(TransportError::Connect)?,
+        settings
+            .transport_config()
+            .map_err(TransportError::Connect)?,
     ));
     Ok(config)
 }
@@ -224,7 +228,11 @@ impl QuicSender {
     async fn write_message(&self, frame: Bytes, class: SendClass) -> Result<(), TransportError> {
         let inner = &self.inner;
         let open = || async {
-            let stream = inner.conn.open_uni().await.map_err(|e| map_connection_error(&e))?;
+            let stream = inner
+                .conn
+                .open_uni()
+                .await
+                .map_err(|e| map_connection_error(&e))?;
             let _ = stream.set_priority(quic_priority(class));
             inner.streams_opened.fetch_add(1, Ordering::Relaxed);
             Ok::<_, TransportError>(stream)
@@ -386,10 +394,12 @@ impl StreamReader {
                 let total = self.buffered.fetch_add(now - held, Ordering::Relaxed) + now - held;
                 held = now;
                 if total > self.max_buffered {
-                    break Err(TransportError::Frame(agentwire_proto::FrameError::TooLarge {
-                        len: u32::try_from(total).unwrap_or(u32::MAX),
-                        max: u32::try_from(self.max_buffered).unwrap_or(u32::MAX),
-                    }));
+                    break Err(TransportError::Frame(
+                        agentwire_proto::FrameError::TooLarge {
+                            len: u32::try_from(total).unwrap_or(u32::MAX),
+                            max: u32::try_from(self.max_buffered).unwrap_or(u32::MAX),
+                        },
+                    ));
                 }
             } else {
                 self.buffered.fetch_sub(held - now, Ordering::Relaxed);
