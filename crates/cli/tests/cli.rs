@@ -1,0 +1,278 @@
+//! The README's CLI contract, run for real: `agentwire cert`, a hub and two agents as separate
+//! processes on loopback QUIC, and `agentwire send`.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentwire");
+
+/// Kills the child process when dropped, so a failing test leaves nothing running.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `agentwire ARGS` and returns it with a channel of its output lines (stdout and
+/// stderr merged).
+fn spawn(args: &[&str]) -> (Running, mpsc::Receiver<String>) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start agentwire");
+    let (tx, rx) = mpsc::channel();
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    (Running(child), rx)
+}
+
+/// Waits for an output line containing `needle` and returns it.
+fn wait_for(rx: &mpsc::Receiver<String>, needle: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => return line,
+            Ok(line) => seen.push(line),
+            Err(_) => break,
+        }
+    }
+    panic!("no line containing {needle:?}; saw: {seen:#?}");
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("run agentwire")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn hub_and_two_agents_exchange_messages_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let certs_s = certs.to_str().unwrap();
+    let out = run(&["cert", "--out", certs_s]);
+    assert!(out.status.success(), "cert failed: {}", text(&out.stderr));
+    for f in ["ca.pem", "hub.pem", "hub.key"] {
+        assert!(Path::new(&certs).join(f).exists(), "{f} missing");
+    }
+    let pin_line = text(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("hub key pin:"))
+        .map(str::to_owned)
+        .expect("cert prints the pin");
+    let pin = pin_line
+        .trim_start_matches("hub key pin:")
+        .trim()
+        .to_owned();
+
+    let (_hub, hub_out) = spawn(&[
+        "hub",
+        "--listen",
+        "quic://127.0.0.1:0",
+        "--cert-dir",
+        certs_s,
+    ]);
+    let line = wait_for(&hub_out, "hub listening on quic://");
+    let addr = line
+        .split("quic://")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    let url = format!("quic://{addr}");
+    let ca = certs.join("ca.pem");
+    let ca_s = ca.to_str().unwrap();
+
+    let (_worker, worker_out) = spawn(&[
+        "agent", "--hub", &url, "--ca", ca_s, "--id", "worker-1", "--echo",
+    ]);
+    wait_for(&worker_out, "agent worker-1 connected over quic");
+    let (_listener, listener_out) = spawn(&[
+        "agent",
+        "--hub",
+        &url,
+        "--pin",
+        &pin,
+        "--id",
+        "listener",
+        "--subscribe",
+        "news",
+    ]);
+    wait_for(&listener_out, "agent listener connected over quic");
+
+    // The contract: prints the reply body and exits 0.
+    let out = run(&[
+        "send",
+        "--hub",
+        &url,
+        "--ca",
+        ca_s,
+        "--to",
+        "worker-1",
+        "--request",
+        "hello",
+    ]);
+    assert!(out.status.success(), "send failed: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "hello\n");
+    wait_for(&worker_out, "request medium from send-");
+
+    // A one-way message to the second agent, and a topic publication it subscribed to.
+    let out = run(&[
+        "send",
+        "--hub",
+        &url,
+        "--ca",
+        ca_s,
+        "--to",
+        "listener",
+        "--message",
+        "direct hi",
+        "--priority",
+        "high",
+    ]);
+    assert!(out.status.success(), "send failed: {}", text(&out.stderr));
+    wait_for(&listener_out, "task high from send-");
+    let out = run(&[
+        "send",
+        "--hub",
+        &url,
+        "--ca",
+        ca_s,
+        "--to",
+        "topic:news",
+        "--message",
+        "extra",
+        "--kind",
+        "event",
+    ]);
+    assert!(
+        out.status.success(),
+        "publish failed: {}",
+        text(&out.stderr)
+    );
+    let line = wait_for(&listener_out, "event medium from send-");
+    assert!(line.ends_with("extra"), "{line}");
+
+    // Failures exit non-zero with a reason.
+    let out = run(&[
+        "send",
+        "--hub",
+        &url,
+        "--ca",
+        ca_s,
+        "--to",
+        "nobody",
+        "--request",
+        "x",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("unknown-agent"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let other = dir.path().join("other");
+    assert!(run(&["cert", "--out", other.to_str().unwrap()])
+        .status
+        .success());
+    let other_ca = other.join("ca.pem");
+    let out = run(&[
+        "send",
+        "--hub",
+        &url,
+        "--ca",
+        other_ca.to_str().unwrap(),
+        "--to",
+        "worker-1",
+        "--request",
+        "x",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("not signed by the trusted CA"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // --insecure works but says loudly what it does.
+    let out = run(&[
+        "send",
+        "--hub",
+        &url,
+        "--insecure",
+        "--to",
+        "worker-1",
+        "--request",
+        "risky",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("WARNING"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // No trust option at all is refused before connecting.
+    let out = run(&["send", "--hub", &url, "--to", "worker-1", "--request", "x"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("--ca"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn bad_flags_are_clear_errors() {
+    let out = run(&[
+        "send",
+        "--hub",
+        "ftp://x:1",
+        "--insecure",
+        "--to",
+        "a",
+        "--request",
+        "x",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("unsupported scheme"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&[
+        "hub",
+        "--listen",
+        "quic://127.0.0.1:0",
+        "--cert-dir",
+        "/nonexistent/dir",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("agentwire cert"),
+        "{}",
+        text(&out.stderr)
+    );
+}
