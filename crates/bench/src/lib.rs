@@ -1,1 +1,299 @@
-//! x
+//! # agentwire-bench — a loopback benchmark of the real hub and agents
+//!
+//! `agentwire bench` runs a grid of *cells* (stream mapping × clients × body size) in one
+//! process: for each cell it generates certificates in memory, starts a real [`Hub`] with
+//! `listen_quic` on `127.0.0.1:0`, connects echo workers and clients through the public
+//! [`Agent`] API and drives a closed-loop request/response load. It reports connect time,
+//! responses per second, payload throughput, an HDR latency histogram and every error, plus
+//! the machine and build it ran on, as a table and as JSON (schema [`SCHEMA`]).
+//!
+//! This crate measures; it must not change how agentwire behaves (no private hooks, no
+//! in-process transport) and it must not hide failures: every request started in the
+//! measured window is reported as answered or as an error.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! let mut config = agentwire_bench::BenchConfig::default();
+//! config.agents = vec![10];
+//! let report = agentwire_bench::run(&config, std::env::args().collect(), &mut |line| {
+//!     eprintln!("{line}")
+//! })
+//! .await?;
+//! print!("{}", agentwire_bench::render_table(&report));
+//! # Ok(()) }
+//! ```
+//!
+//! [`Hub`]: agentwire::hub::Hub
+//! [`Agent`]: agentwire::Agent
+
+#![warn(missing_docs)]
+
+pub mod environment;
+pub mod scenario;
+pub mod stats;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use agentwire::StreamMapping;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+pub use environment::{build_profile, Environment};
+pub use scenario::{run_cell, CellConfig, CellResult};
+pub use stats::LatencySummary;
+
+/// The `schema` field of the JSON report.
+pub const SCHEMA: &str = "agentwire-bench/0";
+
+/// Room left in a frame for the envelope around the body.
+const ENVELOPE_OVERHEAD: usize = 4096;
+
+/// The grid of cells to run and the load each cell gets.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchConfig {
+    /// Stream mappings to compare.
+    pub mappings: Vec<StreamMapping>,
+    /// Client counts (workers are one per ten clients, at least one).
+    pub agents: Vec<usize>,
+    /// Body sizes in bytes.
+    pub sizes: Vec<usize>,
+    /// Requests each client keeps in flight.
+    pub window: usize,
+    /// Warm-up per cell, milliseconds.
+    pub warmup_ms: u64,
+    /// Measured window per cell, milliseconds.
+    pub duration_ms: u64,
+    /// Per-request timeout, milliseconds; also bounds each cell's drain.
+    pub request_timeout_ms: u64,
+}
+
+impl Default for BenchConfig {
+    /// The quick preset: {per-message, lanes} × {10, 100} agents × {1 KiB, 10 KiB}, window 4,
+    /// 1 s warm-up, 3 s measured — about a minute.
+    fn default() -> Self {
+        BenchConfig {
+            mappings: vec![StreamMapping::PerMessage, StreamMapping::Lanes],
+            agents: vec![10, 100],
+            sizes: vec![1024, 10240],
+            window: 4,
+            warmup_ms: 1000,
+            duration_ms: 3000,
+            request_timeout_ms: 5000,
+        }
+    }
+}
+
+impl BenchConfig {
+    /// Checks the values are usable (non-empty lists, sane bounds).
+    pub fn validate(&self) -> Result<()> {
+        let max_size = (agentwire_proto::Limits::default().max_frame_size as usize)
+            .saturating_sub(ENVELOPE_OVERHEAD);
+        if self.mappings.is_empty() || self.agents.is_empty() || self.sizes.is_empty() {
+            bail!("need at least one mapping, one agent count and one size");
+        }
+        if let Some(a) = self.agents.iter().find(|&&a| a == 0 || a > 10_000) {
+            bail!("agent count {a} is out of range (1..=10000)");
+        }
+        if let Some(s) = self.sizes.iter().find(|&&s| s > max_size) {
+            bail!("size {s} is larger than the {max_size}-byte limit");
+        }
+        if self.window == 0 || self.window > 1024 {
+            bail!("window {} is out of range (1..=1024)", self.window);
+        }
+        if self.duration_ms == 0 || self.duration_ms > 3_600_000 {
+            bail!(
+                "duration {} ms is out of range (1..=3600000)",
+                self.duration_ms
+            );
+        }
+        if self.warmup_ms > 600_000 {
+            bail!("warm-up {} ms is out of range (0..=600000)", self.warmup_ms);
+        }
+        if self.request_timeout_ms == 0 || self.request_timeout_ms > 600_000 {
+            bail!(
+                "request timeout {} ms is out of range (1..=600000)",
+                self.request_timeout_ms
+            );
+        }
+        Ok(())
+    }
+
+    /// The cells in run order: mapping, then agents, then size.
+    pub fn cells(&self) -> Vec<CellConfig> {
+        let mut cells = Vec::new();
+        for &mapping in &self.mappings {
+            for &agents in &self.agents {
+                for &size in &self.sizes {
+                    cells.push(CellConfig {
+                        mapping,
+                        agents,
+                        workers: CellConfig::workers_for(agents),
+                        size,
+                        window: self.window,
+                        warmup_ms: self.warmup_ms,
+                        duration_ms: self.duration_ms,
+                        request_timeout_ms: self.request_timeout_ms,
+                    });
+                }
+            }
+        }
+        cells
+    }
+}
+
+/// A whole run: what was asked, where it ran, and every cell's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Always [`SCHEMA`].
+    pub schema: &'static str,
+    /// The exact command line (`std::env::args`).
+    pub command_line: Vec<String>,
+    /// When the run started, Unix seconds.
+    pub started_unix: u64,
+    /// Machine and build.
+    pub environment: Environment,
+    /// The grid asked for.
+    pub config: BenchConfig,
+    /// One result per cell, in run order.
+    pub cells: Vec<CellResult>,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Runs every cell of `config` in order, calling `progress` with one line per cell.
+/// Needs a Tokio runtime with the time and net drivers (a multi-thread one for real numbers).
+pub async fn run(
+    config: &BenchConfig,
+    command_line: Vec<String>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report> {
+    config.validate()?;
+    let started_unix = unix_now();
+    let environment = Environment::detect();
+    let cells = config.cells();
+    let total = cells.len();
+    let mut results = Vec::with_capacity(total);
+    for (i, cell) in cells.iter().enumerate() {
+        progress(&format!(
+            "cell {}/{}: {} {} agents × {} B (window {}, {} workers) ...",
+            i + 1,
+            total,
+            cell.mapping,
+            cell.agents,
+            cell.size,
+            cell.window,
+            cell.workers
+        ));
+        let r = run_cell(cell).await.with_context(|| {
+            format!(
+                "cell {}/{total} ({} {} agents × {} B)",
+                i + 1,
+                cell.mapping,
+                cell.agents,
+                cell.size
+            )
+        })?;
+        results.push(r);
+    }
+    Ok(Report {
+        schema: SCHEMA,
+        command_line,
+        started_unix,
+        environment,
+        config: config.clone(),
+        cells: results,
+    })
+}
+
+/// The human table: a header and one line per cell.
+pub fn render_table(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<11} {:>6} {:>7} {:>6} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>6}",
+        "mapping",
+        "agents",
+        "size",
+        "window",
+        "connect_ms",
+        "msg/s",
+        "Mbit/s",
+        "p50_us",
+        "p99_us",
+        "max_us",
+        "errors"
+    );
+    for c in &report.cells {
+        let _ = writeln!(
+            out,
+            "{:<11} {:>6} {:>7} {:>6} {:>10.1} {:>10.0} {:>9.1} {:>8} {:>8} {:>8} {:>6}",
+            c.config.mapping.to_string(),
+            c.config.agents,
+            c.config.size,
+            c.config.window,
+            c.connect_ms,
+            c.responses_per_sec,
+            c.payload_mbit_per_sec,
+            c.latency.p50_us,
+            c.latency.p99_us,
+            c.latency.max_us,
+            c.errors
+        );
+    }
+    out
+}
+
+/// The report as pretty JSON.
+pub fn to_json(report: &Report) -> Result<String> {
+    serde_json::to_string_pretty(report).context("serialising the report")
+}
+
+/// Writes the report to `dir/bench-<unix-seconds>.json` (creating `dir`) and returns the path.
+pub fn write_report(report: &Report, dir: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("bench-{}.json", report.started_unix));
+    let json = to_json(report)?;
+    std::fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_preset_is_eight_cells() {
+        let c = BenchConfig::default();
+        c.validate().unwrap();
+        let cells = c.cells();
+        assert_eq!(cells.len(), 8);
+        assert_eq!(cells[0].workers, 1);
+        assert_eq!(cells[2].agents, 100);
+        assert_eq!(cells[2].workers, 10);
+        assert_eq!(cells[7].mapping, StreamMapping::Lanes);
+    }
+
+    #[test]
+    fn bad_configs_are_rejected() {
+        let base = BenchConfig::default();
+        let mut c = base.clone();
+        c.agents = vec![0];
+        assert!(c.validate().is_err());
+        let mut c = base.clone();
+        c.window = 0;
+        assert!(c.validate().is_err());
+        let mut c = base.clone();
+        c.sizes.clear();
+        assert!(c.validate().is_err());
+        let mut c = base;
+        c.sizes = vec![usize::MAX];
+        assert!(c.validate().is_err());
+    }
+}

@@ -40,6 +40,11 @@ pub enum Command {
     ///
     /// Example: agentwire send --hub quic://127.0.0.1:4433 --ca certs/ca.pem --to worker-1 --request hello
     Send(SendArgs),
+    /// Benchmark request/response over loopback QUIC: a real hub and real agents in this
+    /// process, a grid of stream mappings × agents × sizes; prints a table and writes JSON.
+    ///
+    /// Example: agentwire bench --agents 10,100 --sizes 1024 --mappings lanes --out bench-out
+    Bench(BenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -338,5 +343,54 @@ impl SendArgs {
             .unwrap_or_default()
             .as_bytes()
             .to_vec()
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// The quick preset (the default): per-message,lanes × 10,100 agents × 1 KiB,10 KiB,
+    /// window 4, 1 s warm-up, 3 s measured. Other flags still override it.
+    #[arg(long)]
+    pub quick: bool,
+    /// Client agent counts to run (workers: one per ten clients, at least one).
+    #[arg(long, value_delimiter = ',', default_value = "10,100")]
+    pub agents: Vec<usize>,
+    /// Request/response body sizes in bytes.
+    #[arg(long, value_delimiter = ',', default_value = "1024,10240")]
+    pub sizes: Vec<usize>,
+    /// Stream mappings to compare: per-message, lanes.
+    #[arg(long, value_delimiter = ',', default_value = "per-message,lanes")]
+    pub mappings: Vec<StreamMapping>,
+    /// Requests each client keeps in flight.
+    #[arg(long, default_value_t = 4)]
+    pub window: usize,
+    /// Measured window per cell, milliseconds.
+    #[arg(long, default_value_t = 3_000)]
+    pub duration_ms: u64,
+    /// Warm-up per cell (not counted), milliseconds.
+    #[arg(long, default_value_t = 1_000)]
+    pub warmup_ms: u64,
+    /// Per-request timeout, milliseconds (a timed-out request counts as an error).
+    #[arg(long, default_value_t = 5_000)]
+    pub request_timeout_ms: u64,
+    /// Directory for the JSON report (bench-<unix-seconds>.json).
+    #[arg(long, default_value = "bench-out")]
+    pub out: PathBuf,
+    /// Print the report JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl BenchArgs {
+    pub fn config(&self) -> agentwire_bench::BenchConfig {
+        agentwire_bench::BenchConfig {
+            mappings: self.mappings.clone(),
+            agents: self.agents.clone(),
+            sizes: self.sizes.clone(),
+            window: self.window,
+            warmup_ms: self.warmup_ms,
+            duration_ms: self.duration_ms,
+            request_timeout_ms: self.request_timeout_ms,
+        }
     }
 }

@@ -12,7 +12,7 @@ use agentwire::{Agent, AgentHandle, Destination, HubUrl, Inbox, Kind};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-use args::{AgentArgs, CertArgs, Cli, Command, HubArgs, SendArgs};
+use args::{AgentArgs, BenchArgs, CertArgs, Cli, Command, HubArgs, SendArgs};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -33,6 +33,7 @@ fn main() -> ExitCode {
             Command::Hub(a) => hub(a).await,
             Command::Agent(a) => agent(a).await,
             Command::Send(a) => send(a).await,
+            Command::Bench(a) => bench(a).await,
         }
     });
     match result {
@@ -242,6 +243,32 @@ async fn send_with(a: &SendArgs, agent: &AgentHandle, inbox: &mut Inbox) -> Resu
         );
     }
     eprintln!("sent message {id} to {dest}");
+    Ok(())
+}
+
+async fn bench(a: BenchArgs) -> Result<()> {
+    if agentwire_bench::build_profile() == "debug" {
+        eprintln!(
+            "WARNING: this is a DEBUG build; its numbers are meaningless. \
+             Use `cargo build --release -p agentwire-cli` and ./target/release/agentwire."
+        );
+    }
+    let config = a.config();
+    let report = agentwire_bench::run(&config, std::env::args().collect(), &mut |line| {
+        eprintln!("{line}")
+    })
+    .await?;
+    if a.json {
+        println!("{}", agentwire_bench::to_json(&report)?);
+    } else {
+        print!("{}", agentwire_bench::render_table(&report));
+    }
+    let inconsistent = report.cells.iter().filter(|c| !c.consistent).count();
+    if inconsistent > 0 {
+        eprintln!("WARNING: {inconsistent} cell(s) did not account for every request");
+    }
+    let path = agentwire_bench::write_report(&report, &a.out)?;
+    eprintln!("report written to {}", path.display());
     Ok(())
 }
 

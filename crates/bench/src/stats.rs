@@ -1,0 +1,144 @@
+//! Latency recording and summaries: an HDR histogram of round-trip times in microseconds,
+//! its percentiles, and its raw recorded buckets for the JSON report.
+//!
+//! This module only does arithmetic on recorded values; it must not time anything, touch the
+//! network or print.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Highest latency the histogram tracks, in microseconds (larger values are clamped to it).
+pub const MAX_TRACKED_US: u64 = 60_000_000;
+
+/// A new latency histogram: 1 µs to [`MAX_TRACKED_US`], 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    // Constant bounds that satisfy hdrhistogram's rules (low >= 1, high >= 2 * low,
+    // sigfig <= 5): this cannot fail at run time.
+    Histogram::new_with_bounds(1, MAX_TRACKED_US, 3).expect("constant histogram bounds are valid")
+}
+
+/// Records one latency, clamping it into the tracked range.
+pub fn record_us(hist: &mut Histogram<u64>, us: u64) {
+    hist.saturating_record(us.clamp(1, MAX_TRACKED_US));
+}
+
+/// Percentiles of a latency histogram, in microseconds. All zero when nothing was recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LatencySummary {
+    /// Number of recorded values.
+    pub count: u64,
+    /// Smallest recorded value.
+    pub min_us: u64,
+    /// Arithmetic mean.
+    pub mean_us: f64,
+    /// Median.
+    pub p50_us: u64,
+    /// 90th percentile.
+    pub p90_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// 99.9th percentile.
+    pub p999_us: u64,
+    /// Largest recorded value.
+    pub max_us: u64,
+}
+
+/// Summarises `hist`.
+///
+/// ```
+/// let mut h = agentwire_bench::stats::new_histogram();
+/// for v in 1..=100 { agentwire_bench::stats::record_us(&mut h, v); }
+/// let s = agentwire_bench::stats::summarize(&h);
+/// assert_eq!((s.count, s.p50_us, s.max_us), (100, 50, 100));
+/// ```
+pub fn summarize(hist: &Histogram<u64>) -> LatencySummary {
+    if hist.is_empty() {
+        return LatencySummary {
+            count: 0,
+            min_us: 0,
+            mean_us: 0.0,
+            p50_us: 0,
+            p90_us: 0,
+            p99_us: 0,
+            p999_us: 0,
+            max_us: 0,
+        };
+    }
+    LatencySummary {
+        count: hist.len(),
+        min_us: hist.min(),
+        mean_us: hist.mean(),
+        p50_us: hist.value_at_quantile(0.50),
+        p90_us: hist.value_at_quantile(0.90),
+        p99_us: hist.value_at_quantile(0.99),
+        p999_us: hist.value_at_quantile(0.999),
+        max_us: hist.max(),
+    }
+}
+
+/// The recorded buckets as `(value_us, count)` pairs, ascending; `value_us` is the highest
+/// value equivalent to the bucket (exact below 2048 µs, within 0.1 % above).
+pub fn recorded_pairs(hist: &Histogram<u64>) -> Vec<(u64, u64)> {
+    hist.iter_recorded()
+        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_histogram_summarises_to_zero() {
+        let s = summarize(&new_histogram());
+        assert_eq!(s.count, 0);
+        assert_eq!(s.max_us, 0);
+        assert_eq!(s.p99_us, 0);
+        assert!(recorded_pairs(&new_histogram()).is_empty());
+    }
+
+    #[test]
+    fn uniform_1_to_1000() {
+        let mut h = new_histogram();
+        for v in 1..=1000 {
+            record_us(&mut h, v);
+        }
+        let s = summarize(&h);
+        assert_eq!(s.count, 1000);
+        assert_eq!(s.min_us, 1);
+        assert_eq!(s.max_us, 1000);
+        assert_eq!(s.p50_us, 500);
+        assert_eq!(s.p90_us, 900);
+        assert_eq!(s.p99_us, 990);
+        assert_eq!(s.p999_us, 999);
+        assert!((s.mean_us - 500.5).abs() < 0.01, "mean {}", s.mean_us);
+    }
+
+    #[test]
+    fn single_outlier_shows_in_max_and_p999_only() {
+        let mut h = new_histogram();
+        for _ in 0..999 {
+            record_us(&mut h, 100);
+        }
+        record_us(&mut h, 50_000);
+        let s = summarize(&h);
+        assert_eq!((s.p50_us, s.p90_us, s.p99_us), (100, 100, 100));
+        assert_eq!(s.p999_us, 100);
+        // 50 000 is above the exact range: within 0.1 %.
+        assert!(s.max_us >= 50_000 && s.max_us <= 50_050, "max {}", s.max_us);
+    }
+
+    #[test]
+    fn pairs_count_every_value_and_clamp() {
+        let mut h = new_histogram();
+        record_us(&mut h, 0); // clamped to 1
+        record_us(&mut h, 7);
+        record_us(&mut h, 7);
+        record_us(&mut h, MAX_TRACKED_US * 10); // clamped to the top
+        let pairs = recorded_pairs(&h);
+        assert_eq!(pairs.iter().map(|p| p.1).sum::<u64>(), 4);
+        assert_eq!(pairs[0], (1, 1));
+        assert_eq!(pairs[1], (7, 2));
+        assert!(pairs[2].0 >= MAX_TRACKED_US);
+    }
+}
