@@ -164,13 +164,23 @@ async fn agent(a: AgentArgs) -> Result<()> {
         };
         let env = &msg.envelope;
         if !a.quiet {
+            let headers: Vec<String> = env
+                .headers
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
             println!(
-                "{} {} from {} (id {}, {} bytes): {}",
+                "{} {} from {} (id {}, {} bytes){}: {}",
                 env.kind,
                 env.priority,
                 env.from,
                 env.id,
                 env.body.len(),
+                if headers.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", headers.join(" "))
+                },
                 String::from_utf8_lossy(&env.body[..env.body.len().min(200)])
             );
         }

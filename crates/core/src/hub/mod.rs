@@ -604,6 +604,7 @@ impl HubInner {
     fn publish_presence(&self, slot: &AgentSlot, event: &str, reason: Option<ErrorCode>) {
         let mut env = self
             .hub_envelope(Destination::topic(PRESENCE_TOPIC), Kind::Event)
+            .with_priority(Priority::High)
             .with_header("event", event)
             .with_header("agent", slot.id.clone())
             .with_header("role", slot.role.clone());
