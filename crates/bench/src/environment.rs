@@ -17,7 +17,8 @@ pub struct Environment {
     pub cores: usize,
     /// Kernel release from `/proc/sys/kernel/osrelease`, if readable.
     pub kernel: Option<String>,
-    /// `git rev-parse HEAD` in the current directory, if git and a repository are there.
+    /// The commit the binary was built from (recorded at build time), else `git rev-parse
+    /// HEAD` in the current directory.
     pub git_sha: Option<String>,
     /// `rustc --version`, if rustc is on the PATH (the toolchain now, not necessarily the one
     /// that built this binary).
@@ -49,7 +50,10 @@ impl Environment {
                 .ok()
                 .map(|s| s.trim().to_owned())
                 .filter(|s| !s.is_empty()),
-            git_sha: command_line_output("git", &["rev-parse", "HEAD"]),
+            git_sha: Some(env!("AGENTWIRE_BUILD_GIT_SHA"))
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .or_else(|| command_line_output("git", &["rev-parse", "HEAD"])),
             rustc: command_line_output("rustc", &["--version"]),
             build_profile: build_profile(),
             target: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
