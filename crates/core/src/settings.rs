@@ -178,7 +178,10 @@ impl QuicSettings {
                 VarInt::from_u64(self.receive_window)
                     .map_err(|_| format!("receive window {} is too large", self.receive_window))?,
             )
-            .send_window(self.send_window);
+            .send_window(self.send_window)
+            // Finish one stream's bytes before starting the next of the same priority, so a
+            // receiver holds few partly received messages (priorities still apply).
+            .send_fairness(false);
         if self.initial_mtu < 1200 || self.max_mtu < self.initial_mtu {
             return Err(format!(
                 "MTU settings invalid: initial {} (min 1200), max {}",

@@ -263,30 +263,43 @@ impl HubInner {
                 return;
             }
         };
-        let conn = match tokio::time::timeout(timeout, connecting).await {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => {
+        // Take the connection at 0.5-RTT so that a control stream sent as 0-RTT data can be
+        // seen arriving before the handshake completes (that is how the hub counts accepted
+        // 0-RTT), but act on nothing until the handshake has completed: a replayed 0-RTT
+        // flight never completes it, so it can never register an agent.
+        let Ok((conn, handshake_done)) = connecting.into_0rtt() else {
+            metrics.handshake("quic", crate::metrics::outcome::FAILED);
+            return;
+        };
+        let setup = async {
+            tokio::pin!(handshake_done);
+            let (control, early) = tokio::select! {
+                biased;
+                _ = &mut handshake_done => (conn.accept_bi().await, false),
+                control = conn.accept_bi() => (control, true),
+            };
+            let completed = if early { handshake_done.await } else { true };
+            (control, early && completed)
+        };
+        let (control, zero_rtt) = match tokio::time::timeout(timeout, setup).await {
+            Ok((Ok(streams), zero_rtt)) => (streams, zero_rtt),
+            Ok((Err(e), _)) => {
                 tracing::debug!("QUIC handshake failed: {e}");
                 metrics.handshake("quic", crate::metrics::outcome::FAILED);
                 return;
             }
             Err(_) => {
-                metrics.handshake("quic", crate::metrics::outcome::FAILED);
-                return;
-            }
-        };
-        let control = match tokio::time::timeout(timeout, conn.accept_bi()).await {
-            Ok(Ok(streams)) => streams,
-            Ok(Err(_)) => return,
-            Err(_) => {
                 conn.close(
                     quinn::VarInt::from_u32(ErrorCode::HandshakeTimeout.code()),
-                    b"no control stream",
+                    b"no control stream in time",
                 );
                 metrics.handshake("quic", crate::metrics::outcome::FAILED);
                 return;
             }
         };
+        if zero_rtt {
+            metrics.zero_rtt(true);
+        }
         let (sender, receiver) = quic::split_connection(
             conn,
             control,

@@ -34,8 +34,11 @@ use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 /// finishing them).
 pub const DEFAULT_MAX_BUFFERED_BYTES: usize = 64 * 1024 * 1024;
 
-/// Frames queued between the stream readers and the consumer of one connection.
-const INBOUND_QUEUE: usize = 512;
+/// Frames queued between the stream readers and the consumer of one connection. Beyond it,
+/// each stream reader holds at most one whole frame while it waits, so memory held for one
+/// connection is bounded by (this + concurrent streams) × max frame size, plus the
+/// partial-frame budget.
+const INBOUND_QUEUE: usize = 32;
 
 /// Builds a quinn server endpoint bound to `addr`.
 pub fn server_endpoint(
