@@ -278,8 +278,12 @@ impl HubInner {
                 _ = &mut handshake_done => (conn.accept_bi().await, false),
                 control = conn.accept_bi() => (control, true),
             };
-            let completed = if early { handshake_done.await } else { true };
-            (control, early && completed)
+            if early {
+                // On the server this resolves when the handshake completes; its value is not
+                // meaningful there (quinn reports 0-RTT acceptance to clients only).
+                let _ = handshake_done.await;
+            }
+            (control, early)
         };
         let (control, zero_rtt) = match tokio::time::timeout(timeout, setup).await {
             Ok((Ok(streams), zero_rtt)) => (streams, zero_rtt),
@@ -297,6 +301,12 @@ impl HubInner {
                 return;
             }
         };
+        if let Some(reason) = conn.close_reason() {
+            // The handshake failed after 0-RTT data arrived (e.g. a replayed flight).
+            tracing::debug!("QUIC handshake failed: {reason}");
+            metrics.handshake("quic", crate::metrics::outcome::FAILED);
+            return;
+        }
         if zero_rtt {
             metrics.zero_rtt(true);
         }
