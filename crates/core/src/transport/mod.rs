@@ -10,7 +10,11 @@
 //! and by whoever needs to close the connection) and a [`FrameReceiver`] (owned by one reader
 //! task). The first frame each way is the handshake, sent with [`SendClass::Control`].
 
+pub mod h2;
 pub mod quic;
+pub mod stream;
+pub mod uds;
+pub mod ws;
 
 use std::fmt;
 use std::future::Future;
@@ -30,13 +34,30 @@ use bytes::Bytes;
 pub enum TransportKind {
     /// QUIC (quinn + rustls), ALPN `agentwire/1`.
     Quic,
+    /// HTTP/2 over TLS 1.3 (ALPN `h2`).
+    Http2,
+    /// WebSocket, `wss://` over TLS 1.3 or `ws://` for local use.
+    WebSocket,
+    /// Unix domain socket (same host, no TLS).
+    Unix,
 }
 
 impl TransportKind {
+    /// Every transport.
+    pub const ALL: [TransportKind; 4] = [
+        TransportKind::Quic,
+        TransportKind::Http2,
+        TransportKind::WebSocket,
+        TransportKind::Unix,
+    ];
+
     /// Lowercase name for logs, metrics and the CLI.
     pub fn name(self) -> &'static str {
         match self {
             TransportKind::Quic => "quic",
+            TransportKind::Http2 => "http2",
+            TransportKind::WebSocket => "websocket",
+            TransportKind::Unix => "unix",
         }
     }
 }

@@ -1,0 +1,1 @@
+//! The HTTP/2 transport (placeholder, being written).

@@ -1,0 +1,258 @@
+//! Frames over one ordered byte stream (a Unix socket, or any `AsyncRead + AsyncWrite`).
+//!
+//! The simplest mapping: every frame, control or message, is written to the one stream in the
+//! order the sender's priority queue releases it, and the receiver cuts frames out with
+//! [`FrameDecoder`]. There are no stream priorities on the wire: the four classes are honoured
+//! by the hub's and the agent's send queues. Closing writes a `Goodbye` frame carrying the
+//! code, then shuts the stream down.
+//!
+//! This module owns that mapping only; it must not route or interpret envelopes.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use agentwire_proto::frame::Goodbye;
+use agentwire_proto::{Codec, ErrorCode, Frame, FrameDecoder, Limits, RawFrame};
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::sync::{watch, Mutex};
+
+use super::{
+    check_outgoing, ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError,
+    TransportKind,
+};
+
+type BoxedWriter = WriteHalf<Box<dyn ByteStream>>;
+type BoxedReader = ReadHalf<Box<dyn ByteStream>>;
+
+/// A bidirectional byte stream.
+pub trait ByteStream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> ByteStream for T {}
+
+/// Shared between the two halves: how the connection ended, once it has.
+struct Shared {
+    kind: TransportKind,
+    remote: Option<SocketAddr>,
+    closed: watch::Sender<Option<TransportError>>,
+    bytes_sent: AtomicU64,
+    bytes_received: AtomicU64,
+}
+
+impl Shared {
+    fn end(&self, why: TransportError) {
+        self.closed.send_if_modified(|state| {
+            if state.is_none() {
+                *state = Some(why);
+                true
+            } else {
+                false
+            }
+        });
+    }
+}
+
+/// Splits a byte stream into frame sender and receiver halves.
+pub fn split_stream<T: ByteStream>(
+    io: T,
+    kind: TransportKind,
+    remote: Option<SocketAddr>,
+) -> (StreamSender, StreamReceiver) {
+    let boxed: Box<dyn ByteStream> = Box::new(io);
+    let (reader, writer) = tokio::io::split(boxed);
+    let (closed, _) = watch::channel(None);
+    let shared = Arc::new(Shared {
+        kind,
+        remote,
+        closed,
+        bytes_sent: AtomicU64::new(0),
+        bytes_received: AtomicU64::new(0),
+    });
+    let max = Limits::default().max_frame_size;
+    (
+        StreamSender {
+            writer: Arc::new(Mutex::new(Some(writer))),
+            shared: shared.clone(),
+            peer_max: Arc::new(AtomicU32::new(max)),
+        },
+        StreamReceiver {
+            reader,
+            decoder: FrameDecoder::new(max),
+            buf: BytesMut::with_capacity(64 * 1024),
+            shared,
+            done: false,
+        },
+    )
+}
+
+/// Sending half of a byte-stream connection.
+#[derive(Clone)]
+pub struct StreamSender {
+    writer: Arc<Mutex<Option<BoxedWriter>>>,
+    shared: Arc<Shared>,
+    peer_max: Arc<AtomicU32>,
+}
+
+impl FrameSender for StreamSender {
+    async fn send_frame(&self, frame: Bytes, _class: SendClass) -> Result<(), TransportError> {
+        check_outgoing(&frame, self.peer_max.load(Ordering::Relaxed))?;
+        if let Some(why) = self.shared.closed.borrow().clone() {
+            return Err(why);
+        }
+        let mut guard = self.writer.lock().await;
+        let Some(writer) = guard.as_mut() else {
+            return Err(closed_locally());
+        };
+        let result = async {
+            writer.write_all(&frame).await?;
+            writer.flush().await
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                self.shared
+                    .bytes_sent
+                    .fetch_add(frame.len() as u64, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                let why = TransportError::Io(format!("write failed: {e}"));
+                self.shared.end(why.clone());
+                Err(why)
+            }
+        }
+    }
+
+    fn set_peer_max_frame_size(&self, max: u32) {
+        self.peer_max.store(max, Ordering::Relaxed);
+    }
+
+    fn close(&self, code: ErrorCode, reason: &str) {
+        let already = self.shared.closed.borrow().is_some();
+        self.shared.end(TransportError::Closed {
+            code: Some(code),
+            reason: format!("closed locally: {} {reason}", code.name()),
+        });
+        if already {
+            return;
+        }
+        let writer = self.writer.clone();
+        let goodbye = Frame::Goodbye(Goodbye {
+            code,
+            reason: reason.chars().take(256).collect(),
+        })
+        .encode(Codec::MsgPack);
+        tokio::spawn(async move {
+            let mut guard = writer.lock().await;
+            if let Some(mut w) = guard.take() {
+                if let Ok(frame) = goodbye {
+                    let _ = w.write_all(&frame).await;
+                }
+                let _ = w.shutdown().await;
+            }
+        });
+    }
+
+    async fn closed(&self) -> TransportError {
+        let mut rx = self.shared.closed.subscribe();
+        loop {
+            if let Some(why) = rx.borrow_and_update().clone() {
+                return why;
+            }
+            if rx.changed().await.is_err() {
+                return closed_locally();
+            }
+        }
+    }
+
+    fn stats(&self) -> ConnectionStats {
+        ConnectionStats {
+            transport: self.shared.kind.name(),
+            remote_addr: self.shared.remote,
+            bytes_sent: self.shared.bytes_sent.load(Ordering::Relaxed),
+            bytes_received: self.shared.bytes_received.load(Ordering::Relaxed),
+            ..ConnectionStats::default()
+        }
+    }
+
+    fn kind(&self) -> TransportKind {
+        self.shared.kind
+    }
+}
+
+fn closed_locally() -> TransportError {
+    TransportError::Closed {
+        code: Some(ErrorCode::Normal),
+        reason: "closed locally".into(),
+    }
+}
+
+/// Receiving half of a byte-stream connection.
+pub struct StreamReceiver {
+    reader: BoxedReader,
+    decoder: FrameDecoder,
+    buf: BytesMut,
+    shared: Arc<Shared>,
+    done: bool,
+}
+
+impl StreamReceiver {
+    fn finish(&mut self, why: TransportError) -> Result<Option<RawFrame>, TransportError> {
+        self.done = true;
+        self.shared.end(why.clone());
+        match why {
+            TransportError::Closed {
+                code: Some(ErrorCode::Normal),
+                ..
+            } => Ok(None),
+            other => Err(other),
+        }
+    }
+}
+
+impl FrameReceiver for StreamReceiver {
+    async fn recv_frame(&mut self) -> Result<Option<RawFrame>, TransportError> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut closed = self.shared.closed.subscribe();
+        loop {
+            match self.decoder.next_frame() {
+                Ok(Some(frame)) => return Ok(Some(frame)),
+                Ok(None) => {}
+                Err(e) => return self.finish(TransportError::Frame(e)),
+            }
+            if let Some(why) = closed.borrow_and_update().clone() {
+                return self.finish(why);
+            }
+            self.buf.clear();
+            let read = tokio::select! {
+                r = self.reader.read_buf(&mut self.buf) => r,
+                _ = closed.changed() => continue,
+            };
+            match read {
+                Ok(0) => {
+                    let why = match self.decoder.finish() {
+                        Ok(()) => TransportError::Closed {
+                            code: None,
+                            reason: "the peer closed the connection".into(),
+                        },
+                        Err(e) => TransportError::Frame(e),
+                    };
+                    return self.finish(why);
+                }
+                Ok(n) => {
+                    self.shared
+                        .bytes_received
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    self.decoder.push(&self.buf);
+                }
+                Err(e) => return self.finish(TransportError::Io(format!("read failed: {e}"))),
+            }
+        }
+    }
+
+    fn set_max_frame_size(&mut self, max: u32) {
+        self.decoder.set_max_frame_size(max);
+    }
+}
