@@ -46,10 +46,11 @@ use crate::hub::ConnectionControl;
 use crate::queue::{PriorityQueue, QueueError};
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use crate::tls::HubTrust;
+use crate::transport::any::{AnyReceiver, AnySender};
 use crate::transport::{
     quic, ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind,
 };
-use crate::url::HubUrl;
+use crate::url::{HubEndpoint, HubUrl};
 
 /// Everything an agent needs to connect.
 #[derive(Debug, Clone)]
@@ -58,8 +59,9 @@ pub struct AgentOptions {
     pub id: String,
     /// A free-form role.
     pub role: String,
-    /// Hub address, e.g. `quic://127.0.0.1:4433`.
-    pub hub: String,
+    /// Hub addresses tried in order until one works: `quic://`, `h2://`, `wss://`, `ws://`,
+    /// `unix://` URLs, or `auto://host:port` (QUIC, then HTTP/2, then WebSocket).
+    pub hubs: Vec<String>,
     /// How to verify the hub's certificate.
     pub trust: HubTrust,
     /// TLS server name; defaults to the URL's host.
@@ -81,19 +83,23 @@ pub struct AgentOptions {
     pub send_queue_capacity: usize,
     /// Messages the inbox holds before the transport stops reading.
     pub inbox_capacity: usize,
-    /// Time allowed for connecting plus the handshake.
+    /// Time allowed for the whole connect, all fallbacks included.
     pub connect_timeout: Duration,
-    /// Local address to bind (port 0 picks one).
+    /// With several hub addresses: time allowed for one attempt before moving to the next
+    /// (so blocked UDP or a silent port cannot hold the agent for the idle timeout).
+    pub fallback_timeout: Duration,
+    /// Local address to bind for QUIC (port 0 picks one).
     pub bind: Option<SocketAddr>,
 }
 
 impl AgentOptions {
-    /// Options with defaults: MessagePack then JSON offered, 16 MiB frames, 0-RTT off.
+    /// Options with defaults: one hub address, MessagePack then JSON offered, 16 MiB frames,
+    /// 0-RTT off, 10 s to connect, 2 s per fallback attempt.
     pub fn new(id: impl Into<String>, hub: impl Into<String>, trust: HubTrust) -> Self {
         AgentOptions {
             id: id.into(),
             role: "agent".into(),
-            hub: hub.into(),
+            hubs: vec![hub.into()],
             trust,
             server_name: None,
             codecs: Codec::ALL.to_vec(),
@@ -105,8 +111,23 @@ impl AgentOptions {
             send_queue_capacity: 4096,
             inbox_capacity: 4096,
             connect_timeout: Duration::from_secs(10),
+            fallback_timeout: Duration::from_secs(2),
             bind: None,
         }
+    }
+
+    /// Every address to try, in order, with `auto://` expanded.
+    pub fn hub_urls(&self) -> Result<Vec<HubUrl>, AgentError> {
+        let mut urls = Vec::new();
+        for hub in &self.hubs {
+            for part in hub.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                urls.extend(HubUrl::parse_list(part).map_err(AgentError::Config)?);
+            }
+        }
+        if urls.is_empty() {
+            return Err(AgentError::Config("no hub address given".into()));
+        }
+        Ok(urls)
     }
 }
 
@@ -193,84 +214,123 @@ pub struct AgentStats {
 /// # Ok(()) }
 /// ```
 pub struct Connector {
-    endpoint: quinn::Endpoint,
-    client_config: quinn::ClientConfig,
-    socket_buffers: SocketBuffers,
-    settings: QuicSettings,
+    quic: tokio::sync::OnceCell<QuicClient>,
     zero_rtt_accepted: Arc<AtomicU64>,
     zero_rtt_rejected: Arc<AtomicU64>,
 }
 
+/// What a connector keeps for QUIC: the endpoint and the TLS config with its ticket cache.
+struct QuicClient {
+    endpoint: quinn::Endpoint,
+    client_config: quinn::ClientConfig,
+    socket_buffers: SocketBuffers,
+    settings: QuicSettings,
+}
+
 impl Connector {
-    /// Binds a local UDP endpoint and prepares TLS from `opts`.
+    /// Checks `opts` (addresses, TLS trust); the QUIC endpoint is made on first use.
     pub fn new(opts: &AgentOptions) -> Result<Self, AgentError> {
-        let tls = crate::tls::client_config(&opts.trust, &[crate::tls::ALPN_AGENTWIRE])?;
-        let client_config =
-            quic::client_config(&opts.quic, tls).map_err(|e| AgentError::Config(e.to_string()))?;
-        let url = HubUrl::parse(&opts.hub).map_err(AgentError::Config)?;
-        let bind = opts.bind.unwrap_or_else(|| url.default_bind());
-        let (endpoint, socket_buffers) = quic::client_endpoint(bind, &opts.quic)
-            .map_err(|e| AgentError::Connect(e.to_string()))?;
+        opts.hub_urls()?;
         Ok(Connector {
-            endpoint,
-            client_config,
-            socket_buffers,
-            settings: opts.quic.clone(),
+            quic: tokio::sync::OnceCell::new(),
             zero_rtt_accepted: Arc::default(),
             zero_rtt_rejected: Arc::default(),
         })
     }
 
-    /// Connects and runs the handshake.
+    async fn quic_client(
+        &self,
+        opts: &AgentOptions,
+        url: &HubUrl,
+    ) -> Result<&QuicClient, AgentError> {
+        self.quic
+            .get_or_try_init(|| async {
+                let tls = crate::tls::client_config(&opts.trust, &[crate::tls::ALPN_AGENTWIRE])?;
+                let client_config = quic::client_config(&opts.quic, tls)
+                    .map_err(|e| AgentError::Config(e.to_string()))?;
+                let bind = opts.bind.unwrap_or_else(|| url.default_bind());
+                let (endpoint, socket_buffers) = quic::client_endpoint(bind, &opts.quic)
+                    .map_err(|e| AgentError::Connect(e.to_string()))?;
+                Ok(QuicClient {
+                    endpoint,
+                    client_config,
+                    socket_buffers,
+                    settings: opts.quic.clone(),
+                })
+            })
+            .await
+    }
+
+    /// Connects and runs the handshake, trying each hub address in order. With more than one
+    /// address, each attempt gets `fallback_timeout`; a hub that answers and rejects the agent
+    /// ends the search (falling back would not change its answer).
     pub async fn connect(&self, opts: &AgentOptions) -> Result<Agent, AgentError> {
-        tokio::time::timeout(opts.connect_timeout, self.connect_inner(opts))
+        let urls = opts.hub_urls()?;
+        let attempts = async {
+            if let [url] = urls.as_slice() {
+                return self.connect_url(opts, url).await;
+            }
+            let mut failures = Vec::new();
+            for url in &urls {
+                match tokio::time::timeout(opts.fallback_timeout, self.connect_url(opts, url)).await
+                {
+                    Ok(Ok(agent)) => return Ok(agent),
+                    Ok(Err(e @ AgentError::Rejected { .. })) => return Err(e),
+                    Ok(Err(e)) => failures.push(format!("{url}: {e}")),
+                    Err(_) => failures.push(format!(
+                        "{url}: no answer within {:?}",
+                        opts.fallback_timeout
+                    )),
+                }
+                tracing::info!(%url, "hub not reachable, trying the next address");
+            }
+            Err(AgentError::Connect(format!(
+                "no hub address worked: {}",
+                failures.join("; ")
+            )))
+        };
+        tokio::time::timeout(opts.connect_timeout, attempts)
             .await
             .map_err(|_| AgentError::Timeout(opts.connect_timeout))?
     }
 
-    async fn connect_inner(&self, opts: &AgentOptions) -> Result<Agent, AgentError> {
-        let url = HubUrl::parse(&opts.hub).map_err(AgentError::Config)?;
-        let addr = url.resolve().await.map_err(AgentError::Connect)?;
-        let server_name = opts.server_name.clone().unwrap_or_else(|| url.host.clone());
+    fn hello(opts: &AgentOptions, transport: TransportKind) -> AgentHandshake {
         let mut hello = Hello::new(opts.id.clone(), opts.role.clone());
         hello.codecs = opts.codecs.iter().map(|c| c.name().to_owned()).collect();
         hello.auth_token.clone_from(&opts.auth_token);
         hello.max_frame_size = opts.max_frame_size;
-        if opts.quic.datagrams {
+        if transport == TransportKind::Quic && opts.quic.datagrams {
             hello.capabilities.push("datagrams".into());
         }
-        let mut handshake = AgentHandshake::new(hello);
-        let hello_frame = handshake
+        AgentHandshake::new(hello)
+    }
+
+    fn counters(&self, zero_rtt_used: bool, socket_buffers: SocketBuffers) -> AgentCounters {
+        AgentCounters {
+            zero_rtt_accepted: self.zero_rtt_accepted.clone(),
+            zero_rtt_rejected: self.zero_rtt_rejected.clone(),
+            zero_rtt_used,
+            socket_buffers,
+        }
+    }
+
+    /// Connects to one address.
+    pub async fn connect_url(
+        &self,
+        opts: &AgentOptions,
+        url: &HubUrl,
+    ) -> Result<Agent, AgentError> {
+        let mut handshake = Self::hello(opts, url.transport);
+        let hello = handshake
             .hello_frame()
             .map_err(|e| AgentError::Handshake(e.to_string()))?;
-
-        let connecting = self
-            .endpoint
-            .connect_with(self.client_config.clone(), addr, &server_name)
-            .map_err(|e| AgentError::Connect(format!("{addr}: {e}")))?;
-        let (conn, zero_rtt) = if opts.zero_rtt {
-            match connecting.into_0rtt() {
-                Ok((conn, accepted)) => (conn, Some(accepted)),
-                Err(connecting) => (await_connecting(connecting, addr).await?, None),
-            }
-        } else {
-            (await_connecting(connecting, addr).await?, None)
-        };
-        let mut control = open_control(&conn, &hello_frame).await?;
-        let mut zero_rtt_used = false;
-        if let Some(accepted) = zero_rtt {
-            if accepted.await {
-                self.zero_rtt_accepted.fetch_add(1, Ordering::Relaxed);
-                zero_rtt_used = true;
-            } else {
-                // Early data was discarded by the hub: resend the hello in 1-RTT.
-                self.zero_rtt_rejected.fetch_add(1, Ordering::Relaxed);
-                control = open_control(&conn, &hello_frame).await?;
-            }
-        }
-        let (sender, mut receiver) =
-            quic::split_connection(conn, control, opts.stream_mapping, self.settings.datagrams);
-
+        let RawConnection {
+            sender,
+            mut receiver,
+            quic,
+            zero_rtt_used,
+            socket_buffers,
+        } = self.open(opts, url, hello).await?;
         let session = match receiver.recv_frame().await {
             Ok(Some(raw)) => handshake.on_frame(&raw).map_err(|e| match e {
                 HandshakeError::Rejected { code, reason } => AgentError::Rejected { code, reason },
@@ -288,24 +348,113 @@ impl Connector {
         };
         sender.set_peer_max_frame_size(session.max_frame_size);
         receiver.set_max_frame_size(session.max_frame_size);
-        let extra = QuicExtra {
-            endpoint: self.endpoint.clone(),
-            settings: self.settings.clone(),
-        };
+        let counters = self.counters(zero_rtt_used, socket_buffers);
         Ok(Agent::start(
-            session,
-            opts,
-            sender,
-            receiver,
-            AgentCounters {
-                zero_rtt_accepted: self.zero_rtt_accepted.clone(),
-                zero_rtt_rejected: self.zero_rtt_rejected.clone(),
-                zero_rtt_used,
-                socket_buffers: self.socket_buffers,
-            },
-            Some(extra),
+            session, opts, sender, receiver, counters, quic,
         ))
     }
+
+    /// Opens a transport connection to `url` and sends `hello` (normally a hello frame) as its
+    /// first control frame, without waiting for an answer. The agent API is built on this;
+    /// tests and tools use it to speak to a hub frame by frame.
+    pub async fn open(
+        &self,
+        opts: &AgentOptions,
+        url: &HubUrl,
+        hello: Bytes,
+    ) -> Result<RawConnection, AgentError> {
+        let (sender, receiver) = match (url.transport, &url.endpoint) {
+            (TransportKind::Quic, _) => return self.open_quic(opts, url, hello).await,
+            (TransportKind::Unix, HubEndpoint::Path(path)) => {
+                let (s, r) = crate::transport::uds::connect(path)
+                    .await
+                    .map_err(|e| AgentError::Connect(e.to_string()))?;
+                (AnySender::Stream(s), AnyReceiver::Stream(r))
+            }
+            _ => {
+                return Err(AgentError::Config(format!(
+                    "{url}: transport not available in this build"
+                )))
+            }
+        };
+        sender
+            .send_frame(hello, SendClass::Control)
+            .await
+            .map_err(|e| AgentError::Connect(e.to_string()))?;
+        Ok(RawConnection {
+            sender,
+            receiver,
+            quic: None,
+            zero_rtt_used: false,
+            socket_buffers: SocketBuffers::default(),
+        })
+    }
+
+    async fn open_quic(
+        &self,
+        opts: &AgentOptions,
+        url: &HubUrl,
+        hello: Bytes,
+    ) -> Result<RawConnection, AgentError> {
+        let client = self.quic_client(opts, url).await?;
+        let addr = url.resolve().await.map_err(AgentError::Connect)?;
+        let server_name = opts
+            .server_name
+            .clone()
+            .or_else(|| url.host().map(str::to_owned))
+            .unwrap_or_default();
+        let connecting = client
+            .endpoint
+            .connect_with(client.client_config.clone(), addr, &server_name)
+            .map_err(|e| AgentError::Connect(format!("{addr}: {e}")))?;
+        let (conn, zero_rtt) = if opts.zero_rtt {
+            match connecting.into_0rtt() {
+                Ok((conn, accepted)) => (conn, Some(accepted)),
+                Err(connecting) => (await_connecting(connecting, addr).await?, None),
+            }
+        } else {
+            (await_connecting(connecting, addr).await?, None)
+        };
+        let mut control = open_control(&conn, &hello).await?;
+        let mut zero_rtt_used = false;
+        if let Some(accepted) = zero_rtt {
+            if accepted.await {
+                self.zero_rtt_accepted.fetch_add(1, Ordering::Relaxed);
+                zero_rtt_used = true;
+            } else {
+                // Early data was discarded by the hub: resend the hello in 1-RTT.
+                self.zero_rtt_rejected.fetch_add(1, Ordering::Relaxed);
+                control = open_control(&conn, &hello).await?;
+            }
+        }
+        let (sender, receiver) = quic::split_connection(
+            conn,
+            control,
+            opts.stream_mapping,
+            client.settings.datagrams,
+        );
+        Ok(RawConnection {
+            sender: AnySender::Quic(sender),
+            receiver: AnyReceiver::Quic(receiver),
+            quic: Some(QuicExtra {
+                endpoint: client.endpoint.clone(),
+                settings: client.settings.clone(),
+            }),
+            zero_rtt_used,
+            socket_buffers: client.socket_buffers,
+        })
+    }
+}
+
+/// A transport connection whose first frame has been sent, before the hub has answered.
+pub struct RawConnection {
+    /// Sending half.
+    pub sender: AnySender,
+    /// Receiving half.
+    pub receiver: AnyReceiver,
+    quic: Option<QuicExtra>,
+    zero_rtt_used: bool,
+    socket_buffers: SocketBuffers,
 }
 
 async fn await_connecting(

@@ -1,18 +1,39 @@
-//! Hub addresses: `quic://host:port`.
+//! Hub addresses: `quic://host:port`, `h2://host:port`, `wss://host:port`, `ws://host:port`,
+//! `unix:///path/to/socket`, and `auto://host:port` (QUIC, then HTTP/2, then WebSocket on the
+//! same host and port).
 //!
 //! This module owns parsing and resolving hub URLs; it must not connect.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
 
 use crate::transport::TransportKind;
+
+/// Where a hub listens, or where an agent connects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubEndpoint {
+    /// A network address (host name or IP literal, IPv6 without brackets) and port.
+    Net {
+        /// Host name or IP literal.
+        host: String,
+        /// Port.
+        port: u16,
+    },
+    /// A Unix socket path.
+    Path(PathBuf),
+}
 
 /// A parsed hub address.
 ///
 /// ```
-/// use agentwire::HubUrl;
+/// use agentwire::{HubUrl, transport::TransportKind};
 /// let u = HubUrl::parse("quic://127.0.0.1:4433").unwrap();
-/// assert_eq!(u.host, "127.0.0.1");
-/// assert_eq!(u.port, 4433);
+/// assert_eq!(u.transport, TransportKind::Quic);
+/// assert_eq!(u.host(), Some("127.0.0.1"));
+/// assert_eq!(HubUrl::parse("wss://[::1]:8443").unwrap().port(), Some(8443));
+/// assert!(!HubUrl::parse("ws://localhost:80").unwrap().tls);
+/// assert_eq!(HubUrl::parse("unix:///run/aw.sock").unwrap().transport, TransportKind::Unix);
+/// assert_eq!(HubUrl::parse_list("auto://127.0.0.1:4433").unwrap().len(), 3);
 /// assert!(HubUrl::parse("quic://nohost").is_err());
 /// assert!(HubUrl::parse("ftp://h:1").is_err());
 /// ```
@@ -20,80 +41,161 @@ use crate::transport::TransportKind;
 pub struct HubUrl {
     /// Which transport the scheme names.
     pub transport: TransportKind,
-    /// Host name or IP literal (IPv6 without brackets).
-    pub host: String,
-    /// Port.
-    pub port: u16,
+    /// Whether the transport runs over TLS (`ws://` and `unix://` do not).
+    pub tls: bool,
+    /// Where.
+    pub endpoint: HubEndpoint,
 }
 
 impl HubUrl {
-    /// Parses `quic://HOST:PORT` (IPv6 as `[::1]:4433`).
+    /// Parses one URL (not `auto://`, which names several: see [`HubUrl::parse_list`]).
     pub fn parse(url: &str) -> Result<HubUrl, String> {
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| format!("hub URL {url:?} has no scheme (expected quic://host:port)"))?;
-        let transport = match scheme {
-            "quic" => TransportKind::Quic,
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+            format!(
+                "hub URL {url:?} has no scheme (expected quic://, h2://, wss://, ws:// or unix://)"
+            )
+        })?;
+        let (transport, tls) = match scheme {
+            "quic" => (TransportKind::Quic, true),
+            "h2" | "https" => (TransportKind::Http2, true),
+            "wss" => (TransportKind::WebSocket, true),
+            "ws" => (TransportKind::WebSocket, false),
+            "unix" => (TransportKind::Unix, false),
+            "auto" => {
+                return Err(format!(
+                    "hub URL {url:?}: auto:// names several transports; use HubUrl::parse_list"
+                ))
+            }
             other => {
                 return Err(format!(
-                    "hub URL {url:?}: unsupported scheme {other:?} (expected quic)"
+                    "hub URL {url:?}: unsupported scheme {other:?} (expected quic, h2, wss, ws, unix or auto)"
                 ))
             }
         };
-        let authority = rest.trim_end_matches('/');
-        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (host, after) = v6
-                .split_once(']')
-                .ok_or_else(|| format!("hub URL {url:?}: unclosed '['"))?;
-            let port = after
-                .strip_prefix(':')
-                .ok_or_else(|| format!("hub URL {url:?} needs a port"))?;
-            (host, port)
+        let endpoint = if transport == TransportKind::Unix {
+            if rest.is_empty() {
+                return Err(format!("hub URL {url:?} has an empty socket path"));
+            }
+            HubEndpoint::Path(PathBuf::from(rest))
         } else {
-            authority
-                .rsplit_once(':')
-                .ok_or_else(|| format!("hub URL {url:?} needs a port (host:port)"))?
+            let (host, port) = parse_authority(url, rest)?;
+            HubEndpoint::Net { host, port }
         };
-        if host.is_empty() {
-            return Err(format!("hub URL {url:?} has an empty host"));
-        }
-        let port = port
-            .parse::<u16>()
-            .map_err(|_| format!("hub URL {url:?}: invalid port {port:?}"))?;
         Ok(HubUrl {
             transport,
-            host: host.to_owned(),
-            port,
+            tls,
+            endpoint,
         })
     }
 
-    /// Resolves the host to a socket address (IP literals need no lookup).
-    pub async fn resolve(&self) -> Result<SocketAddr, String> {
-        if let Ok(ip) = self.host.parse::<IpAddr>() {
-            return Ok(SocketAddr::new(ip, self.port));
+    /// Parses a URL that may be `auto://host:port`, which expands to QUIC, HTTP/2 and secure
+    /// WebSocket on that host and port, tried in that order.
+    pub fn parse_list(url: &str) -> Result<Vec<HubUrl>, String> {
+        match url.strip_prefix("auto://") {
+            Some(rest) => {
+                let (host, port) = parse_authority(url, rest)?;
+                Ok([
+                    (TransportKind::Quic, true),
+                    (TransportKind::Http2, true),
+                    (TransportKind::WebSocket, true),
+                ]
+                .into_iter()
+                .map(|(transport, tls)| HubUrl {
+                    transport,
+                    tls,
+                    endpoint: HubEndpoint::Net {
+                        host: host.clone(),
+                        port,
+                    },
+                })
+                .collect())
+            }
+            None => Ok(vec![HubUrl::parse(url)?]),
         }
-        tokio::net::lookup_host((self.host.as_str(), self.port))
+    }
+
+    /// The host, for network URLs.
+    pub fn host(&self) -> Option<&str> {
+        match &self.endpoint {
+            HubEndpoint::Net { host, .. } => Some(host),
+            HubEndpoint::Path(_) => None,
+        }
+    }
+
+    /// The port, for network URLs.
+    pub fn port(&self) -> Option<u16> {
+        match &self.endpoint {
+            HubEndpoint::Net { port, .. } => Some(*port),
+            HubEndpoint::Path(_) => None,
+        }
+    }
+
+    /// Resolves a network URL to a socket address (IP literals need no lookup).
+    pub async fn resolve(&self) -> Result<SocketAddr, String> {
+        let HubEndpoint::Net { host, port } = &self.endpoint else {
+            return Err(format!("{self} is not a network address"));
+        };
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            return Ok(SocketAddr::new(ip, *port));
+        }
+        tokio::net::lookup_host((host.as_str(), *port))
             .await
-            .map_err(|e| format!("cannot resolve {}: {e}", self.host))?
+            .map_err(|e| format!("cannot resolve {host}: {e}"))?
             .next()
-            .ok_or_else(|| format!("{} resolves to no address", self.host))
+            .ok_or_else(|| format!("{host} resolves to no address"))
     }
 
     /// A local bind address of the same family as the host (port 0).
     pub fn default_bind(&self) -> SocketAddr {
-        match self.host.parse::<IpAddr>() {
-            Ok(IpAddr::V6(_)) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+        match self.host().and_then(|h| h.parse::<IpAddr>().ok()) {
+            Some(IpAddr::V6(_)) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
             _ => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        }
+    }
+
+    fn scheme(&self) -> &'static str {
+        match (self.transport, self.tls) {
+            (TransportKind::Quic, _) => "quic",
+            (TransportKind::Http2, _) => "h2",
+            (TransportKind::WebSocket, true) => "wss",
+            (TransportKind::WebSocket, false) => "ws",
+            (TransportKind::Unix, _) => "unix",
         }
     }
 }
 
+fn parse_authority(url: &str, rest: &str) -> Result<(String, u16), String> {
+    let authority = rest.split('/').next().unwrap_or_default();
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (host, after) = v6
+            .split_once(']')
+            .ok_or_else(|| format!("hub URL {url:?}: unclosed '['"))?;
+        let port = after
+            .strip_prefix(':')
+            .ok_or_else(|| format!("hub URL {url:?} needs a port"))?;
+        (host, port)
+    } else {
+        authority
+            .rsplit_once(':')
+            .ok_or_else(|| format!("hub URL {url:?} needs a port (host:port)"))?
+    };
+    if host.is_empty() {
+        return Err(format!("hub URL {url:?} has an empty host"));
+    }
+    let port = port
+        .parse::<u16>()
+        .map_err(|_| format!("hub URL {url:?}: invalid port {port:?}"))?;
+    Ok((host.to_owned(), port))
+}
+
 impl std::fmt::Display for HubUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.host.contains(':') {
-            write!(f, "{}://[{}]:{}", self.transport, self.host, self.port)
-        } else {
-            write!(f, "{}://{}:{}", self.transport, self.host, self.port)
+        match &self.endpoint {
+            HubEndpoint::Path(p) => write!(f, "{}://{}", self.scheme(), p.display()),
+            HubEndpoint::Net { host, port } if host.contains(':') => {
+                write!(f, "{}://[{host}]:{port}", self.scheme())
+            }
+            HubEndpoint::Net { host, port } => write!(f, "{}://{host}:{port}", self.scheme()),
         }
     }
 }

@@ -13,6 +13,7 @@
 //! `agentwire_hub_dropped_messages_total{reason="queue-full"}`. Memory is bounded by
 //! agents × queue capacity × frame size.
 
+mod listen;
 mod registry;
 
 use std::collections::HashMap;
@@ -28,6 +29,7 @@ use agentwire_proto::{
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
+pub use listen::{BoundAddr, Listener};
 pub use registry::{AgentInfo, ConnectionControl, DuplicatePolicy};
 use registry::{AgentSlot, Outbound, Registered, Registry};
 
@@ -70,6 +72,8 @@ pub struct HubConfig {
     pub quic: QuicSettings,
     /// How the hub maps messages to QUIC streams when sending to agents.
     pub stream_mapping: StreamMapping,
+    /// Permission bits of Unix socket files the hub creates.
+    pub unix_socket_mode: u32,
 }
 
 impl Default for HubConfig {
@@ -85,6 +89,7 @@ impl Default for HubConfig {
             duplicate_policy: DuplicatePolicy::RejectNew,
             quic: QuicSettings::default(),
             stream_mapping: StreamMapping::PerMessage,
+            unix_socket_mode: crate::transport::uds::DEFAULT_SOCKET_MODE,
         }
     }
 }

@@ -1,0 +1,78 @@
+//! One sender type and one receiver type for every transport, so code that picks the
+//! transport at run time (the agent's connector, fallback, tests) can hold either.
+//!
+//! This module only dispatches; it must not add behaviour of its own.
+
+use agentwire_proto::{ErrorCode, RawFrame};
+use bytes::Bytes;
+
+use super::quic::{QuicReceiver, QuicSender};
+use super::stream::{StreamReceiver, StreamSender};
+use super::{
+    ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind,
+};
+
+/// The sending half of a connection on any transport.
+#[derive(Clone)]
+pub enum AnySender {
+    /// QUIC.
+    Quic(QuicSender),
+    /// A byte stream (Unix socket).
+    Stream(StreamSender),
+}
+
+/// The receiving half of a connection on any transport.
+pub enum AnyReceiver {
+    /// QUIC.
+    Quic(QuicReceiver),
+    /// A byte stream (Unix socket).
+    Stream(StreamReceiver),
+}
+
+macro_rules! each_sender {
+    ($self:expr, $s:ident => $body:expr) => {
+        match $self {
+            AnySender::Quic($s) => $body,
+            AnySender::Stream($s) => $body,
+        }
+    };
+}
+
+macro_rules! each_receiver {
+    ($self:expr, $r:ident => $body:expr) => {
+        match $self {
+            AnyReceiver::Quic($r) => $body,
+            AnyReceiver::Stream($r) => $body,
+        }
+    };
+}
+
+impl FrameSender for AnySender {
+    async fn send_frame(&self, frame: Bytes, class: SendClass) -> Result<(), TransportError> {
+        each_sender!(self, s => s.send_frame(frame, class).await)
+    }
+    fn set_peer_max_frame_size(&self, max: u32) {
+        each_sender!(self, s => s.set_peer_max_frame_size(max))
+    }
+    fn close(&self, code: ErrorCode, reason: &str) {
+        each_sender!(self, s => FrameSender::close(s, code, reason))
+    }
+    async fn closed(&self) -> TransportError {
+        each_sender!(self, s => s.closed().await)
+    }
+    fn stats(&self) -> ConnectionStats {
+        each_sender!(self, s => FrameSender::stats(s))
+    }
+    fn kind(&self) -> TransportKind {
+        each_sender!(self, s => s.kind())
+    }
+}
+
+impl FrameReceiver for AnyReceiver {
+    async fn recv_frame(&mut self) -> Result<Option<RawFrame>, TransportError> {
+        each_receiver!(self, r => r.recv_frame().await)
+    }
+    fn set_max_frame_size(&mut self, max: u32) {
+        each_receiver!(self, r => r.set_max_frame_size(max))
+    }
+}
