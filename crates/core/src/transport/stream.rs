@@ -9,7 +9,7 @@
 //! This module owns that mapping only; it must not route or interpret envelopes.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use agentwire_proto::frame::Goodbye;
@@ -37,6 +37,7 @@ struct Shared {
     closed: watch::Sender<Option<TransportError>>,
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
+    goodbye_sent: AtomicBool,
 }
 
 impl Shared {
@@ -67,6 +68,7 @@ pub fn split_stream<T: ByteStream>(
         closed,
         bytes_sent: AtomicU64::new(0),
         bytes_received: AtomicU64::new(0),
+        goodbye_sent: AtomicBool::new(false),
     });
     let max = Limits::default().max_frame_size;
     (
@@ -128,12 +130,13 @@ impl FrameSender for StreamSender {
     }
 
     fn close(&self, code: ErrorCode, reason: &str) {
-        let already = self.shared.closed.borrow().is_some();
         self.shared.end(TransportError::Closed {
             code: Some(code),
             reason: format!("closed locally: {} {reason}", code.name()),
         });
-        if already {
+        // The goodbye goes out once, even when the receiving half already saw the end (a bad
+        // frame from the peer is exactly when the peer must be told the code).
+        if self.shared.goodbye_sent.swap(true, Ordering::Relaxed) {
             return;
         }
         let writer = self.writer.clone();

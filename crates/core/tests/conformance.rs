@@ -1,0 +1,476 @@
+//! One behavioural suite, run against every transport: a real hub listening on all of them at
+//! once, real agents over real sockets on loopback.
+//!
+//! Ordering guarantees differ by transport and are tested exactly as documented in
+//! `docs/protocol.md`: byte-stream transports (Unix socket, WebSocket) and QUIC in `lanes`
+//! mapping keep FIFO order per sender; QUIC `per-message` and HTTP/2 (one stream per message)
+//! promise delivery exactly once, in no particular order.
+
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use agentwire::hub::{Hub, HubConfig, Listener};
+use agentwire::metrics::HubMetrics;
+use agentwire::tls::{self, CertBundle, HubIdentity};
+use agentwire::transport::any::AnyReceiver;
+use agentwire::transport::{FrameReceiver, FrameSender, SendClass, TransportError, TransportKind};
+use agentwire::{
+    Agent, AgentError, AgentOptions, Codec, Connector, Destination, ErrorCode, HubTrust, HubUrl,
+    Kind, Priority,
+};
+use agentwire_proto::{Frame, FrameType, Hello};
+use bytes::Bytes;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// A hub listening on every transport.
+struct Rig {
+    hub: Hub,
+    listeners: Vec<Listener>,
+    bundle: CertBundle,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig(config: HubConfig) -> Rig {
+    common::init_logs();
+    let bundle = tls::generate(&tls::default_hub_names()).unwrap();
+    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
+    let hub = Hub::new(config, HubMetrics::new());
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("hub.sock");
+    let mut listeners = Vec::new();
+    for url in [
+        "quic://127.0.0.1:0".to_owned(),
+        format!("unix://{}", sock.display()),
+    ] {
+        let url = HubUrl::parse(&url).unwrap();
+        listeners.push(hub.listen(&url, Some(&identity)).await.unwrap());
+    }
+    Rig {
+        hub,
+        listeners,
+        bundle,
+        _dir: dir,
+    }
+}
+
+impl Rig {
+    fn url(&self, kind: TransportKind) -> String {
+        self.listeners
+            .iter()
+            .find(|l| l.transport == kind)
+            .map(|l| l.url.to_string())
+            .unwrap_or_else(|| panic!("no {kind} listener"))
+    }
+
+    fn opts(&self, kind: TransportKind, id: &str) -> AgentOptions {
+        let trust = HubTrust::ca_pem(&self.bundle.ca_cert_pem).unwrap();
+        AgentOptions::new(id, self.url(kind), trust)
+    }
+
+    async fn agent(&self, kind: TransportKind, id: &str) -> Agent {
+        let agent = Agent::connect(self.opts(kind, id)).await.unwrap();
+        assert_eq!(agent.transport(), kind);
+        agent
+    }
+
+    async fn echo(&self, kind: TransportKind, id: &str) -> tokio::task::JoinHandle<()> {
+        let mut agent = self.agent(kind, id).await;
+        tokio::spawn(async move {
+            while let Some(msg) = agent.recv().await {
+                if msg.envelope.kind == Kind::Request {
+                    let _ = msg.reply(msg.envelope.body.clone()).await;
+                }
+            }
+        })
+    }
+
+    fn queued_for(&self, id: &str) -> usize {
+        self.hub
+            .agents()
+            .into_iter()
+            .find(|a| a.id == id)
+            .map(|a| a.queued)
+            .unwrap_or(0)
+    }
+
+    async fn wait_agents(&self, n: usize) {
+        for _ in 0..1000 {
+            if self.hub.agent_count() == n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("hub has {} agents, expected {n}", self.hub.agent_count());
+    }
+}
+
+/// Does this transport keep one sender's messages in order?
+fn fifo(kind: TransportKind) -> bool {
+    matches!(kind, TransportKind::Unix | TransportKind::WebSocket)
+}
+
+async fn next(agent: &mut Agent) -> agentwire::Incoming {
+    tokio::time::timeout(10 * SECOND, agent.recv())
+        .await
+        .expect("a message within 10 s")
+        .expect("connection stays up")
+}
+
+async fn handshake_and_codecs(kind: TransportKind) {
+    let r = rig(HubConfig::default()).await;
+    let _echo = r.echo(kind, "echo").await;
+    let mp = r.agent(kind, "mp").await;
+    assert_eq!(mp.session().codec, Codec::MsgPack);
+    let mut opts = r.opts(kind, "js");
+    opts.codecs = vec![Codec::Json];
+    let js = Agent::connect(opts).await.unwrap();
+    assert_eq!(js.session().codec, Codec::Json);
+    let body: Vec<u8> = (0..=255u8).collect();
+    for a in [&mp, &js] {
+        let reply = a.request("echo", body.clone(), 5 * SECOND).await.unwrap();
+        assert_eq!(&reply.body[..], &body[..]);
+    }
+    assert_eq!(mp.stats().connection.transport, kind.name());
+
+    let mut opts = r.opts(kind, "bad-token");
+    opts.codecs = vec![];
+    match Agent::connect(opts).await {
+        Err(AgentError::Rejected { code, .. }) => assert_eq!(code, ErrorCode::NoCommonCodec),
+        other => panic!("expected no-common-codec, got {:?}", other.err()),
+    }
+}
+
+async fn every_kind_delivered(kind: TransportKind) {
+    let r = rig(HubConfig::default()).await;
+    let mut rx = r.agent(kind, "rx").await;
+    let tx = r.agent(kind, "tx").await;
+    for (i, k) in Kind::ALL.into_iter().enumerate() {
+        let env = tx
+            .envelope(Destination::agent("rx"), k)
+            .with_priority(Priority::ALL[i % 4])
+            .with_header("n", i.to_string())
+            .with_ttl_ms(60_000)
+            .with_body(format!("body {i}"));
+        tx.send_envelope(env).await.unwrap();
+    }
+    let mut got = BTreeMap::new();
+    while got.len() < Kind::ALL.len() {
+        let env = next(&mut rx).await.envelope;
+        assert_eq!(env.from, "tx");
+        let n: usize = env.headers["n"].parse().unwrap();
+        assert_eq!(env.body, format!("body {n}").as_bytes());
+        assert_eq!(env.priority, Priority::ALL[n % 4]);
+        assert_eq!(env.ttl_ms, 60_000);
+        got.insert(n, env.kind);
+    }
+    let kinds: Vec<Kind> = got.into_values().collect();
+    assert_eq!(kinds, Kind::ALL.to_vec());
+}
+
+async fn messages_up_to_the_limit(kind: TransportKind) {
+    let mut config = HubConfig::default();
+    config.policy.limits.max_frame_size = 2 * 1024 * 1024;
+    let r = rig(config).await;
+    let _echo = r.echo(kind, "echo").await;
+    let a = r.agent(kind, "big").await;
+    let body = vec![0xa5u8; 2 * 1024 * 1024 - 200];
+    let reply = a.request("echo", body.clone(), 20 * SECOND).await.unwrap();
+    assert_eq!(reply.body.len(), body.len());
+    match a
+        .request("echo", vec![0u8; 2 * 1024 * 1024 + 1], 5 * SECOND)
+        .await
+    {
+        Err(AgentError::TooLarge(_)) => {}
+        other => panic!("expected too large, got {other:?}"),
+    }
+}
+
+async fn thousand_concurrent_requests(kind: TransportKind) {
+    let r = rig(HubConfig::default()).await;
+    let _w = r.echo(kind, "worker").await;
+    let mut all = tokio::task::JoinSet::new();
+    for a in 0..10 {
+        let agent = r.agent(kind, &format!("client-{a}")).await;
+        for i in 0..100 {
+            let handle = agent.handle().clone();
+            all.spawn(async move {
+                let body = format!("{a}/{i}");
+                let reply = handle.request("worker", body.clone(), 30 * SECOND).await?;
+                assert_eq!(reply.body, body.as_bytes());
+                Ok::<_, AgentError>(())
+            });
+        }
+        // Keep the agent alive while its requests run.
+        all.spawn(async move {
+            tokio::time::sleep(40 * SECOND).await;
+            drop(agent);
+            Ok(())
+        });
+    }
+    let mut answered = 0;
+    while let Some(res) = all.join_next().await {
+        res.unwrap().unwrap();
+        answered += 1;
+        if answered == 1000 {
+            all.abort_all();
+            break;
+        }
+    }
+    assert_eq!(answered, 1000);
+}
+
+async fn ordering(kind: TransportKind) {
+    let r = rig(HubConfig::default()).await;
+    let mut rx = r.agent(kind, "rx").await;
+    let tx = r.agent(kind, "tx").await;
+    const N: usize = 500;
+    for i in 0..N {
+        tx.send(Destination::agent("rx"), Kind::State, i.to_string())
+            .await
+            .unwrap();
+    }
+    let mut seen = Vec::with_capacity(N);
+    while seen.len() < N {
+        let env = next(&mut rx).await.envelope;
+        seen.push(
+            std::str::from_utf8(&env.body)
+                .unwrap()
+                .parse::<usize>()
+                .unwrap(),
+        );
+    }
+    let unique: HashSet<usize> = seen.iter().copied().collect();
+    assert_eq!(unique.len(), N, "every message exactly once");
+    if fifo(kind) {
+        assert!(
+            seen.windows(2).all(|w| w[0] < w[1]),
+            "{kind} keeps FIFO order"
+        );
+    }
+}
+
+async fn timeout_and_cancellation(kind: TransportKind) {
+    let r = rig(HubConfig::default()).await;
+    let mut silent = r.agent(kind, "silent").await;
+    let _keep = tokio::spawn(async move { while silent.recv().await.is_some() {} });
+    let asker = r.agent(kind, "asker").await;
+    match asker
+        .request("silent", "hi", Duration::from_millis(200))
+        .await
+    {
+        Err(AgentError::Timeout(_)) => {}
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    match asker.request("nobody", "hi", 5 * SECOND).await {
+        Err(AgentError::Remote { code, .. }) => assert_eq!(code, ErrorCode::UnknownAgent),
+        other => panic!("expected unknown-agent, got {other:?}"),
+    }
+    drop(asker.request("silent", "cancelled", 10 * SECOND));
+    let _echo = r.echo(kind, "echo").await;
+    asker.request("echo", "after", 5 * SECOND).await.unwrap();
+}
+
+/// How a raw connection ended: the code of a goodbye or of the close, if any.
+async fn end_code(receiver: &mut AnyReceiver) -> Option<ErrorCode> {
+    loop {
+        match tokio::time::timeout(10 * SECOND, receiver.recv_frame()).await {
+            Err(_) => panic!("the hub did not close the offending connection within 10 s"),
+            Ok(Ok(Some(raw))) if raw.type_byte == FrameType::Goodbye as u8 => {
+                return match Frame::decode(&raw, Codec::MsgPack) {
+                    Ok(Frame::Goodbye(g)) => Some(g.code),
+                    _ => None,
+                };
+            }
+            Ok(Ok(Some(_))) => continue,
+            Ok(Ok(None)) => return None,
+            Ok(Err(TransportError::Closed { code, .. })) => return code,
+            Ok(Err(_)) => return None,
+        }
+    }
+}
+
+/// Connects raw, completes the handshake, sends `bytes` as a message and returns how the hub
+/// ended the connection.
+async fn misbehave(
+    r: &Rig,
+    kind: TransportKind,
+    id: &str,
+    bytes: &'static [u8],
+) -> Option<ErrorCode> {
+    let opts = r.opts(kind, id);
+    let url = HubUrl::parse(&r.url(kind)).unwrap();
+    let hello = Frame::Hello(Hello::new(id, "raw"))
+        .encode(Codec::MsgPack)
+        .unwrap();
+    let mut raw = Connector::new(&opts)
+        .unwrap()
+        .open(&opts, &url, hello)
+        .await
+        .unwrap();
+    let welcome = raw.receiver.recv_frame().await.unwrap().unwrap();
+    assert_eq!(welcome.type_byte, FrameType::Welcome as u8);
+    raw.sender
+        .send_frame(Bytes::from_static(bytes), SendClass::Message(Priority::Low))
+        .await
+        .unwrap();
+    end_code(&mut raw.receiver).await
+}
+
+async fn bad_input_is_isolated(kind: TransportKind) {
+    let r = rig(HubConfig::default()).await;
+    let _echo = r.echo(kind, "echo").await;
+    let good = r.agent(kind, "good").await;
+    good.request("echo", "warm-up", 5 * SECOND).await.unwrap();
+
+    let m = Some(ErrorCode::MalformedFrame);
+    assert_eq!(
+        misbehave(&r, kind, "g1", b"\x00\x00\x00\x05\x10\xff\xff\xff\xff").await,
+        m
+    );
+    assert_eq!(misbehave(&r, kind, "g2", b"\x00\x00\x00\x01\x77").await, m);
+    assert_eq!(
+        misbehave(&r, kind, "g3", b"\x06\x40\x00\x00").await,
+        Some(ErrorCode::FrameTooLarge)
+    );
+    let reply = good
+        .request("echo", "still fine", 5 * SECOND)
+        .await
+        .unwrap();
+    assert_eq!(&reply.body[..], b"still fine");
+    r.wait_agents(2).await;
+}
+
+async fn disconnect_and_reconnect(kind: TransportKind) {
+    let r = rig(HubConfig::default()).await;
+    let _echo = r.echo(kind, "echo").await;
+    for round in 0..3 {
+        let a = r.agent(kind, "comeback").await;
+        let reply = a
+            .request("echo", format!("round {round}"), 5 * SECOND)
+            .await
+            .unwrap();
+        assert_eq!(reply.body, format!("round {round}").as_bytes());
+        a.close().await;
+        r.wait_agents(1).await;
+    }
+}
+
+/// A critical message sent after a queue of bulk messages arrives ahead of all the bulk still
+/// queued at the hub (by order of arrival: the receiver reads nothing until the critical
+/// message has joined the hub's backlog).
+async fn critical_overtakes_bulk(kind: TransportKind) {
+    let mut config = HubConfig::default();
+    config.quic.send_window = 1024 * 1024;
+    let r = rig(config).await;
+    let mut rx_opts = r.opts(kind, "receiver");
+    rx_opts.inbox_capacity = 1;
+    rx_opts.quic.max_concurrent_uni_streams = 8;
+    let mut receiver = Agent::connect(rx_opts).await.unwrap();
+    let sender = r.agent(kind, "sender").await;
+    const BULK: usize = 100;
+    for _ in 0..BULK {
+        let env = sender
+            .envelope(Destination::agent("receiver"), Kind::Task)
+            .with_priority(Priority::Low)
+            .with_body(vec![7u8; 64 * 1024]);
+        sender.send_envelope(env).await.unwrap();
+    }
+    let bulk_in = format!(
+        "agentwire_hub_messages_total{{direction=\"in\",kind=\"task\",priority=\"low\"}} {BULK}"
+    );
+    for _ in 0..2000 {
+        if r.hub.metrics().encode().contains(&bulk_in) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut backlog = r.queued_for("receiver");
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = r.queued_for("receiver");
+        if now == backlog {
+            break;
+        }
+        backlog = now;
+    }
+    assert!(backlog > 0, "the hub holds a backlog for the receiver");
+    let critical = sender
+        .envelope(Destination::agent("receiver"), Kind::Event)
+        .with_priority(Priority::Critical)
+        .with_body(&b"now"[..]);
+    sender.send_envelope(critical).await.unwrap();
+    for _ in 0..2000 {
+        if r.queued_for("receiver") == backlog + 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(r.queued_for("receiver"), backlog + 1);
+    let mut position = None;
+    for i in 0..=BULK {
+        if next(&mut receiver).await.envelope.priority == Priority::Critical {
+            position = Some(i);
+        }
+    }
+    let position = position.expect("critical arrived");
+    assert!(
+        position <= BULK - backlog + 1,
+        "{kind}: critical at {position}, behind bulk that was queued at the hub before it ({backlog} queued)"
+    );
+}
+
+macro_rules! conformance {
+    ($($module:ident => $kind:expr),* $(,)?) => {$(
+        mod $module {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn handshake_and_codecs() { super::handshake_and_codecs($kind).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_kind_delivered() { super::every_kind_delivered($kind).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn messages_up_to_the_limit() { super::messages_up_to_the_limit($kind).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn thousand_concurrent_requests() { super::thousand_concurrent_requests($kind).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ordering() { super::ordering($kind).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn timeout_and_cancellation() { super::timeout_and_cancellation($kind).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn bad_input_is_isolated() { super::bad_input_is_isolated($kind).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn disconnect_and_reconnect() { super::disconnect_and_reconnect($kind).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn critical_overtakes_bulk() { super::critical_overtakes_bulk($kind).await }
+        }
+    )*};
+}
+
+conformance! {
+    quic => TransportKind::Quic,
+    unix => TransportKind::Unix,
+}
+
+/// Agents on different transports reach each other through one hub.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_transport_delivery() {
+    let r = rig(HubConfig::default()).await;
+    let kinds: Vec<TransportKind> = r.listeners.iter().map(|l| l.transport).collect();
+    let mut echoes = Vec::new();
+    for k in &kinds {
+        echoes.push(r.echo(*k, &format!("echo-{k}")).await);
+    }
+    for from in &kinds {
+        let a = r.agent(*from, &format!("asker-{from}")).await;
+        for to in &kinds {
+            let body = format!("{from} -> {to}");
+            let reply = a
+                .request(&format!("echo-{to}"), body.clone(), 5 * SECOND)
+                .await
+                .unwrap();
+            assert_eq!(reply.body, body.as_bytes());
+        }
+    }
+}
