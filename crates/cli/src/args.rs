@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use agentwire::hub::{DuplicatePolicy, HubConfig};
 use agentwire::{
-    AgentOptions, Codec, CongestionControl, HubTrust, Kind, Priority, QuicSettings, StreamMapping,
+    AgentOptions, Codec, CongestionControl, HubTrust, HubUrl, Kind, Priority, QuicSettings,
+    StreamMapping,
 };
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
@@ -126,12 +127,17 @@ impl QuicArgs {
 
 #[derive(Args, Debug)]
 pub struct HubArgs {
-    /// Address to listen on, e.g. quic://127.0.0.1:4433; repeatable.
+    /// Address to listen on; repeatable: quic://HOST:PORT, h2://HOST:PORT, wss://HOST:PORT,
+    /// ws://HOST:PORT, unix:///PATH.
     #[arg(long, required = true)]
     pub listen: Vec<String>,
-    /// Directory holding hub.pem and hub.key (see `agentwire cert`).
+    /// Directory holding hub.pem and hub.key (see `agentwire cert`); needed for quic, h2
+    /// and wss listeners.
     #[arg(long)]
-    pub cert_dir: PathBuf,
+    pub cert_dir: Option<PathBuf>,
+    /// Permission bits of Unix socket files, in octal.
+    #[arg(long, default_value = "600", value_parser = parse_octal)]
+    pub socket_mode: u32,
     /// Serve Prometheus metrics on this address, e.g. 127.0.0.1:9100.
     #[arg(long)]
     pub metrics: Option<SocketAddr>,
@@ -163,6 +169,11 @@ pub struct HubArgs {
     pub quic: QuicArgs,
 }
 
+fn parse_octal(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .map_err(|_| format!("{s:?} is not an octal mode"))
+}
+
 fn parse_codecs(names: &[String]) -> Result<Vec<Codec>> {
     names
         .iter()
@@ -188,15 +199,20 @@ impl HubArgs {
         config.duplicate_policy = self.on_duplicate;
         config.quic = self.quic.settings();
         config.stream_mapping = self.quic.mapping;
+        config.unix_socket_mode = self.socket_mode;
         Ok(config)
     }
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct ConnectArgs {
-    /// Hub address, e.g. quic://127.0.0.1:4433.
-    #[arg(long)]
-    pub hub: String,
+    /// Hub address; repeat it (or use auto://HOST:PORT) to fall back in order:
+    /// quic://HOST:PORT, h2://HOST:PORT, wss://HOST:PORT, ws://HOST:PORT, unix:///PATH.
+    #[arg(long, required = true)]
+    pub hub: Vec<String>,
+    /// With several hub addresses: milliseconds one attempt may take before the next is tried.
+    #[arg(long, default_value_t = 2_000)]
+    pub fallback_timeout_ms: u64,
     /// CA certificate that signed the hub's certificate.
     #[arg(long, conflicts_with_all = ["pin", "insecure"])]
     pub ca: Option<PathBuf>,
@@ -226,17 +242,32 @@ pub struct ConnectArgs {
 }
 
 impl ConnectArgs {
+    /// True when every hub address is a transport without TLS (unix://, ws://), so no trust
+    /// option is needed; the empty trust store then refuses any TLS peer.
+    fn all_plain(&self) -> Result<bool> {
+        let mut plain = true;
+        for hub in &self.hub {
+            for url in HubUrl::parse_list(hub).map_err(anyhow::Error::msg)? {
+                plain &= !url.tls;
+            }
+        }
+        Ok(plain)
+    }
+
     pub fn options(&self, id: &str) -> Result<AgentOptions> {
         let trust = match (&self.ca, &self.pin, self.insecure) {
             (Some(ca), _, _) => HubTrust::ca_file(ca)?,
             (None, Some(pin), _) => HubTrust::pin(pin)?,
             (None, None, true) => HubTrust::Insecure,
+            (None, None, false) if self.all_plain()? => HubTrust::Ca(Vec::new()),
             (None, None, false) => bail!(
                 "say how to verify the hub: --ca FILE (from `agentwire cert`), --pin sha256:HEX, \
                  or --insecure for testing"
             ),
         };
-        let mut opts = AgentOptions::new(id, self.hub.clone(), trust);
+        let mut opts = AgentOptions::new(id, String::new(), trust);
+        opts.hubs.clone_from(&self.hub);
+        opts.fallback_timeout = Duration::from_millis(self.fallback_timeout_ms);
         opts.server_name.clone_from(&self.server_name);
         opts.auth_token.clone_from(&self.auth_token);
         opts.codecs = parse_codecs(&self.codecs)?;

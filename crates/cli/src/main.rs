@@ -79,27 +79,33 @@ fn cert(a: CertArgs) -> Result<()> {
 }
 
 async fn hub(a: HubArgs) -> Result<()> {
-    let identity = HubIdentity::from_dir(&a.cert_dir).with_context(|| {
-        format!(
-            "loading the hub certificate from {} (create one with `agentwire cert --out {}`)",
-            a.cert_dir.display(),
-            a.cert_dir.display()
-        )
-    })?;
+    let identity = match &a.cert_dir {
+        Some(dir) => Some(HubIdentity::from_dir(dir).with_context(|| {
+            format!(
+                "loading the hub certificate from {} (create one with `agentwire cert --out {}`)",
+                dir.display(),
+                dir.display()
+            )
+        })?),
+        None => None,
+    };
     let config: HubConfig = a.hub_config()?;
     let metrics = HubMetrics::new();
     let hub = Hub::new(config, metrics.clone());
     let mut listeners = Vec::new();
     for url in &a.listen {
         let url = HubUrl::parse(url).map_err(anyhow::Error::msg)?;
-        let addr = url.resolve().await.map_err(anyhow::Error::msg)?;
         let listener = hub
-            .listen_quic(addr, &identity)
+            .listen(&url, identity.as_ref())
+            .await
             .with_context(|| format!("listening on {url}"))?;
-        println!(
-            "hub listening on quic://{} (UDP buffers: send {} B, recv {} B)",
-            listener.local_addr, listener.socket_buffers.send, listener.socket_buffers.recv
-        );
+        match listener.socket_buffers {
+            Some(b) => println!(
+                "hub listening on {} (UDP buffers: send {} B, recv {} B)",
+                listener.url, b.send, b.recv
+            ),
+            None => println!("hub listening on {}", listener.url),
+        }
         listeners.push(listener);
     }
     if let Some(addr) = a.metrics {
@@ -108,13 +114,18 @@ async fn hub(a: HubArgs) -> Result<()> {
             .with_context(|| format!("serving metrics on {addr}"))?;
         println!("metrics on http://{bound}/metrics");
     }
-    println!("hub key pin: {}", identity.spki_pin()?);
+    if let Some(identity) = &identity {
+        println!("hub key pin: {}", identity.spki_pin()?);
+    }
     let stats = a.stats_interval.map(Duration::from_secs);
     let mut ticker = tokio::time::interval(stats.unwrap_or(Duration::from_secs(3600)));
     ticker.tick().await;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
     loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
             _ = ticker.tick(), if stats.is_some() => {
                 for info in hub.agents() {
                     println!("{}", serde_json::to_string(&info)?);
