@@ -18,7 +18,7 @@ use agentwire::transport::any::AnyReceiver;
 use agentwire::transport::{FrameReceiver, FrameSender, SendClass, TransportError, TransportKind};
 use agentwire::{
     Agent, AgentError, AgentOptions, Codec, Connector, Destination, ErrorCode, HubTrust, HubUrl,
-    Kind, Priority,
+    Kind, Priority, StreamMapping,
 };
 use agentwire_proto::{Frame, FrameType, Hello};
 use bytes::Bytes;
@@ -27,13 +27,15 @@ const SECOND: Duration = Duration::from_secs(1);
 
 /// A hub listening on every transport.
 struct Rig {
+    flavor: Flavor,
     hub: Hub,
     listeners: Vec<Listener>,
     bundle: CertBundle,
     _dir: tempfile::TempDir,
 }
 
-async fn rig(config: HubConfig) -> Rig {
+async fn rig(f: Flavor, mut config: HubConfig) -> Rig {
+    config.stream_mapping = f.mapping;
     common::init_logs();
     let bundle = tls::generate(&tls::default_hub_names()).unwrap();
     let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
@@ -49,6 +51,7 @@ async fn rig(config: HubConfig) -> Rig {
         listeners.push(hub.listen(&url, Some(&identity)).await.unwrap());
     }
     Rig {
+        flavor: f,
         hub,
         listeners,
         bundle,
@@ -67,7 +70,9 @@ impl Rig {
 
     fn opts(&self, kind: TransportKind, id: &str) -> AgentOptions {
         let trust = HubTrust::ca_pem(&self.bundle.ca_cert_pem).unwrap();
-        AgentOptions::new(id, self.url(kind), trust)
+        let mut opts = AgentOptions::new(id, self.url(kind), trust);
+        opts.stream_mapping = self.flavor.mapping;
+        opts
     }
 
     async fn agent(&self, kind: TransportKind, id: &str) -> Agent {
@@ -107,9 +112,21 @@ impl Rig {
     }
 }
 
+/// A transport, and for QUIC its stream mapping.
+#[derive(Debug, Clone, Copy)]
+struct Flavor {
+    kind: TransportKind,
+    mapping: StreamMapping,
+}
+
+const fn flavor(kind: TransportKind, mapping: StreamMapping) -> Flavor {
+    Flavor { kind, mapping }
+}
+
 /// Does this transport keep one sender's messages in order?
-fn fifo(kind: TransportKind) -> bool {
-    matches!(kind, TransportKind::Unix | TransportKind::WebSocket)
+fn fifo(f: Flavor) -> bool {
+    matches!(f.kind, TransportKind::Unix | TransportKind::WebSocket)
+        || (f.kind == TransportKind::Quic && f.mapping == StreamMapping::Lanes)
 }
 
 async fn next(agent: &mut Agent) -> agentwire::Incoming {
@@ -119,8 +136,9 @@ async fn next(agent: &mut Agent) -> agentwire::Incoming {
         .expect("connection stays up")
 }
 
-async fn handshake_and_codecs(kind: TransportKind) {
-    let r = rig(HubConfig::default()).await;
+async fn handshake_and_codecs(f: Flavor) {
+    let kind = f.kind;
+    let r = rig(f, HubConfig::default()).await;
     let _echo = r.echo(kind, "echo").await;
     let mp = r.agent(kind, "mp").await;
     assert_eq!(mp.session().codec, Codec::MsgPack);
@@ -143,8 +161,9 @@ async fn handshake_and_codecs(kind: TransportKind) {
     }
 }
 
-async fn every_kind_delivered(kind: TransportKind) {
-    let r = rig(HubConfig::default()).await;
+async fn every_kind_delivered(f: Flavor) {
+    let kind = f.kind;
+    let r = rig(f, HubConfig::default()).await;
     let mut rx = r.agent(kind, "rx").await;
     let tx = r.agent(kind, "tx").await;
     for (i, k) in Kind::ALL.into_iter().enumerate() {
@@ -170,10 +189,11 @@ async fn every_kind_delivered(kind: TransportKind) {
     assert_eq!(kinds, Kind::ALL.to_vec());
 }
 
-async fn messages_up_to_the_limit(kind: TransportKind) {
+async fn messages_up_to_the_limit(f: Flavor) {
+    let kind = f.kind;
     let mut config = HubConfig::default();
     config.policy.limits.max_frame_size = 2 * 1024 * 1024;
-    let r = rig(config).await;
+    let r = rig(f, config).await;
     let _echo = r.echo(kind, "echo").await;
     let a = r.agent(kind, "big").await;
     let body = vec![0xa5u8; 2 * 1024 * 1024 - 200];
@@ -188,8 +208,9 @@ async fn messages_up_to_the_limit(kind: TransportKind) {
     }
 }
 
-async fn thousand_concurrent_requests(kind: TransportKind) {
-    let r = rig(HubConfig::default()).await;
+async fn thousand_concurrent_requests(f: Flavor) {
+    let kind = f.kind;
+    let r = rig(f, HubConfig::default()).await;
     let _w = r.echo(kind, "worker").await;
     let mut all = tokio::task::JoinSet::new();
     for a in 0..10 {
@@ -222,8 +243,9 @@ async fn thousand_concurrent_requests(kind: TransportKind) {
     assert_eq!(answered, 1000);
 }
 
-async fn ordering(kind: TransportKind) {
-    let r = rig(HubConfig::default()).await;
+async fn ordering(f: Flavor) {
+    let kind = f.kind;
+    let r = rig(f, HubConfig::default()).await;
     let mut rx = r.agent(kind, "rx").await;
     let tx = r.agent(kind, "tx").await;
     const N: usize = 500;
@@ -244,7 +266,7 @@ async fn ordering(kind: TransportKind) {
     }
     let unique: HashSet<usize> = seen.iter().copied().collect();
     assert_eq!(unique.len(), N, "every message exactly once");
-    if fifo(kind) {
+    if fifo(f) {
         assert!(
             seen.windows(2).all(|w| w[0] < w[1]),
             "{kind} keeps FIFO order"
@@ -252,8 +274,9 @@ async fn ordering(kind: TransportKind) {
     }
 }
 
-async fn timeout_and_cancellation(kind: TransportKind) {
-    let r = rig(HubConfig::default()).await;
+async fn timeout_and_cancellation(f: Flavor) {
+    let kind = f.kind;
+    let r = rig(f, HubConfig::default()).await;
     let mut silent = r.agent(kind, "silent").await;
     let _keep = tokio::spawn(async move { while silent.recv().await.is_some() {} });
     let asker = r.agent(kind, "asker").await;
@@ -319,8 +342,9 @@ async fn misbehave(
     end_code(&mut raw.receiver).await
 }
 
-async fn bad_input_is_isolated(kind: TransportKind) {
-    let r = rig(HubConfig::default()).await;
+async fn bad_input_is_isolated(f: Flavor) {
+    let kind = f.kind;
+    let r = rig(f, HubConfig::default()).await;
     let _echo = r.echo(kind, "echo").await;
     let good = r.agent(kind, "good").await;
     good.request("echo", "warm-up", 5 * SECOND).await.unwrap();
@@ -343,8 +367,9 @@ async fn bad_input_is_isolated(kind: TransportKind) {
     r.wait_agents(2).await;
 }
 
-async fn disconnect_and_reconnect(kind: TransportKind) {
-    let r = rig(HubConfig::default()).await;
+async fn disconnect_and_reconnect(f: Flavor) {
+    let kind = f.kind;
+    let r = rig(f, HubConfig::default()).await;
     let _echo = r.echo(kind, "echo").await;
     for round in 0..3 {
         let a = r.agent(kind, "comeback").await;
@@ -361,10 +386,11 @@ async fn disconnect_and_reconnect(kind: TransportKind) {
 /// A critical message sent after a queue of bulk messages arrives ahead of all the bulk still
 /// queued at the hub (by order of arrival: the receiver reads nothing until the critical
 /// message has joined the hub's backlog).
-async fn critical_overtakes_bulk(kind: TransportKind) {
+async fn critical_overtakes_bulk(f: Flavor) {
+    let kind = f.kind;
     let mut config = HubConfig::default();
     config.quic.send_window = 1024 * 1024;
-    let r = rig(config).await;
+    let r = rig(f, config).await;
     let mut rx_opts = r.opts(kind, "receiver");
     rx_opts.inbox_capacity = 1;
     rx_opts.quic.max_concurrent_uni_streams = 8;
@@ -449,14 +475,16 @@ macro_rules! conformance {
 }
 
 conformance! {
-    quic => TransportKind::Quic,
-    unix => TransportKind::Unix,
+    quic => flavor(TransportKind::Quic, StreamMapping::PerMessage),
+    quic_lanes => flavor(TransportKind::Quic, StreamMapping::Lanes),
+    unix => flavor(TransportKind::Unix, StreamMapping::PerMessage),
 }
 
 /// Agents on different transports reach each other through one hub.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_transport_delivery() {
-    let r = rig(HubConfig::default()).await;
+    let f = flavor(TransportKind::Quic, StreamMapping::PerMessage);
+    let r = rig(f, HubConfig::default()).await;
     let kinds: Vec<TransportKind> = r.listeners.iter().map(|l| l.transport).collect();
     let mut echoes = Vec::new();
     for k in &kinds {
