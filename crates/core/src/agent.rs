@@ -514,7 +514,7 @@ pub struct AgentHandle {
 struct AgentInner {
     session: Session,
     transport: TransportKind,
-    queue: PriorityQueue<Outgoing>,
+    queue: Arc<PriorityQueue<Outgoing>>,
     next_id: AtomicU64,
     pending: Mutex<HashMap<u64, oneshot::Sender<Envelope>>>,
     connection: Box<dyn ConnectionControl>,
@@ -589,7 +589,7 @@ impl Agent {
         let (closed_tx, closed_rx) = tokio::sync::watch::channel(None);
         let inner = Arc::new(AgentInner {
             transport: sender.kind(),
-            queue: PriorityQueue::new(opts.send_queue_capacity),
+            queue: Arc::new(PriorityQueue::new(opts.send_queue_capacity)),
             next_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
             connection: Box::new(sender.clone()),
@@ -602,7 +602,7 @@ impl Agent {
         });
         let handle = AgentHandle { inner };
         let (in_tx, in_rx) = mpsc::channel(opts.inbox_capacity.max(1));
-        tokio::spawn(agent_writer(handle.inner.clone(), sender.clone()));
+        tokio::spawn(agent_writer(handle.inner.queue.clone(), sender.clone()));
         tokio::spawn(agent_heartbeat(
             Arc::downgrade(&handle.inner),
             sender,
@@ -610,7 +610,14 @@ impl Agent {
                 handle.inner.session.heartbeat_interval_ms.max(10),
             )),
         ));
-        tokio::spawn(agent_reader(handle.clone(), receiver, in_tx, closed_tx));
+        tokio::spawn(agent_reader(
+            Arc::downgrade(&handle.inner),
+            handle.inner.session.codec,
+            handle.inner.queue.clone(),
+            receiver,
+            in_tx,
+            closed_tx,
+        ));
         Agent {
             handle,
             inbox: Inbox { rx: in_rx },
@@ -931,13 +938,21 @@ fn remote_error(env: &Envelope) -> AgentError {
     }
 }
 
-async fn agent_writer<S: FrameSender>(inner: Arc<AgentInner>, sender: S) {
-    while let Some(out) = inner.queue.pop().await {
+async fn agent_writer<S: FrameSender>(queue: Arc<PriorityQueue<Outgoing>>, sender: S) {
+    while let Some(out) = queue.pop().await {
         if let Err(e) = sender.send_frame(out.frame, out.class).await {
             tracing::debug!("agent send failed: {e}");
-            inner.queue.close();
+            queue.close();
             return;
         }
+    }
+}
+
+impl Drop for AgentInner {
+    /// The last handle is gone: nobody can send or reply any more, so end the session.
+    fn drop(&mut self) {
+        self.queue.close();
+        self.connection.close(ErrorCode::Normal, "agent dropped");
     }
 }
 
@@ -975,19 +990,27 @@ async fn agent_heartbeat<S: FrameSender>(
     }
 }
 
+/// Reads frames from the hub: answers go to their waiting requests, everything else to the
+/// inbox. Holds the agent only weakly while it waits, so dropping every handle ends the
+/// session.
 async fn agent_reader<R: FrameReceiver>(
-    handle: AgentHandle,
+    agent: std::sync::Weak<AgentInner>,
+    codec: Codec,
+    queue: Arc<PriorityQueue<Outgoing>>,
     mut receiver: R,
     inbox: mpsc::Sender<Incoming>,
     closed: tokio::sync::watch::Sender<Option<String>>,
 ) {
-    let codec = handle.inner.session.codec;
     let reason = loop {
         let raw = match receiver.recv_frame().await {
             Ok(Some(raw)) => raw,
             Ok(None) => break "connection closed".to_owned(),
             Err(e) => break e.to_string(),
         };
+        let Some(inner) = agent.upgrade() else {
+            break "agent dropped".to_owned();
+        };
+        let handle = AgentHandle { inner };
         let env = match Frame::decode(&raw, codec) {
             Ok(Frame::Envelope(env)) => env,
             Ok(Frame::Goodbye(g)) => break format!("hub said goodbye: {} {}", g.code, g.reason),
@@ -1016,16 +1039,16 @@ async fn agent_reader<R: FrameReceiver>(
         }
         let incoming = Incoming {
             envelope: env,
-            handle: handle.clone(),
+            handle,
         };
-        if inbox.send(incoming).await.is_err() {
-            // Nobody reads the inbox any more; keep serving responses.
-            continue;
-        }
+        // If nobody reads the inbox any more, keep serving responses.
+        let _ = inbox.send(incoming).await;
     };
-    tracing::debug!(agent = %handle.id(), "connection ended: {reason}");
-    handle.inner.queue.close();
-    handle.lock_pending().clear();
+    tracing::debug!("agent connection ended: {reason}");
+    queue.close();
+    if let Some(inner) = agent.upgrade() {
+        AgentHandle { inner }.lock_pending().clear();
+    }
     let _ = closed.send(Some(reason));
 }
 

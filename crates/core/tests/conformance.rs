@@ -383,6 +383,15 @@ async fn disconnect_and_reconnect(f: Flavor) {
     }
 }
 
+async fn dropping_the_agent_disconnects_it(f: Flavor) {
+    let kind = f.kind;
+    let r = rig(f, HubConfig::default()).await;
+    let a = r.agent(kind, "short-lived").await;
+    r.wait_agents(1).await;
+    drop(a);
+    r.wait_agents(0).await;
+}
+
 /// A critical message sent after a queue of bulk messages arrives ahead of all the bulk still
 /// queued at the hub (by order of arrival: the receiver reads nothing until the critical
 /// message has joined the hub's backlog).
@@ -468,6 +477,8 @@ macro_rules! conformance {
             async fn bad_input_is_isolated() { super::bad_input_is_isolated($kind).await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn disconnect_and_reconnect() { super::disconnect_and_reconnect($kind).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn dropping_the_agent_disconnects_it() { super::dropping_the_agent_disconnects_it($kind).await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn critical_overtakes_bulk() { super::critical_overtakes_bulk($kind).await }
         }

@@ -225,7 +225,9 @@ impl FrameReceiver for StreamReceiver {
                 Ok(None) => {}
                 Err(e) => return self.finish(TransportError::Frame(e)),
             }
-            if let Some(why) = closed.borrow_and_update().clone() {
+            // Bind first: the watch's read guard must be gone before `finish` writes to it.
+            let ended = closed.borrow_and_update().clone();
+            if let Some(why) = ended {
                 return self.finish(why);
             }
             self.buf.clear();
