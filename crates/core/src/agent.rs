@@ -76,6 +76,8 @@ pub struct AgentOptions {
     pub quic: QuicSettings,
     /// How messages map to QUIC streams.
     pub stream_mapping: StreamMapping,
+    /// WebSocket liveness settings.
+    pub websocket: crate::transport::ws::WsOptions,
     /// Try 0-RTT when a session ticket from an earlier connection is cached (through the same
     /// [`Connector`]). Only the hello, which is idempotent, is sent as early data.
     pub zero_rtt: bool,
@@ -107,6 +109,7 @@ impl AgentOptions {
             max_frame_size: agentwire_proto::Limits::default().max_frame_size,
             quic: QuicSettings::default(),
             stream_mapping: StreamMapping::PerMessage,
+            websocket: crate::transport::ws::WsOptions::default(),
             zero_rtt: false,
             send_queue_capacity: 4096,
             inbox_capacity: 4096,
@@ -371,9 +374,34 @@ impl Connector {
                     .map_err(|e| AgentError::Connect(e.to_string()))?;
                 (AnySender::Stream(s), AnyReceiver::Stream(r))
             }
+            (TransportKind::Http2, HubEndpoint::Net { .. }) => {
+                let addr = url.resolve().await.map_err(AgentError::Connect)?;
+                let tls = crate::tls::client_config(&opts.trust, &[crate::transport::h2::ALPN_H2])?;
+                let name = server_name(opts, url)?;
+                let (s, r) = crate::transport::h2::connect(addr, Arc::new(tls), name)
+                    .await
+                    .map_err(|e| AgentError::Connect(e.to_string()))?;
+                (AnySender::H2(s), AnyReceiver::H2(r))
+            }
+            (TransportKind::WebSocket, HubEndpoint::Net { host, .. }) => {
+                let addr = url.resolve().await.map_err(AgentError::Connect)?;
+                let tls = if url.tls {
+                    let config = crate::tls::client_config(
+                        &opts.trust,
+                        &[crate::transport::ws::ALPN_HTTP11],
+                    )?;
+                    Some((Arc::new(config), server_name(opts, url)?))
+                } else {
+                    None
+                };
+                let (s, r) = crate::transport::ws::connect(addr, host, tls, opts.websocket)
+                    .await
+                    .map_err(|e| AgentError::Connect(e.to_string()))?;
+                (AnySender::Ws(s), AnyReceiver::Ws(r))
+            }
             _ => {
                 return Err(AgentError::Config(format!(
-                    "{url}: transport not available in this build"
+                    "{url}: not a usable hub address"
                 )))
             }
         };
@@ -455,6 +483,20 @@ pub struct RawConnection {
     quic: Option<QuicExtra>,
     zero_rtt_used: bool,
     socket_buffers: SocketBuffers,
+}
+
+/// The TLS name to verify the hub's certificate against: `server_name` or the URL's host.
+fn server_name(
+    opts: &AgentOptions,
+    url: &HubUrl,
+) -> Result<rustls_pki_types::ServerName<'static>, AgentError> {
+    let name = opts
+        .server_name
+        .clone()
+        .or_else(|| url.host().map(str::to_owned))
+        .unwrap_or_default();
+    rustls_pki_types::ServerName::try_from(name.clone())
+        .map_err(|_| AgentError::Config(format!("{name:?} is not a valid TLS server name")))
 }
 
 async fn await_connecting(

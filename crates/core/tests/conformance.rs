@@ -45,6 +45,8 @@ async fn rig(f: Flavor, mut config: HubConfig) -> Rig {
     let mut listeners = Vec::new();
     for url in [
         "quic://127.0.0.1:0".to_owned(),
+        "h2://127.0.0.1:0".to_owned(),
+        "wss://127.0.0.1:0".to_owned(),
         format!("unix://{}", sock.display()),
     ] {
         let url = HubUrl::parse(&url).unwrap();
@@ -406,11 +408,17 @@ async fn critical_overtakes_bulk(f: Flavor) {
     let mut receiver = Agent::connect(rx_opts).await.unwrap();
     let sender = r.agent(kind, "sender").await;
     const BULK: usize = 100;
+    // Enough bulk to overflow what the transport buffers below the hub's queue: kernel TCP
+    // buffers on loopback grow to several MiB, HTTP/2 and QUIC stop at their windows.
+    let bulk_size = match kind {
+        TransportKind::WebSocket => 256 * 1024,
+        _ => 64 * 1024,
+    };
     for _ in 0..BULK {
         let env = sender
             .envelope(Destination::agent("receiver"), Kind::Task)
             .with_priority(Priority::Low)
-            .with_body(vec![7u8; 64 * 1024]);
+            .with_body(vec![7u8; bulk_size]);
         sender.send_envelope(env).await.unwrap();
     }
     let bulk_in = format!(
@@ -451,8 +459,13 @@ async fn critical_overtakes_bulk(f: Flavor) {
         }
     }
     let position = position.expect("critical arrived");
+    // Bulk that had left the hub's queue may arrive first; so may one frame the hub's writer
+    // held while it waited on the transport, and a frame or two that the receiver's concurrent
+    // stream readers had ready when the critical one arrived. Everything else queued at the hub
+    // must come after it.
+    let slack = 3;
     assert!(
-        position <= BULK - backlog + 1,
+        position <= BULK - backlog + slack,
         "{kind}: critical at {position}, behind bulk that was queued at the hub before it ({backlog} queued)"
     );
 }
@@ -488,6 +501,8 @@ macro_rules! conformance {
 conformance! {
     quic => flavor(TransportKind::Quic, StreamMapping::PerMessage),
     quic_lanes => flavor(TransportKind::Quic, StreamMapping::Lanes),
+    http2 => flavor(TransportKind::Http2, StreamMapping::PerMessage),
+    websocket => flavor(TransportKind::WebSocket, StreamMapping::PerMessage),
     unix => flavor(TransportKind::Unix, StreamMapping::PerMessage),
 }
 

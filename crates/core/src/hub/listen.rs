@@ -96,9 +96,135 @@ impl Hub {
                 })
             }
             (HubEndpoint::Path(path), TransportKind::Unix) => self.listen_unix(url, path).await,
+            (HubEndpoint::Net { .. }, TransportKind::Http2 | TransportKind::WebSocket) => {
+                let tls = if url.tls {
+                    let config = crate::tls::server_config(
+                        need_identity()?,
+                        &[
+                            crate::transport::h2::ALPN_H2,
+                            crate::transport::ws::ALPN_HTTP11,
+                        ],
+                    )
+                    .map_err(|e| TransportError::Connect(e.to_string()))?;
+                    Some(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
+                } else {
+                    None
+                };
+                self.listen_tcp(url, tls).await
+            }
             _ => Err(TransportError::Connect(format!(
                 "{url}: this transport cannot listen yet"
             ))),
+        }
+    }
+
+    /// A TCP listener. With TLS it speaks HTTP/2 and WebSocket, chosen by ALPN (`h2` or
+    /// `http/1.1`), so an `h2://` and a `wss://` URL may share one port; without TLS it speaks
+    /// plain WebSocket (`ws://`).
+    async fn listen_tcp(
+        &self,
+        url: &HubUrl,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> Result<Listener, TransportError> {
+        let addr = url.resolve().await.map_err(TransportError::Connect)?;
+        let tcp = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| TransportError::Connect(format!("cannot listen on {addr}: {e}")))?;
+        let local = tcp
+            .local_addr()
+            .map_err(|e| TransportError::Io(e.to_string()))?;
+        self.start_liveness();
+        let hub = self.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                match tcp.accept().await {
+                    Ok((stream, remote)) => {
+                        let hub = hub.clone();
+                        let tls = tls.clone();
+                        tokio::spawn(async move { hub.accept_tcp(stream, remote, tls).await });
+                    }
+                    Err(e) => {
+                        tracing::warn!("TCP accept failed: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        });
+        let mut real = url.clone();
+        real.endpoint = HubEndpoint::Net {
+            host: url.host().unwrap_or_default().to_owned(),
+            port: local.port(),
+        };
+        tracing::info!(%real, "hub listening");
+        Ok(Listener {
+            transport: url.transport,
+            url: real,
+            bound: BoundAddr::Net(local),
+            socket_buffers: None,
+            task: Some(task),
+            quic: None,
+            socket_file: None,
+        })
+    }
+
+    async fn accept_tcp(
+        &self,
+        stream: tokio::net::TcpStream,
+        remote: SocketAddr,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) {
+        use crate::metrics::outcome::FAILED;
+        use crate::transport::{h2, ws};
+        let _ = stream.set_nodelay(true);
+        let timeout = self.inner.config.handshake_timeout;
+        let ws_options = self.inner.config.websocket;
+        let Some(acceptor) = tls else {
+            match tokio::time::timeout(timeout, ws::accept_io(stream, Some(remote), ws_options))
+                .await
+            {
+                Ok(Ok((s, r))) => self.serve_connection(s, r).await,
+                _ => self
+                    .metrics()
+                    .handshake(TransportKind::WebSocket.name(), FAILED),
+            }
+            return;
+        };
+        let tls_stream = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::debug!(%remote, "TLS handshake failed: {e}");
+                self.metrics().handshake("tls", FAILED);
+                return;
+            }
+            Err(_) => {
+                self.metrics().handshake("tls", FAILED);
+                return;
+            }
+        };
+        let is_h2 = tls_stream.get_ref().1.alpn_protocol() == Some(h2::ALPN_H2);
+        if is_h2 {
+            match h2::accept(tls_stream, Some(remote), timeout).await {
+                Ok((s, r)) => self.serve_connection(s, r).await,
+                Err(e) => {
+                    tracing::debug!(%remote, "HTTP/2 session not established: {e}");
+                    self.metrics()
+                        .handshake(TransportKind::Http2.name(), FAILED);
+                }
+            }
+        } else {
+            match tokio::time::timeout(timeout, ws::accept_io(tls_stream, Some(remote), ws_options))
+                .await
+            {
+                Ok(Ok((s, r))) => self.serve_connection(s, r).await,
+                Ok(Err(e)) => {
+                    tracing::debug!(%remote, "WebSocket upgrade failed: {e}");
+                    self.metrics()
+                        .handshake(TransportKind::WebSocket.name(), FAILED);
+                }
+                Err(_) => self
+                    .metrics()
+                    .handshake(TransportKind::WebSocket.name(), FAILED),
+            }
         }
     }
 

@@ -74,6 +74,8 @@ pub struct HubConfig {
     pub stream_mapping: StreamMapping,
     /// Permission bits of Unix socket files the hub creates.
     pub unix_socket_mode: u32,
+    /// WebSocket liveness (ping interval, pong timeout).
+    pub websocket: crate::transport::ws::WsOptions,
 }
 
 impl Default for HubConfig {
@@ -90,6 +92,7 @@ impl Default for HubConfig {
             quic: QuicSettings::default(),
             stream_mapping: StreamMapping::PerMessage,
             unix_socket_mode: crate::transport::uds::DEFAULT_SOCKET_MODE,
+            websocket: crate::transport::ws::WsOptions::default(),
         }
     }
 }

@@ -6,8 +6,10 @@
 use agentwire_proto::{ErrorCode, RawFrame};
 use bytes::Bytes;
 
+use super::h2::{H2Receiver, H2Sender};
 use super::quic::{QuicReceiver, QuicSender};
 use super::stream::{StreamReceiver, StreamSender};
+use super::ws::{WsReceiver, WsSender};
 use super::{
     ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind,
 };
@@ -19,6 +21,10 @@ pub enum AnySender {
     Quic(QuicSender),
     /// A byte stream (Unix socket).
     Stream(StreamSender),
+    /// HTTP/2.
+    H2(H2Sender),
+    /// WebSocket.
+    Ws(WsSender),
 }
 
 /// The receiving half of a connection on any transport.
@@ -27,6 +33,10 @@ pub enum AnyReceiver {
     Quic(QuicReceiver),
     /// A byte stream (Unix socket).
     Stream(StreamReceiver),
+    /// HTTP/2.
+    H2(H2Receiver),
+    /// WebSocket.
+    Ws(WsReceiver),
 }
 
 macro_rules! each_sender {
@@ -34,6 +44,8 @@ macro_rules! each_sender {
         match $self {
             AnySender::Quic($s) => $body,
             AnySender::Stream($s) => $body,
+            AnySender::H2($s) => $body,
+            AnySender::Ws($s) => $body,
         }
     };
 }
@@ -43,6 +55,8 @@ macro_rules! each_receiver {
         match $self {
             AnyReceiver::Quic($r) => $body,
             AnyReceiver::Stream($r) => $body,
+            AnyReceiver::H2($r) => $body,
+            AnyReceiver::Ws($r) => $body,
         }
     };
 }

@@ -438,6 +438,20 @@ pub async fn accept(
         ),
         None => Box::new(tcp),
     };
+    accept_io(io, remote, options).await
+}
+
+/// Server side over a stream that is already set up (e.g. TLS accepted by a listener that
+/// chose WebSocket by ALPN): the WebSocket upgrade only.
+pub async fn accept_io<T>(
+    io: T,
+    remote: Option<SocketAddr>,
+    options: WsOptions,
+) -> Result<(WsSender, WsReceiver), TransportError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let io: Io = Box::new(io);
     let wrong_path = Arc::new(StdMutex::new(None::<String>));
     let seen = wrong_path.clone();
     // The signature is tungstenite's `Callback`; its error type is an HTTP response.
