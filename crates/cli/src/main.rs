@@ -142,7 +142,7 @@ async fn hub(a: HubArgs) -> Result<()> {
     Ok(())
 }
 
-async fn agent(a: AgentArgs) -> Result<()> {
+async fn agent(mut a: AgentArgs) -> Result<()> {
     let opts = a.connect.options(&a.id)?;
     let mut agent = Agent::connect(opts).await?;
     eprintln!(
@@ -180,7 +180,9 @@ async fn agent(a: AgentArgs) -> Result<()> {
                 .iter()
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
-            println!(
+            use std::io::Write;
+            let printed = writeln!(
+                std::io::stdout(),
                 "{} {} from {} (id {}, {} bytes){}: {}",
                 env.kind,
                 env.priority,
@@ -194,6 +196,10 @@ async fn agent(a: AgentArgs) -> Result<()> {
                 },
                 String::from_utf8_lossy(&env.body[..env.body.len().min(200)])
             );
+            if printed.is_err() {
+                // Whoever read our output is gone; keep serving quietly.
+                a.quiet = true;
+            }
         }
         if a.echo && env.kind == Kind::Request {
             msg.reply(env.body.clone()).await?;

@@ -276,3 +276,81 @@ fn bad_flags_are_clear_errors() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn hub_on_every_transport_and_agents_on_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let certs_s = certs.to_str().unwrap();
+    assert!(run(&["cert", "--out", certs_s]).status.success());
+    let sock = dir.path().join("hub.sock");
+    let sock_url = format!("unix://{}", sock.display());
+    let (_hub, hub_out) = spawn(&[
+        "hub",
+        "--cert-dir",
+        certs_s,
+        "--listen",
+        "quic://127.0.0.1:0",
+        "--listen",
+        "h2://127.0.0.1:0",
+        "--listen",
+        "wss://127.0.0.1:0",
+        "--listen",
+        &sock_url,
+    ]);
+    let mut urls = Vec::new();
+    for scheme in ["quic://", "h2://", "wss://", "unix://"] {
+        let line = wait_for(&hub_out, &format!("hub listening on {scheme}"));
+        let url = line
+            .trim_start_matches("hub listening on ")
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_owned();
+        urls.push(url);
+    }
+    let ca = certs.join("ca.pem");
+    let ca_s = ca.to_str().unwrap();
+    let mut agents = Vec::new();
+    for (url, transport) in urls.iter().zip(["quic", "http2", "websocket", "unix"]) {
+        let id = format!("echo-{transport}");
+        let (agent, out) = spawn(&["agent", "--hub", url, "--ca", ca_s, "--id", &id, "--echo"]);
+        wait_for(&out, &format!("agent {id} connected over {transport}"));
+        // Keep its output channel alive: the agent writes a line per message received.
+        agents.push((agent, out));
+    }
+    // Every transport reaches every other through the one hub.
+    for url in &urls {
+        for to in ["quic", "http2", "websocket", "unix"] {
+            let body = format!("{url} to {to}");
+            let out = run(&[
+                "send",
+                "--hub",
+                url,
+                "--ca",
+                ca_s,
+                "--to",
+                &format!("echo-{to}"),
+                "--request",
+                &body,
+            ]);
+            assert!(out.status.success(), "{body}: {}", text(&out.stderr));
+            assert_eq!(text(&out.stdout).trim_end(), body);
+        }
+    }
+    // auto:// against the HTTP/2 port: nothing answers QUIC there, so the agent falls back
+    // and says where it landed.
+    let port = urls[1].rsplit(':').next().unwrap();
+    let (_auto, auto_out) = spawn(&[
+        "agent",
+        "--hub",
+        &format!("auto://127.0.0.1:{port}"),
+        "--ca",
+        ca_s,
+        "--id",
+        "roamer",
+        "--fallback-timeout-ms",
+        "500",
+    ]);
+    wait_for(&auto_out, "agent roamer connected over http2");
+}

@@ -37,7 +37,36 @@ pub struct Listener {
     pub socket_buffers: Option<SocketBuffers>,
     task: Option<JoinHandle<()>>,
     quic: Option<super::QuicListener>,
-    socket_file: Option<PathBuf>,
+    socket_file: Option<SocketFile>,
+}
+
+/// The socket file a Unix listener created, identified by device and inode so that a file
+/// another process has since bound at the same path is never removed.
+struct SocketFile {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl SocketFile {
+    fn of(path: &Path) -> Option<SocketFile> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        Some(SocketFile {
+            path: path.to_path_buf(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+
+    fn remove_if_ours(&self) {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::symlink_metadata(&self.path) {
+            if meta.dev() == self.dev && meta.ino() == self.ino {
+                let _ = std::fs::remove_file(&self.path);
+            }
+        }
+    }
 }
 
 impl Listener {
@@ -57,8 +86,8 @@ impl Drop for Listener {
         if let Some(t) = &self.task {
             t.abort();
         }
-        if let Some(path) = &self.socket_file {
-            let _ = std::fs::remove_file(path);
+        if let Some(file) = &self.socket_file {
+            file.remove_if_ours();
         }
     }
 }
@@ -258,7 +287,7 @@ impl Hub {
             socket_buffers: None,
             task: Some(task),
             quic: None,
-            socket_file: Some(path.to_path_buf()),
+            socket_file: SocketFile::of(path),
         })
     }
 }

@@ -66,3 +66,47 @@ pub async fn connect(path: &Path) -> Result<(StreamSender, StreamReceiver), Tran
         .map_err(|e| TransportError::Connect(format!("{}: {e}", path.display())))?;
     Ok(split_stream(stream, TransportKind::Unix, None))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn socket_file_mode_stale_and_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hub.sock");
+
+        let first = bind(&path, DEFAULT_SOCKET_MODE).await.unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+
+        // A live socket is never replaced.
+        let err = bind(&path, DEFAULT_SOCKET_MODE).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+
+        // Once nobody listens, the file is stale and a new bind takes its place.
+        drop(first);
+        assert!(path.exists());
+        let _second = bind(&path, 0o660).await.unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o660);
+
+        // A path that is not a socket is refused, and left alone.
+        let file = dir.path().join("not-a-socket");
+        std::fs::write(&file, b"data").unwrap();
+        let err = bind(&file, DEFAULT_SOCKET_MODE).await.unwrap_err();
+        assert!(err.to_string().contains("not a socket"), "{err}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"data");
+    }
+
+    #[tokio::test]
+    async fn connect_to_nothing_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("absent.sock");
+        match connect(&path).await {
+            Err(TransportError::Connect(msg)) => assert!(msg.contains("absent.sock"), "{msg}"),
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("connected to nothing"),
+        }
+    }
+}
