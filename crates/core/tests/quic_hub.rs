@@ -444,3 +444,65 @@ async fn full_queue_gives_the_sender_an_error() {
     assert_eq!(err.envelope.headers["code"], "queue-full");
     assert!(err.envelope.correlation.is_some());
 }
+
+#[tokio::test]
+async fn heartbeats_ride_datagrams_when_enabled() {
+    let mut config = HubConfig::default();
+    config.policy.heartbeat_interval_ms = 50;
+    config.heartbeat_miss_limit = 4;
+    let t = start_hub(config).await;
+
+    let with = t.agent("dgram").await;
+    let mut opts = t.opts("no-dgram");
+    opts.quic.datagrams = false;
+    let without = Agent::connect(opts).await.unwrap();
+
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        with.stats().connection.datagrams_sent >= 3,
+        "heartbeats went as datagrams: {:?}",
+        with.stats().connection
+    );
+    assert_eq!(without.stats().connection.datagrams_sent, 0);
+    // Both stayed alive through many heartbeat intervals: beats arrived either way.
+    assert!(with.closed_reason().is_none());
+    assert!(without.closed_reason().is_none());
+    assert_eq!(t.hub.agent_count(), 2);
+}
+
+#[tokio::test]
+async fn every_congestion_controller_works() {
+    for cc in [
+        agentwire::CongestionControl::Cubic,
+        agentwire::CongestionControl::NewReno,
+        agentwire::CongestionControl::Bbr,
+    ] {
+        let mut config = HubConfig::default();
+        config.quic.congestion = cc;
+        let t = start_hub(config).await;
+        let _echo = t.echo_agent("echo").await;
+        let mut opts = t.opts("client");
+        opts.quic.congestion = cc;
+        let a = Agent::connect(opts).await.unwrap();
+        let body = vec![9u8; 256 * 1024];
+        let reply = a.request("echo", body.clone(), 10 * SECOND).await.unwrap();
+        assert_eq!(reply.body.len(), body.len(), "{cc}");
+        assert!(a.stats().connection.cwnd_bytes > 0, "{cc}");
+    }
+}
+
+#[tokio::test]
+async fn idle_timeout_is_applied() {
+    // Heartbeats far apart and no keep-alive: only the idle timeout can end the connection.
+    let mut config = HubConfig::default();
+    config.policy.heartbeat_interval_ms = 60_000;
+    let t = start_hub(config).await;
+    let mut opts = t.opts("idle");
+    opts.quic.idle_timeout = Duration::from_millis(300);
+    opts.quic.keep_alive = None;
+    let a = Agent::connect(opts).await.unwrap();
+    let started = std::time::Instant::now();
+    let reason = tokio::time::timeout(10 * SECOND, a.closed()).await.unwrap();
+    assert!(reason.contains("idle timeout"), "closed for: {reason}");
+    assert!(started.elapsed() < 5 * SECOND);
+}
