@@ -41,10 +41,10 @@ pub enum Command {
     ///
     /// Example: agentwire send --hub quic://127.0.0.1:4433 --ca certs/ca.pem --to worker-1 --request hello
     Send(SendArgs),
-    /// Benchmark request/response over loopback QUIC: a real hub and real agents in this
-    /// process, a grid of stream mappings × agents × sizes; prints a table and writes JSON.
+    /// Benchmark request/response over loopback: a real hub and real agents in this process,
+    /// a grid of transports × agents × sizes; prints a table and writes JSON.
     ///
-    /// Example: agentwire bench --agents 10,100 --sizes 1024 --mappings lanes --out bench-out
+    /// Example: agentwire bench --agents 10,100 --sizes 1024 --transports quic,h2 --out bench-out
     Bench(BenchArgs),
 }
 
@@ -111,7 +111,7 @@ impl QuicArgs {
             idle_timeout: Duration::from_millis(self.idle_timeout_ms),
             keep_alive: (self.keep_alive_ms > 0).then(|| Duration::from_millis(self.keep_alive_ms)),
             max_concurrent_uni_streams: self.max_streams,
-            max_concurrent_bidi_streams: 64,
+            max_concurrent_bidi_streams: self.max_streams,
             stream_receive_window: self.stream_window,
             receive_window: self.conn_window,
             send_window: self.send_window,
@@ -379,8 +379,8 @@ impl SendArgs {
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// The quick preset (the default): per-message,lanes × 10,100 agents × 1 KiB,10 KiB,
-    /// window 4, 1 s warm-up, 3 s measured. Other flags still override it.
+    /// The quick preset (the default): quic,quic-lanes,h2,wss,unix × 10,100 agents ×
+    /// 1 KiB,10 KiB, window 4, 1 s warm-up, 3 s measured. Other flags still override it.
     #[arg(long)]
     pub quick: bool,
     /// Client agent counts to run (workers: one per ten clients, at least one).
@@ -389,9 +389,16 @@ pub struct BenchArgs {
     /// Request/response body sizes in bytes.
     #[arg(long, value_delimiter = ',', default_value = "1024,10240")]
     pub sizes: Vec<usize>,
-    /// Stream mappings to compare: per-message, lanes.
-    #[arg(long, value_delimiter = ',', default_value = "per-message,lanes")]
-    pub mappings: Vec<StreamMapping>,
+    /// Transports to compare: quic (one QUIC stream per message), quic-lanes (QUIC lanes),
+    /// h2 (HTTP/2 over TLS), wss (WebSocket over TLS), unix (Unix socket in a temporary
+    /// directory). `--mappings` is an old alias (per-message = quic, lanes = quic-lanes).
+    #[arg(
+        long,
+        alias = "mappings",
+        value_delimiter = ',',
+        default_value = "quic,quic-lanes,h2,wss,unix"
+    )]
+    pub transports: Vec<agentwire_bench::BenchTransport>,
     /// Requests each client keeps in flight.
     #[arg(long, default_value_t = 4)]
     pub window: usize,
@@ -415,7 +422,7 @@ pub struct BenchArgs {
 impl BenchArgs {
     pub fn config(&self) -> agentwire_bench::BenchConfig {
         agentwire_bench::BenchConfig {
-            mappings: self.mappings.clone(),
+            transports: self.transports.clone(),
             agents: self.agents.clone(),
             sizes: self.sizes.clone(),
             window: self.window,

@@ -47,6 +47,7 @@ use crate::queue::{PriorityQueue, QueueError};
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use crate::tls::HubTrust;
 use crate::transport::any::{AnyReceiver, AnySender};
+use crate::transport::ReplySlot;
 use crate::transport::{
     quic, ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind,
 };
@@ -539,6 +540,8 @@ struct AgentCounters {
 struct Outgoing {
     frame: Bytes,
     class: SendClass,
+    /// For an answer: the stream its request arrived on.
+    reply: Option<ReplySlot>,
 }
 
 /// A connected agent: a sending handle plus the inbox of received messages.
@@ -577,6 +580,8 @@ pub struct Incoming {
     /// The message.
     pub envelope: Envelope,
     handle: AgentHandle,
+    /// For a request that arrived on a stream able to carry its answer (QUIC).
+    reply_slot: Mutex<Option<ReplySlot>>,
 }
 
 impl std::fmt::Debug for Incoming {
@@ -598,7 +603,12 @@ impl Incoming {
             .with_correlation(self.envelope.id)
             .with_priority(self.envelope.priority)
             .with_body(body);
-        self.handle.send_envelope(env).await.map(|_| ())
+        let slot = self
+            .reply_slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        self.handle.send_envelope_with(env, slot).await.map(|_| ())
     }
 
     /// The handle of the agent that received this message.
@@ -740,13 +750,25 @@ impl AgentHandle {
     /// Queues an envelope for sending and returns its id. Waits while the send queue is full.
     /// Delivery failures (unknown agent, full queue at the hub) come back later as
     /// [`Kind::Error`] envelopes in the inbox, correlated to the returned id.
-    pub async fn send_envelope(&self, mut env: Envelope) -> Result<u64, AgentError> {
+    pub async fn send_envelope(&self, env: Envelope) -> Result<u64, AgentError> {
+        self.send_envelope_with(env, None).await
+    }
+
+    async fn send_envelope_with(
+        &self,
+        mut env: Envelope,
+        reply: Option<ReplySlot>,
+    ) -> Result<u64, AgentError> {
         if let Some(reason) = self.inner.closed.borrow().clone() {
             return Err(AgentError::Disconnected(reason));
         }
         env.from.clone_from(&self.inner.session.agent_id);
         let id = env.id;
         let priority = env.priority;
+        let class = match env.kind {
+            Kind::Request => SendClass::Request(priority),
+            _ => SendClass::Message(priority),
+        };
         let frame = Frame::Envelope(env)
             .encode(self.inner.session.codec)
             .map_err(|e| AgentError::Config(e.to_string()))?;
@@ -767,7 +789,8 @@ impl AgentHandle {
             .push(
                 Outgoing {
                     frame,
-                    class: SendClass::Message(priority),
+                    class,
+                    reply,
                 },
                 priority,
             )
@@ -864,6 +887,7 @@ impl AgentHandle {
                 Outgoing {
                     frame,
                     class: SendClass::Control,
+                    reply: None,
                 },
                 Priority::Critical,
             )
@@ -933,6 +957,7 @@ impl AgentHandle {
                     Outgoing {
                         frame,
                         class: SendClass::Control,
+                        reply: None,
                     },
                     Priority::Low,
                 )
@@ -982,7 +1007,15 @@ fn remote_error(env: &Envelope) -> AgentError {
 
 async fn agent_writer<S: FrameSender>(queue: Arc<PriorityQueue<Outgoing>>, sender: S) {
     while let Some(out) = queue.pop().await {
-        if let Err(e) = sender.send_frame(out.frame, out.class).await {
+        let result = match out.reply {
+            Some(slot) => {
+                sender
+                    .send_reply(out.frame, out.class.priority(), slot)
+                    .await
+            }
+            None => sender.send_frame(out.frame, out.class).await,
+        };
+        if let Err(e) = result {
             tracing::debug!("agent send failed: {e}");
             queue.close();
             return;
@@ -1049,6 +1082,7 @@ async fn agent_reader<R: FrameReceiver>(
             Ok(None) => break "connection closed".to_owned(),
             Err(e) => break e.to_string(),
         };
+        let reply_slot = receiver.take_reply_slot();
         let Some(inner) = agent.upgrade() else {
             break "agent dropped".to_owned();
         };
@@ -1079,9 +1113,11 @@ async fn agent_reader<R: FrameReceiver>(
                 }
             }
         }
+        let reply_slot = reply_slot.filter(|_| env.kind == Kind::Request);
         let incoming = Incoming {
             envelope: env,
             handle,
+            reply_slot: Mutex::new(reply_slot),
         };
         // If nobody reads the inbox any more, keep serving responses.
         let _ = inbox.send(incoming).await;

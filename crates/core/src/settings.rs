@@ -140,7 +140,7 @@ impl Default for QuicSettings {
             idle_timeout: Duration::from_secs(30),
             keep_alive: Some(Duration::from_secs(10)),
             max_concurrent_uni_streams: 4096,
-            max_concurrent_bidi_streams: 64,
+            max_concurrent_bidi_streams: 4096,
             stream_receive_window: 2 * 1024 * 1024,
             receive_window: 32 * 1024 * 1024,
             send_window: 32 * 1024 * 1024,

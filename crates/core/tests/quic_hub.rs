@@ -506,3 +506,52 @@ async fn idle_timeout_is_applied() {
     assert!(reason.contains("idle timeout"), "closed for: {reason}");
     assert!(started.elapsed() < 5 * SECOND);
 }
+
+/// In the per-message mapping a request travels on a bidirectional stream and its answer comes
+/// back on the same stream, through the hub in both directions; lanes use no request streams.
+#[tokio::test]
+async fn requests_and_answers_share_a_stream() {
+    let t = start_hub(HubConfig::default()).await;
+    let mut worker = t.agent("worker").await;
+    let worker_handle = worker.handle().clone();
+    tokio::spawn(async move {
+        while let Some(msg) = worker.recv().await {
+            let _ = msg.reply(msg.envelope.body.clone()).await;
+        }
+    });
+    let asker = t.agent("asker").await;
+    for i in 0..10 {
+        let reply = asker
+            .request("worker", format!("q{i}"), 5 * SECOND)
+            .await
+            .unwrap();
+        assert_eq!(reply.body, format!("q{i}").as_bytes());
+    }
+    // The hub's own error answer also takes the request's stream back.
+    assert!(asker.request("nobody", "q", 5 * SECOND).await.is_err());
+
+    assert_eq!(asker.stats().connection.request_streams, 11);
+    assert_eq!(
+        worker_handle.stats().connection.replies_on_request_streams,
+        10
+    );
+    let hub_side = |id: &str| {
+        t.hub
+            .agents()
+            .into_iter()
+            .find(|a| a.id == id)
+            .map(|a| a.connection)
+            .unwrap()
+    };
+    assert_eq!(hub_side("worker").request_streams, 10);
+    assert_eq!(hub_side("asker").replies_on_request_streams, 11);
+
+    let mut opts = t.opts("lane-asker");
+    opts.stream_mapping = agentwire::StreamMapping::Lanes;
+    let lanes = Agent::connect(opts).await.unwrap();
+    lanes
+        .request("worker", "by lane", 5 * SECOND)
+        .await
+        .unwrap();
+    assert_eq!(lanes.stats().connection.request_streams, 0);
+}

@@ -36,7 +36,7 @@ use registry::{AgentSlot, Outbound, Registered, Registry};
 use crate::metrics::HubMetrics;
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use crate::tls::HubIdentity;
-use crate::transport::{quic, FrameReceiver, FrameSender, SendClass, TransportError};
+use crate::transport::{quic, FrameReceiver, FrameSender, ReplySlot, SendClass, TransportError};
 
 /// The topic on which the hub publishes `join` and `leave` events. Subscribe to it to learn
 /// who comes and goes; the events are [`Kind::Event`] envelopes from [`HUB_ID`] with headers
@@ -45,6 +45,9 @@ pub const PRESENCE_TOPIC: &str = "$presence";
 
 /// The `from` of envelopes the hub itself sends (errors, presence events).
 pub const HUB_ID: &str = "$hub";
+
+/// Longest time the hub keeps a request's reply stream open waiting for its answer.
+const MAX_REPLY_WAIT: Duration = Duration::from_secs(60);
 
 /// Requests remembered for the latency histogram; beyond this the oldest are forgotten.
 const MAX_TRACKED_REQUESTS: usize = 100_000;
@@ -348,7 +351,8 @@ impl HubInner {
             match receiver.recv_frame().await {
                 Ok(Some(raw)) => {
                     slot.touch(self.now_ms());
-                    if let Err(ending) = self.on_frame(&slot, raw) {
+                    let reply = receiver.take_reply_slot();
+                    if let Err(ending) = self.on_frame(&slot, raw, reply) {
                         break ending;
                     }
                 }
@@ -419,6 +423,7 @@ impl HubInner {
             last_seen_ms: AtomicU64::new(self.now_ms()),
             connection: Box::new(sender.clone()),
             connected_at: Instant::now(),
+            replies: Mutex::new(HashMap::new()),
         });
         match self
             .registry
@@ -466,7 +471,12 @@ impl HubInner {
     }
 
     /// Handles one frame from a registered agent. An `Err` ends that agent's connection.
-    fn on_frame(&self, slot: &Arc<AgentSlot>, raw: RawFrame) -> Result<(), Ending> {
+    fn on_frame(
+        &self,
+        slot: &Arc<AgentSlot>,
+        raw: RawFrame,
+        reply: Option<ReplySlot>,
+    ) -> Result<(), Ending> {
         let frame = Frame::decode(&raw, slot.codec).map_err(|e| Ending {
             code: e.close_code(),
             reason: e.to_string(),
@@ -485,6 +495,14 @@ impl HubInner {
                 );
                 if env.from != slot.id {
                     env.from.clone_from(&slot.id);
+                }
+                if let (Kind::Request, Some(reply)) = (env.kind, reply) {
+                    // The answer (or the hub's error) goes back on the request's own stream.
+                    let ttl = match env.ttl_ms {
+                        0 => MAX_REPLY_WAIT,
+                        ms => Duration::from_millis(u64::from(ms)).min(MAX_REPLY_WAIT),
+                    };
+                    slot.keep_reply(env.id, reply, Instant::now() + ttl);
                 }
                 self.route(slot, env);
                 Ok(())
@@ -535,7 +553,7 @@ impl HubInner {
                     &format!("no agent {id:?} is connected"),
                 ),
                 Some(target) => {
-                    if !self.enqueue(&target, &encoded, env.priority, env.kind) {
+                    if !self.enqueue(&target, &encoded, env.priority, env.kind, env.correlation) {
                         self.send_error(
                             from,
                             env.id,
@@ -548,14 +566,14 @@ impl HubInner {
             Destination::Topic(topic) => {
                 for target in self.registry.subscribers(topic) {
                     if !Arc::ptr_eq(&target, from) {
-                        self.enqueue(&target, &encoded, env.priority, env.kind);
+                        self.enqueue(&target, &encoded, env.priority, env.kind, None);
                     }
                 }
             }
             Destination::Broadcast => {
                 for target in self.registry.all() {
                     if !Arc::ptr_eq(&target, from) {
-                        self.enqueue(&target, &encoded, env.priority, env.kind);
+                        self.enqueue(&target, &encoded, env.priority, env.kind, None);
                     }
                 }
             }
@@ -569,15 +587,21 @@ impl HubInner {
         encoded: &EncodedFrame<'_>,
         priority: Priority,
         kind: Kind,
+        correlation: Option<u64>,
     ) -> bool {
         let Some(frame) = encoded.get(target.codec) else {
             self.metrics.dropped("encode-failed");
             return false;
         };
+        let reply = match (kind, correlation) {
+            (Kind::Response | Kind::Error, Some(id)) => target.take_reply(id),
+            _ => None,
+        };
         let out = Outbound {
             frame,
             priority,
             kind: Some(kind),
+            reply,
         };
         match target.queue.try_push(out, priority) {
             Ok(()) => {
@@ -629,7 +653,7 @@ impl HubInner {
             .with_header("code", code.name())
             .with_body(reason.as_bytes().to_vec());
         let encoded = EncodedFrame::new(&env);
-        self.enqueue(to, &encoded, Priority::High, Kind::Error);
+        self.enqueue(to, &encoded, Priority::High, Kind::Error, Some(correlation));
     }
 
     fn publish_presence(&self, slot: &AgentSlot, event: &str, reason: Option<ErrorCode>) {
@@ -645,7 +669,7 @@ impl HubInner {
         let encoded = EncodedFrame::new(&env);
         for target in self.registry.subscribers(PRESENCE_TOPIC) {
             if target.id != slot.id {
-                self.enqueue(&target, &encoded, Priority::High, Kind::Event);
+                self.enqueue(&target, &encoded, Priority::High, Kind::Event, None);
             }
         }
     }
@@ -680,7 +704,9 @@ impl HubInner {
             let limit_ms = u64::from(hub.config.policy.heartbeat_interval_ms)
                 * u64::from(hub.config.heartbeat_miss_limit.max(1));
             let now = hub.now_ms();
+            let instant = Instant::now();
             for slot in hub.registry.all() {
+                slot.drop_expired_replies(instant);
                 let seen = slot.last_seen_ms.load(Ordering::Relaxed);
                 if now.saturating_sub(seen) > limit_ms {
                     tracing::info!(agent = %slot.id, silent_ms = now - seen, "agent missed its heartbeats; removing");
@@ -698,8 +724,20 @@ async fn writer_loop<S: FrameSender>(slot: Arc<AgentSlot>, sender: S, metrics: H
     while let Some(out) = slot.queue.pop().await {
         metrics.queue_depth_add(-1);
         let len = out.frame.len() as u64;
-        let class = SendClass::Message(out.priority);
-        if let Err(e) = sender.send_frame(out.frame, class).await {
+        let result = match (out.reply, out.kind) {
+            (Some(slot), _) => sender.send_reply(out.frame, out.priority, slot).await,
+            (None, Some(Kind::Request)) => {
+                sender
+                    .send_frame(out.frame, SendClass::Request(out.priority))
+                    .await
+            }
+            (None, _) => {
+                sender
+                    .send_frame(out.frame, SendClass::Message(out.priority))
+                    .await
+            }
+        };
+        if let Err(e) = result {
             tracing::debug!(agent = %slot.id, "send failed: {e}");
             sender.close(e.close_code(), &e.to_string());
             return;

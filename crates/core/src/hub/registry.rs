@@ -13,7 +13,7 @@ use agentwire_proto::{Codec, ErrorCode, Kind, Priority};
 use bytes::Bytes;
 
 use crate::queue::PriorityQueue;
-use crate::transport::{ConnectionStats, FrameSender, TransportKind};
+use crate::transport::{ConnectionStats, FrameSender, ReplySlot, TransportKind};
 
 /// What the hub does when an agent connects with an id that is already connected.
 ///
@@ -62,12 +62,17 @@ impl<S: FrameSender> ConnectionControl for S {
 }
 
 /// One frame waiting to go to an agent.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Outbound {
     pub frame: Bytes,
     pub priority: Priority,
     pub kind: Option<Kind>,
+    /// For an answer: the stream its request arrived on.
+    pub reply: Option<ReplySlot>,
 }
+
+/// Most reply slots one agent may hold; beyond it answers travel as ordinary messages.
+const MAX_REPLY_SLOTS: usize = 10_000;
 
 /// A connected agent as the hub sees it.
 pub(crate) struct AgentSlot {
@@ -82,11 +87,36 @@ pub(crate) struct AgentSlot {
     pub last_seen_ms: AtomicU64,
     pub connection: Box<dyn ConnectionControl>,
     pub connected_at: Instant,
+    /// Streams on which this agent's pending requests want their answers, by request id.
+    pub replies: Mutex<HashMap<u64, (ReplySlot, Instant)>>,
 }
 
 impl AgentSlot {
     pub fn touch(&self, now_ms: u64) {
         self.last_seen_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    fn lock_replies(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (ReplySlot, Instant)>> {
+        self.replies.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remembers where the answer to this agent's request `id` goes, until `deadline`.
+    pub fn keep_reply(&self, id: u64, slot: ReplySlot, deadline: Instant) {
+        let mut replies = self.lock_replies();
+        if replies.len() < MAX_REPLY_SLOTS {
+            replies.insert(id, (slot, deadline));
+        }
+    }
+
+    /// The reply slot of this agent's request `id`, if it is still waiting.
+    pub fn take_reply(&self, id: u64) -> Option<ReplySlot> {
+        self.lock_replies().remove(&id).map(|(slot, _)| slot)
+    }
+
+    /// Forgets reply slots whose requests can no longer be answered in time.
+    pub fn drop_expired_replies(&self, now: Instant) {
+        self.lock_replies()
+            .retain(|_, (_, deadline)| *deadline > now);
     }
 }
 

@@ -65,6 +65,14 @@ impl FrameSender for AnySender {
     async fn send_frame(&self, frame: Bytes, class: SendClass) -> Result<(), TransportError> {
         each_sender!(self, s => s.send_frame(frame, class).await)
     }
+    async fn send_reply(
+        &self,
+        frame: Bytes,
+        priority: agentwire_proto::Priority,
+        slot: super::ReplySlot,
+    ) -> Result<(), TransportError> {
+        each_sender!(self, s => s.send_reply(frame, priority, slot).await)
+    }
     fn set_peer_max_frame_size(&self, max: u32) {
         each_sender!(self, s => s.set_peer_max_frame_size(max))
     }
@@ -88,5 +96,8 @@ impl FrameReceiver for AnyReceiver {
     }
     fn set_max_frame_size(&mut self, max: u32) {
         each_receiver!(self, r => r.set_max_frame_size(max))
+    }
+    fn take_reply_slot(&mut self) -> Option<super::ReplySlot> {
+        each_receiver!(self, r => r.take_reply_slot())
     }
 }

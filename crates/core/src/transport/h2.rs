@@ -792,7 +792,9 @@ impl FrameSender for H2Sender {
         let len = frame.len() as u64;
         let client = !self.core.authority.is_empty();
         match class {
-            SendClass::Message(_) if client => self.send_message(frame).await?,
+            SendClass::Message(_) | SendClass::Request(_) if client => {
+                self.send_message(frame).await?
+            }
             _ => self.send_session(frame).await?,
         }
         self.core.bytes_sent.fetch_add(len, Ordering::Relaxed);

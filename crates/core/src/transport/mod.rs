@@ -78,6 +78,46 @@ pub enum SendClass {
     Heartbeat,
     /// An envelope of this priority class.
     Message(Priority),
+    /// A request envelope: where the transport can, its answer comes back on the same stream
+    /// (QUIC, `per-message` mapping: a bidirectional stream); elsewhere like `Message`.
+    Request(Priority),
+}
+
+impl SendClass {
+    /// The priority class of a message or request (control and heartbeats count as critical).
+    pub fn priority(self) -> Priority {
+        match self {
+            SendClass::Message(p) | SendClass::Request(p) => p,
+            SendClass::Control | SendClass::Heartbeat => Priority::Critical,
+        }
+    }
+}
+
+/// Where the answer to one received request can be written: on QUIC, the request's own
+/// bidirectional stream. Obtained from [`FrameReceiver::take_reply_slot`] right after the
+/// request frame was received, used with [`FrameSender::send_reply`]. Dropping it unused
+/// simply ends that stream; the answer then travels like any other message.
+pub struct ReplySlot(Box<dyn std::any::Any + Send + Sync>);
+
+impl ReplySlot {
+    /// Wraps a transport's reply handle.
+    pub fn new<T: std::any::Any + Send + Sync>(inner: T) -> Self {
+        ReplySlot(Box::new(inner))
+    }
+
+    /// The transport's reply handle, if it is a `T`.
+    pub fn downcast<T: std::any::Any>(self) -> Result<T, ReplySlot> {
+        match self.0.downcast::<T>() {
+            Ok(t) => Ok(*t),
+            Err(other) => Err(ReplySlot(other)),
+        }
+    }
+}
+
+impl fmt::Debug for ReplySlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ReplySlot")
+    }
 }
 
 /// What went wrong with a connection.
@@ -151,6 +191,10 @@ pub struct ConnectionStats {
     pub streams_opened: u64,
     /// Datagrams sent.
     pub datagrams_sent: u64,
+    /// Requests sent on streams of their own that carry the answer back (QUIC).
+    pub request_streams: u64,
+    /// Answers written on the stream their request arrived on (QUIC).
+    pub replies_on_request_streams: u64,
     /// Current path MTU, bytes.
     pub mtu: u16,
     /// Congestion events.
@@ -166,6 +210,18 @@ pub trait FrameSender: Clone + Send + Sync + 'static {
         frame: Bytes,
         class: SendClass,
     ) -> impl Future<Output = Result<(), TransportError>> + Send;
+
+    /// Sends the answer to a received request on its reply slot; transports without reply
+    /// slots (or a slot that no longer works) send it as an ordinary message.
+    fn send_reply(
+        &self,
+        frame: Bytes,
+        priority: Priority,
+        slot: ReplySlot,
+    ) -> impl Future<Output = Result<(), TransportError>> + Send {
+        drop(slot);
+        self.send_frame(frame, SendClass::Message(priority))
+    }
 
     /// Sets the largest frame the peer accepts (after the handshake).
     fn set_peer_max_frame_size(&self, max: u32);
@@ -193,6 +249,12 @@ pub trait FrameReceiver: Send + 'static {
 
     /// Sets the largest frame accepted from the peer (after the handshake).
     fn set_max_frame_size(&mut self, max: u32);
+
+    /// The reply slot of the frame [`recv_frame`](FrameReceiver::recv_frame) returned last,
+    /// if that frame arrived as a request on a stream that can carry its answer.
+    fn take_reply_slot(&mut self) -> Option<ReplySlot> {
+        None
+    }
 }
 
 /// Checks an outgoing frame against the peer's limit (the 4-byte length prefix excluded).

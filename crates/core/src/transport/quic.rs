@@ -24,8 +24,8 @@ use quinn::{Connection, RecvStream, SendStream, VarInt};
 use tokio::sync::{mpsc, Mutex};
 
 use super::{
-    check_outgoing, ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError,
-    TransportKind,
+    check_outgoing, ConnectionStats, FrameReceiver, FrameSender, ReplySlot, SendClass,
+    TransportError, TransportKind,
 };
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 
@@ -147,7 +147,7 @@ pub fn map_connection_error(e: &quinn::ConnectionError) -> TransportError {
 fn quic_priority(class: SendClass) -> i32 {
     match class {
         SendClass::Control | SendClass::Heartbeat => 16,
-        SendClass::Message(p) => match p {
+        SendClass::Message(p) | SendClass::Request(p) => match p {
             Priority::Critical => 12,
             Priority::High => 8,
             Priority::Medium => 4,
@@ -178,8 +178,8 @@ pub fn split_connection(
         max_buffered: DEFAULT_MAX_BUFFERED_BYTES,
         tx: tx.clone(),
     };
-    tokio::spawn(reader.clone().pump(control_recv));
-    tokio::spawn(accept_loop(conn.clone(), reader, tx));
+    tokio::spawn(reader.clone().pump(control_recv, None));
+    tokio::spawn(accept_loop(conn.clone(), reader.clone(), tx));
     let sender = QuicSender {
         inner: Arc::new(SenderInner {
             conn,
@@ -190,12 +190,16 @@ pub fn split_connection(
             peer_max: AtomicU32::new(limits.max_frame_size),
             streams_opened: AtomicU64::new(1),
             datagrams_sent: AtomicU64::new(0),
+            request_streams: AtomicU64::new(0),
+            replies_on_request_streams: AtomicU64::new(0),
+            reader,
         }),
     };
     let receiver = QuicReceiver {
         rx,
         max_frame_size: max_in,
         done: false,
+        last_reply: None,
     };
     (sender, receiver)
 }
@@ -215,6 +219,10 @@ struct SenderInner {
     peer_max: AtomicU32,
     streams_opened: AtomicU64,
     datagrams_sent: AtomicU64,
+    request_streams: AtomicU64,
+    replies_on_request_streams: AtomicU64,
+    /// Reads answers arriving on the request streams this side opens.
+    reader: StreamReader,
 }
 
 impl QuicSender {
@@ -241,7 +249,22 @@ impl QuicSender {
             Ok::<_, TransportError>(stream)
         };
         match (inner.mapping, class) {
-            (StreamMapping::Lanes, SendClass::Message(p)) => {
+            (StreamMapping::PerMessage, SendClass::Request(_)) => {
+                let (mut stream, answers) = inner
+                    .conn
+                    .open_bi()
+                    .await
+                    .map_err(|e| map_connection_error(&e))?;
+                let _ = stream.set_priority(quic_priority(class));
+                inner.streams_opened.fetch_add(1, Ordering::Relaxed);
+                inner.request_streams.fetch_add(1, Ordering::Relaxed);
+                // The answer comes back on the other direction of this stream.
+                tokio::spawn(inner.reader.clone().pump(answers, None));
+                stream.write_chunk(frame).await.map_err(map_write_error)?;
+                let _ = stream.finish();
+                Ok(())
+            }
+            (StreamMapping::Lanes, SendClass::Message(p) | SendClass::Request(p)) => {
                 let mut lane = inner.lanes[p.index()].lock().await;
                 let stream = match lane.as_mut() {
                     Some(s) => s,
@@ -292,7 +315,36 @@ impl FrameSender for QuicSender {
                 }
                 self.write_control(frame).await
             }
-            SendClass::Message(_) => self.write_message(frame, class).await,
+            SendClass::Message(_) | SendClass::Request(_) => self.write_message(frame, class).await,
+        }
+    }
+
+    async fn send_reply(
+        &self,
+        frame: Bytes,
+        priority: Priority,
+        slot: ReplySlot,
+    ) -> Result<(), TransportError> {
+        let mut stream = match slot.downcast::<SendStream>() {
+            Ok(stream) => stream,
+            Err(_) => return self.send_frame(frame, SendClass::Message(priority)).await,
+        };
+        check_outgoing(&frame, self.inner.peer_max.load(Ordering::Relaxed))?;
+        let _ = stream.set_priority(quic_priority(SendClass::Message(priority)));
+        match stream.write_chunk(frame.clone()).await {
+            Ok(()) => {
+                let _ = stream.finish();
+                self.inner
+                    .replies_on_request_streams
+                    .fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            // The requester gave up on this stream (stopped it); the answer still goes out,
+            // as an ordinary message, in case it waits by correlation.
+            Err(quinn::WriteError::Stopped(_)) | Err(quinn::WriteError::ClosedStream) => {
+                self.send_frame(frame, SendClass::Message(priority)).await
+            }
+            Err(e) => Err(map_write_error(e)),
         }
     }
 
@@ -324,6 +376,11 @@ impl FrameSender for QuicSender {
             bytes_received: s.udp_rx.bytes,
             streams_opened: self.inner.streams_opened.load(Ordering::Relaxed),
             datagrams_sent: self.inner.datagrams_sent.load(Ordering::Relaxed),
+            request_streams: self.inner.request_streams.load(Ordering::Relaxed),
+            replies_on_request_streams: self
+                .inner
+                .replies_on_request_streams
+                .load(Ordering::Relaxed),
             mtu: s.path.current_mtu,
             congestion_events: s.path.congestion_events,
         }
@@ -337,18 +394,27 @@ impl FrameSender for QuicSender {
 /// Receiving half of a QUIC connection: frames from the control stream, every unidirectional
 /// stream and datagrams, merged.
 pub struct QuicReceiver {
-    rx: mpsc::Receiver<Result<RawFrame, TransportError>>,
+    rx: mpsc::Receiver<Result<Inbound, TransportError>>,
     max_frame_size: Arc<AtomicU32>,
     done: bool,
+    last_reply: Option<ReplySlot>,
 }
+
+/// A frame read from a stream, with the stream's reply direction if it arrived as the first
+/// frame of a peer-opened bidirectional (request) stream.
+type Inbound = (RawFrame, Option<ReplySlot>);
 
 impl FrameReceiver for QuicReceiver {
     async fn recv_frame(&mut self) -> Result<Option<RawFrame>, TransportError> {
+        self.last_reply = None;
         if self.done {
             return Ok(None);
         }
         match self.rx.recv().await {
-            Some(Ok(frame)) => Ok(Some(frame)),
+            Some(Ok((frame, reply))) => {
+                self.last_reply = reply;
+                Ok(Some(frame))
+            }
             Some(Err(TransportError::Closed {
                 code: Some(ErrorCode::Normal),
                 ..
@@ -367,6 +433,10 @@ impl FrameReceiver for QuicReceiver {
     fn set_max_frame_size(&mut self, max: u32) {
         self.max_frame_size.store(max, Ordering::Relaxed);
     }
+
+    fn take_reply_slot(&mut self) -> Option<ReplySlot> {
+        self.last_reply.take()
+    }
 }
 
 /// Reads frames from streams into the connection's inbound queue.
@@ -375,11 +445,14 @@ struct StreamReader {
     max_frame_size: Arc<AtomicU32>,
     buffered: Arc<AtomicUsize>,
     max_buffered: usize,
-    tx: mpsc::Sender<Result<RawFrame, TransportError>>,
+    tx: mpsc::Sender<Result<Inbound, TransportError>>,
 }
 
 impl StreamReader {
-    async fn pump(self, mut stream: RecvStream) {
+    /// Reads frames from `stream` until it ends. `reply` is the other direction of a
+    /// peer-opened bidirectional stream: it travels with the first frame, as that request's
+    /// reply slot.
+    async fn pump(self, mut stream: RecvStream, mut reply: Option<SendStream>) {
         let mut decoder = FrameDecoder::new(self.max_frame_size.load(Ordering::Relaxed));
         let mut held = 0usize;
         let result = loop {
@@ -391,7 +464,7 @@ impl StreamReader {
                 Err(_) => break Ok(()),
             };
             decoder.push(&chunk.bytes);
-            let outcome = self.drain(&mut decoder).await;
+            let outcome = self.drain(&mut decoder, &mut reply).await;
             let now = decoder.buffered();
             if now > held {
                 let total = self.buffered.fetch_add(now - held, Ordering::Relaxed) + now - held;
@@ -421,12 +494,17 @@ impl StreamReader {
     }
 
     /// Hands every whole frame in the decoder on; `Ok(false)` when the consumer is gone.
-    async fn drain(&self, decoder: &mut FrameDecoder) -> Result<bool, TransportError> {
+    async fn drain(
+        &self,
+        decoder: &mut FrameDecoder,
+        reply: &mut Option<SendStream>,
+    ) -> Result<bool, TransportError> {
         loop {
             decoder.set_max_frame_size(self.max_frame_size.load(Ordering::Relaxed));
             match decoder.next_frame()? {
                 Some(frame) => {
-                    if self.tx.send(Ok(frame)).await.is_err() {
+                    let slot = reply.take().map(ReplySlot::new);
+                    if self.tx.send(Ok((frame, slot))).await.is_err() {
                         return Ok(false);
                     }
                 }
@@ -439,13 +517,22 @@ impl StreamReader {
 async fn accept_loop(
     conn: Connection,
     reader: StreamReader,
-    tx: mpsc::Sender<Result<RawFrame, TransportError>>,
+    tx: mpsc::Sender<Result<Inbound, TransportError>>,
 ) {
     loop {
         tokio::select! {
             stream = conn.accept_uni() => match stream {
                 Ok(stream) => {
-                    tokio::spawn(reader.clone().pump(stream));
+                    tokio::spawn(reader.clone().pump(stream, None));
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(map_connection_error(&e))).await;
+                    return;
+                }
+            },
+            request = conn.accept_bi() => match request {
+                Ok((reply, stream)) => {
+                    tokio::spawn(reader.clone().pump(stream, Some(reply)));
                 }
                 Err(e) => {
                     let _ = tx.send(Err(map_connection_error(&e))).await;
@@ -466,7 +553,7 @@ async fn accept_loop(
                         }
                     });
                     let fatal = frame.is_err();
-                    if tx.send(frame).await.is_err() || fatal {
+                    if tx.send(frame.map(|f| (f, None))).await.is_err() || fatal {
                         return;
                     }
                 }
