@@ -1,9 +1,11 @@
 //! # agentwire-bench — a loopback benchmark of the real hub and agents
 //!
-//! `agentwire bench` runs a grid of *cells* (stream mapping × clients × body size) in one
-//! process: for each cell it generates certificates in memory, starts a real [`Hub`] with
-//! `listen_quic` on `127.0.0.1:0`, connects echo workers and clients through the public
-//! [`Agent`] API and drives a closed-loop request/response load. It reports connect time,
+//! `agentwire bench` runs a grid of *cells* (transport × clients × body size) in one
+//! process: for each cell it generates certificates in memory, starts a real [`Hub`] listening
+//! only on the transport under test (`quic://127.0.0.1:0` per-message or lanes, `h2://` and
+//! `wss://` on `127.0.0.1:0`, or `unix://` in a temporary directory), connects echo workers and
+//! clients through the public [`Agent`] API (each must end up on that transport) and drives a
+//! closed-loop request/response load. It reports connect time,
 //! responses per second, payload throughput, an HDR latency histogram and every error, plus
 //! the machine and build it ran on, as a table and as JSON (schema [`SCHEMA`]).
 //!
@@ -36,16 +38,15 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agentwire::StreamMapping;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 pub use environment::{build_profile, Environment};
-pub use scenario::{run_cell, CellConfig, CellResult};
+pub use scenario::{run_cell, BenchTransport, CellConfig, CellResult};
 pub use stats::LatencySummary;
 
 /// The `schema` field of the JSON report.
-pub const SCHEMA: &str = "agentwire-bench/0";
+pub const SCHEMA: &str = "agentwire-bench/1";
 
 /// Room left in a frame for the envelope around the body.
 const ENVELOPE_OVERHEAD: usize = 4096;
@@ -53,8 +54,8 @@ const ENVELOPE_OVERHEAD: usize = 4096;
 /// The grid of cells to run and the load each cell gets.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchConfig {
-    /// Stream mappings to compare.
-    pub mappings: Vec<StreamMapping>,
+    /// Transports to compare.
+    pub transports: Vec<BenchTransport>,
     /// Client counts (workers are one per ten clients, at least one).
     pub agents: Vec<usize>,
     /// Body sizes in bytes.
@@ -70,11 +71,11 @@ pub struct BenchConfig {
 }
 
 impl Default for BenchConfig {
-    /// The quick preset: {per-message, lanes} × {10, 100} agents × {1 KiB, 10 KiB}, window 4,
-    /// 1 s warm-up, 3 s measured — about a minute.
+    /// The quick preset: {quic, quic-lanes, h2, wss, unix} × {10, 100} agents ×
+    /// {1 KiB, 10 KiB}, window 4, 1 s warm-up, 3 s measured — about two minutes.
     fn default() -> Self {
         BenchConfig {
-            mappings: vec![StreamMapping::PerMessage, StreamMapping::Lanes],
+            transports: BenchTransport::ALL.to_vec(),
             agents: vec![10, 100],
             sizes: vec![1024, 10240],
             window: 4,
@@ -90,8 +91,8 @@ impl BenchConfig {
     pub fn validate(&self) -> Result<()> {
         let max_size = (agentwire_proto::Limits::default().max_frame_size as usize)
             .saturating_sub(ENVELOPE_OVERHEAD);
-        if self.mappings.is_empty() || self.agents.is_empty() || self.sizes.is_empty() {
-            bail!("need at least one mapping, one agent count and one size");
+        if self.transports.is_empty() || self.agents.is_empty() || self.sizes.is_empty() {
+            bail!("need at least one transport, one agent count and one size");
         }
         if let Some(a) = self.agents.iter().find(|&&a| a == 0 || a > 10_000) {
             bail!("agent count {a} is out of range (1..=10000)");
@@ -120,14 +121,14 @@ impl BenchConfig {
         Ok(())
     }
 
-    /// The cells in run order: mapping, then agents, then size.
+    /// The cells in run order: transport, then agents, then size.
     pub fn cells(&self) -> Vec<CellConfig> {
         let mut cells = Vec::new();
-        for &mapping in &self.mappings {
+        for &transport in &self.transports {
             for &agents in &self.agents {
                 for &size in &self.sizes {
                     cells.push(CellConfig {
-                        mapping,
+                        transport,
                         agents,
                         workers: CellConfig::workers_for(agents),
                         size,
@@ -185,7 +186,7 @@ pub async fn run(
             "cell {}/{}: {} {} agents × {} B (window {}, {} workers) ...",
             i + 1,
             total,
-            cell.mapping,
+            cell.transport,
             cell.agents,
             cell.size,
             cell.window,
@@ -195,7 +196,7 @@ pub async fn run(
             format!(
                 "cell {}/{total} ({} {} agents × {} B)",
                 i + 1,
-                cell.mapping,
+                cell.transport,
                 cell.agents,
                 cell.size
             )
@@ -218,7 +219,7 @@ pub fn render_table(report: &Report) -> String {
     let _ = writeln!(
         out,
         "{:<11} {:>6} {:>7} {:>6} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>6}",
-        "mapping",
+        "transport",
         "agents",
         "size",
         "window",
@@ -234,7 +235,7 @@ pub fn render_table(report: &Report) -> String {
         let _ = writeln!(
             out,
             "{:<11} {:>6} {:>7} {:>6} {:>10.1} {:>10.0} {:>9.1} {:>8} {:>8} {:>8} {:>6}",
-            c.config.mapping.to_string(),
+            c.config.transport.name(),
             c.config.agents,
             c.config.size,
             c.config.window,
@@ -269,15 +270,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_preset_is_eight_cells() {
+    fn default_preset_is_twenty_cells() {
         let c = BenchConfig::default();
         c.validate().unwrap();
         let cells = c.cells();
-        assert_eq!(cells.len(), 8);
+        assert_eq!(cells.len(), 20);
+        assert_eq!(cells[0].transport, BenchTransport::Quic);
         assert_eq!(cells[0].workers, 1);
         assert_eq!(cells[2].agents, 100);
         assert_eq!(cells[2].workers, 10);
-        assert_eq!(cells[7].mapping, StreamMapping::Lanes);
+        assert_eq!(cells[7].transport, BenchTransport::QuicLanes);
+        assert_eq!(
+            cells[7].transport.mapping(),
+            agentwire::StreamMapping::Lanes
+        );
+        assert_eq!(cells[8].transport, BenchTransport::H2);
+        assert_eq!(cells[12].transport, BenchTransport::Wss);
+        assert_eq!(cells[19].transport, BenchTransport::Unix);
+        assert_eq!(cells[19].size, 10240);
+    }
+
+    #[test]
+    fn transport_names_round_trip() {
+        for t in BenchTransport::ALL {
+            assert_eq!(t.name().parse::<BenchTransport>().unwrap(), t);
+            assert_eq!(
+                serde_json::to_value(t).unwrap(),
+                serde_json::Value::from(t.name())
+            );
+        }
+        assert!("tcp".parse::<BenchTransport>().is_err());
     }
 
     #[test]
@@ -291,6 +313,9 @@ mod tests {
         assert!(c.validate().is_err());
         let mut c = base.clone();
         c.sizes.clear();
+        assert!(c.validate().is_err());
+        let mut c = base.clone();
+        c.transports.clear();
         assert!(c.validate().is_err());
         let mut c = base;
         c.sizes = vec![usize::MAX];

@@ -1,18 +1,26 @@
-//! One benchmark cell: a fresh hub on loopback QUIC, `W` echo workers and `A` clients that
-//! each keep `window` requests in flight, a warm-up, a measured window and a bounded drain.
+//! One benchmark cell: a fresh hub listening only on the transport under test (loopback QUIC,
+//! HTTP/2 or WebSocket over TLS, or a Unix socket in a fresh temporary directory), `W` echo
+//! workers and `A` clients that each keep `window` requests in flight, a warm-up, a measured
+//! window and a bounded drain.
 //!
-//! Everything goes through the public API (`Hub::listen_quic`, `Agent::connect`,
-//! `AgentHandle::request`, `Incoming::reply`) over real UDP sockets; this module must not use
-//! in-process shortcuts for the transport, and must not print or write files.
+//! Everything goes through the public API (`Hub::listen`, `Agent::connect`,
+//! `AgentHandle::request`, `Incoming::reply`) over real sockets; this module must not use
+//! in-process shortcuts for the transport, and must not print or write files (apart from the
+//! Unix socket's temporary directory, removed at the end of the cell).
 
+use std::fmt;
+use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentwire::hub::{Hub, HubConfig, QuicListener};
+use agentwire::hub::{Hub, HubConfig, Listener};
 use agentwire::metrics::HubMetrics;
 use agentwire::tls::{self, HubIdentity};
-use agentwire::{Agent, AgentError, AgentHandle, AgentOptions, HubTrust, Kind, StreamMapping};
+use agentwire::transport::TransportKind;
+use agentwire::{
+    Agent, AgentError, AgentHandle, AgentOptions, HubTrust, HubUrl, Kind, StreamMapping,
+};
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
@@ -29,11 +37,97 @@ const MAX_ERROR_SAMPLES: usize = 5;
 /// Time allowed for closing all agents at the end of a cell.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The transport a cell runs over (for QUIC, with its stream mapping).
+///
+/// ```
+/// use agentwire_bench::BenchTransport;
+/// assert_eq!("quic-lanes".parse::<BenchTransport>().unwrap(), BenchTransport::QuicLanes);
+/// // The old `--mappings` values still work.
+/// assert_eq!("per-message".parse::<BenchTransport>().unwrap(), BenchTransport::Quic);
+/// assert_eq!(BenchTransport::Wss.to_string(), "wss");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BenchTransport {
+    /// QUIC, one stream per message (`StreamMapping::PerMessage`).
+    Quic,
+    /// QUIC, one stream per priority lane (`StreamMapping::Lanes`) on hub and agents.
+    QuicLanes,
+    /// HTTP/2 over TLS (`h2://`).
+    H2,
+    /// WebSocket over TLS (`wss://`).
+    Wss,
+    /// Unix domain socket in a temporary directory (`unix://`).
+    Unix,
+}
+
+impl BenchTransport {
+    /// Every benchmarked transport, in the default order.
+    pub const ALL: [BenchTransport; 5] = [
+        BenchTransport::Quic,
+        BenchTransport::QuicLanes,
+        BenchTransport::H2,
+        BenchTransport::Wss,
+        BenchTransport::Unix,
+    ];
+
+    /// The name used on the command line, in the table and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchTransport::Quic => "quic",
+            BenchTransport::QuicLanes => "quic-lanes",
+            BenchTransport::H2 => "h2",
+            BenchTransport::Wss => "wss",
+            BenchTransport::Unix => "unix",
+        }
+    }
+
+    /// The transport agents must end up connected over.
+    pub fn kind(self) -> TransportKind {
+        match self {
+            BenchTransport::Quic | BenchTransport::QuicLanes => TransportKind::Quic,
+            BenchTransport::H2 => TransportKind::Http2,
+            BenchTransport::Wss => TransportKind::WebSocket,
+            BenchTransport::Unix => TransportKind::Unix,
+        }
+    }
+
+    /// The stream mapping given to hub and agents (only QUIC uses it).
+    pub fn mapping(self) -> StreamMapping {
+        match self {
+            BenchTransport::QuicLanes => StreamMapping::Lanes,
+            _ => StreamMapping::PerMessage,
+        }
+    }
+}
+
+impl FromStr for BenchTransport {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "quic" | "per-message" => Ok(BenchTransport::Quic),
+            "quic-lanes" | "lanes" => Ok(BenchTransport::QuicLanes),
+            "h2" => Ok(BenchTransport::H2),
+            "wss" => Ok(BenchTransport::Wss),
+            "unix" => Ok(BenchTransport::Unix),
+            other => Err(format!(
+                "unknown bench transport {other:?} (expected quic, quic-lanes, h2, wss or unix)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for BenchTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The parameters of one cell.
 #[derive(Debug, Clone, Serialize)]
 pub struct CellConfig {
-    /// How messages map to QUIC streams (hub and agents alike).
-    pub mapping: StreamMapping,
+    /// The transport under test; the hub listens on nothing else.
+    pub transport: BenchTransport,
     /// Client agents sending requests.
     pub agents: usize,
     /// Echo worker agents answering them (`max(1, agents / 10)`).
@@ -63,6 +157,9 @@ impl CellConfig {
 pub struct CellResult {
     /// The cell's parameters.
     pub config: CellConfig,
+    /// The URL agents connected to (the hub's real port, or the Unix socket path, which no
+    /// longer exists once the cell is done).
+    pub hub_url: String,
     /// From the first connect starting to every agent connected, milliseconds.
     pub connect_ms: f64,
     /// Requests started in the measured window.
@@ -109,35 +206,55 @@ impl Counters {
     }
 }
 
-/// A hub on loopback with its listener and the trust to reach it.
+/// A hub listening only on the transport under test, with the trust to reach it.
 struct LoopbackHub {
     hub: Hub,
-    listener: QuicListener,
+    listener: Listener,
     url: String,
     trust: HubTrust,
+    /// The Unix socket's directory; removed when dropped (after the listener).
+    _dir: Option<tempfile::TempDir>,
 }
 
-fn start_hub(mapping: StreamMapping) -> Result<LoopbackHub> {
+async fn start_hub(transport: BenchTransport) -> Result<LoopbackHub> {
     let bundle =
         tls::generate(&tls::default_hub_names()).context("generating in-memory certificates")?;
     let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem)
         .context("loading the generated hub identity")?;
     let config = HubConfig {
-        stream_mapping: mapping,
+        stream_mapping: transport.mapping(),
         ..HubConfig::default()
     };
+    let (url, dir) = match transport {
+        BenchTransport::Quic | BenchTransport::QuicLanes => ("quic://127.0.0.1:0".to_owned(), None),
+        BenchTransport::H2 => ("h2://127.0.0.1:0".to_owned(), None),
+        BenchTransport::Wss => ("wss://127.0.0.1:0".to_owned(), None),
+        BenchTransport::Unix => {
+            let dir = tempfile::Builder::new()
+                .prefix("agentwire-bench-")
+                .tempdir_in(std::env::temp_dir())
+                .context("creating a temporary directory for the Unix socket")?;
+            let url = format!("unix://{}", dir.path().join("hub.sock").display());
+            (url, Some(dir))
+        }
+    };
+    let url = HubUrl::parse(&url).map_err(|e| anyhow!(e))?;
     let hub = Hub::new(config, HubMetrics::new());
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-    let listener = hub
-        .listen_quic(addr, &identity)
-        .context("listening on 127.0.0.1:0")?;
-    let url = format!("quic://127.0.0.1:{}", listener.local_addr.port());
+    let listener = match hub.listen(&url, Some(&identity)).await {
+        Ok(l) => l,
+        Err(e) => {
+            hub.shutdown();
+            return Err(anyhow!(e).context(format!("listening on {url}")));
+        }
+    };
+    let url = listener.url.to_string();
     let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).context("trusting the generated CA")?;
     Ok(LoopbackHub {
         hub,
         listener,
         url,
         trust,
+        _dir: dir,
     })
 }
 
@@ -146,10 +263,12 @@ pub async fn run_cell(config: &CellConfig) -> Result<CellResult> {
     if config.agents == 0 || config.workers == 0 || config.window == 0 {
         bail!("a cell needs at least one client, one worker and a window of one");
     }
-    let lh = start_hub(config.mapping)?;
+    let lh = start_hub(config.transport).await?;
     let result = run_on_hub(config, &lh).await;
     lh.hub.shutdown();
     lh.listener.close();
+    // Dropping closes the listener (removing a Unix socket file), then its directory.
+    drop(lh);
     result
 }
 
@@ -159,7 +278,7 @@ async fn run_on_hub(config: &CellConfig, lh: &LoopbackHub) -> Result<CellResult>
     let connect_timeout = Duration::from_secs(10);
     let opts = |id: &str| {
         let mut o = AgentOptions::new(id, lh.url.clone(), lh.trust.clone());
-        o.stream_mapping = config.mapping;
+        o.stream_mapping = config.transport.mapping();
         o.connect_timeout = connect_timeout;
         o
     };
@@ -174,10 +293,20 @@ async fn run_on_hub(config: &CellConfig, lh: &LoopbackHub) -> Result<CellResult>
     }
     let mut agents: Vec<Option<Agent>> = (0..all_ids.len()).map(|_| None).collect();
     let mut connect_error = None;
+    let expected = config.transport.kind();
     let deadline = connect_start + connect_timeout + Duration::from_secs(5);
     while let Ok(Some(joined)) = tokio::time::timeout_at(deadline, connecting.join_next()).await {
         match joined {
             Ok((i, Ok(agent))) => {
+                if agent.transport() != expected {
+                    connect_error.get_or_insert_with(|| {
+                        anyhow!(
+                            "{} connected over {}, expected {expected}",
+                            all_ids.get(i).map_or("?", |s| s.as_str()),
+                            agent.transport()
+                        )
+                    });
+                }
                 if let Some(slot) = agents.get_mut(i) {
                     *slot = Some(agent);
                 }
@@ -231,7 +360,7 @@ async fn run_on_hub(config: &CellConfig, lh: &LoopbackHub) -> Result<CellResult>
         }
     }
 
-    let result = drive_load(config, &clients, &worker_ids, connect_ms).await;
+    let result = drive_load(config, &lh.url, &clients, &worker_ids, connect_ms).await;
     close_all(handles).await;
     background.abort_all();
     Ok(result)
@@ -253,6 +382,7 @@ async fn close_all(handles: Vec<AgentHandle>) {
 /// The closed-loop load: warm-up, measured window, drain; returns the cell's numbers.
 async fn drive_load(
     config: &CellConfig,
+    hub_url: &str,
     clients: &[AgentHandle],
     worker_ids: &[String],
     connect_ms: f64,
@@ -321,6 +451,7 @@ async fn drive_load(
         .clone();
     CellResult {
         config: config.clone(),
+        hub_url: hub_url.to_owned(),
         connect_ms,
         sent,
         answered,

@@ -278,6 +278,42 @@ fn bad_flags_are_clear_errors() {
 }
 
 #[test]
+fn bench_transport_flags() {
+    let out = run(&["bench", "--transports", "tcp"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("unknown bench transport"),
+        "{}",
+        text(&out.stderr)
+    );
+    // `--mappings` is kept as an alias: lanes means QUIC with lanes.
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "bench",
+        "--mappings",
+        "lanes",
+        "--agents",
+        "1",
+        "--sizes",
+        "10",
+        "--warmup-ms",
+        "0",
+        "--duration-ms",
+        "100",
+        "--request-timeout-ms",
+        "30000",
+        "--json",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["schema"], "agentwire-bench/1");
+    assert_eq!(json["config"]["transports"][0], "quic-lanes");
+    assert_eq!(json["cells"][0]["config"]["transport"], "quic-lanes");
+}
+
+#[test]
 fn hub_on_every_transport_and_agents_on_each() {
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");
