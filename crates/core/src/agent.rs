@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use agentwire_proto::frame::{Goodbye, Heartbeat};
 use agentwire_proto::{
@@ -42,6 +42,7 @@ use agentwire_proto::{
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::clock::now_us;
 use crate::hub::ConnectionControl;
 use crate::queue::{PriorityQueue, QueueError};
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
@@ -617,13 +618,6 @@ impl Incoming {
     }
 }
 
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
 impl Agent {
     /// Connects to the hub named in `opts` (a fresh [`Connector`], so no 0-RTT).
     pub async fn connect(opts: AgentOptions) -> Result<Agent, AgentError> {
@@ -878,6 +872,11 @@ impl AgentHandle {
     }
 
     async fn control(&self, frame: Frame) -> Result<(), AgentError> {
+        self.control_at(frame, Priority::Critical).await
+    }
+
+    /// Queues a control frame (subscribe, goodbye) behind anything more urgent than `priority`.
+    async fn control_at(&self, frame: Frame, priority: Priority) -> Result<(), AgentError> {
         let frame = frame
             .encode(self.inner.session.codec)
             .map_err(|e| AgentError::Config(e.to_string()))?;
@@ -889,7 +888,7 @@ impl AgentHandle {
                     class: SendClass::Control,
                     reply: None,
                 },
-                Priority::Critical,
+                priority,
             )
             .await?;
         Ok(())
@@ -944,25 +943,12 @@ impl AgentHandle {
 
     /// Sends what is queued (waiting at most 5 s), says goodbye and closes the connection.
     pub async fn close(&self) {
-        if let Ok(frame) = Frame::Goodbye(Goodbye {
+        // Low priority: the goodbye goes out after everything already queued.
+        let goodbye = Frame::Goodbye(Goodbye {
             code: ErrorCode::Normal,
             reason: "agent closing".into(),
-        })
-        .encode(self.inner.session.codec)
-        {
-            let _ = self
-                .inner
-                .queue
-                .push(
-                    Outgoing {
-                        frame,
-                        class: SendClass::Control,
-                        reply: None,
-                    },
-                    Priority::Low,
-                )
-                .await;
-        }
+        });
+        let _ = self.control_at(goodbye, Priority::Low).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while !self.inner.queue.is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(2)).await;

@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+mod clock;
 pub mod hub;
 pub mod metrics;
 pub mod queue;

@@ -642,14 +642,16 @@ impl Tls13Signatures {
     }
 }
 
-/// Accepts a hub whose end-entity SPKI hashes to the pin.
+/// Checks only that the hub holds the key of the certificate it presents (its handshake
+/// signature), plus, with a pin, that the certificate's SPKI hashes to the pin. Without a pin
+/// it accepts any certificate: that is `--insecure`, and nothing else uses it.
 #[derive(Debug)]
-struct PinnedVerifier {
-    pin: [u8; 32],
+struct KeyOnlyVerifier {
+    pin: Option<[u8; 32]>,
     sigs: Tls13Signatures,
 }
 
-impl ServerCertVerifier for PinnedVerifier {
+impl ServerCertVerifier for KeyOnlyVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -658,60 +660,18 @@ impl ServerCertVerifier for PinnedVerifier {
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(want) = self.pin else {
+            return Ok(ServerCertVerified::assertion());
+        };
         let got = spki_sha256(end_entity.as_ref())
             .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
-        if got == self.pin {
+        if got == want {
             Ok(ServerCertVerified::assertion())
         } else {
             Err(rustls::Error::InvalidCertificate(CertificateError::Other(
-                OtherError(Arc::new(PinMismatch {
-                    got,
-                    want: self.pin,
-                })),
+                OtherError(Arc::new(PinMismatch { got, want })),
             )))
         }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        _message: &[u8],
-        _cert: &CertificateDer<'_>,
-        _dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.sigs.verify_tls12()
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.sigs.verify_tls13(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.sigs.schemes()
-    }
-}
-
-/// Accepts any certificate (still checks that the hub holds the key of the
-/// certificate it presented). Only for `--insecure`.
-#[derive(Debug)]
-struct InsecureVerifier {
-    sigs: Tls13Signatures,
-}
-
-impl ServerCertVerifier for InsecureVerifier {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -767,8 +727,8 @@ pub fn client_config(trust: &HubTrust, alpn: &[&[u8]]) -> Result<rustls::ClientC
         }
         HubTrust::PinnedSpki(pin) => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(PinnedVerifier {
-                pin: *pin,
+            .with_custom_certificate_verifier(Arc::new(KeyOnlyVerifier {
+                pin: Some(*pin),
                 sigs: sigs(),
             }))
             .with_no_client_auth(),
@@ -777,7 +737,10 @@ pub fn client_config(trust: &HubTrust, alpn: &[&[u8]]) -> Result<rustls::ClientC
             eprintln!("{INSECURE_WARNING}");
             builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(InsecureVerifier { sigs: sigs() }))
+                .with_custom_certificate_verifier(Arc::new(KeyOnlyVerifier {
+                    pin: None,
+                    sigs: sigs(),
+                }))
                 .with_no_client_auth()
         }
     };

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use agentwire_proto::{
     Codec, Destination, Envelope, ErrorCode, Frame, HubDecision, HubHandshake, HubPolicy, Kind,
@@ -33,6 +33,7 @@ pub use listen::{BoundAddr, Listener};
 pub use registry::{AgentInfo, ConnectionControl, DuplicatePolicy};
 use registry::{AgentSlot, Outbound, Registered, Registry};
 
+use crate::clock::now_us;
 use crate::metrics::HubMetrics;
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use crate::tls::HubIdentity;
@@ -149,13 +150,6 @@ impl Drop for QuicListener {
 struct Ending {
     code: ErrorCode,
     reason: String,
-}
-
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 impl Hub {

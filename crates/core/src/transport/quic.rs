@@ -54,19 +54,7 @@ pub fn server_endpoint(
             .transport_config()
             .map_err(TransportError::Connect)?,
     ));
-    let (socket, buffers) = settings
-        .bind_udp(addr)
-        .map_err(|e| TransportError::Connect(format!("cannot bind UDP {addr}: {e}")))?;
-    let runtime = quinn::default_runtime()
-        .ok_or_else(|| TransportError::Connect("no async runtime found".into()))?;
-    let endpoint = quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
-        Some(config),
-        socket,
-        runtime,
-    )
-    .map_err(|e| TransportError::Connect(format!("cannot start QUIC endpoint on {addr}: {e}")))?;
-    Ok((endpoint, buffers))
+    endpoint(addr, settings, Some(config))
 }
 
 /// Builds a quinn client endpoint bound to `bind` (use port 0).
@@ -74,13 +62,24 @@ pub fn client_endpoint(
     bind: SocketAddr,
     settings: &QuicSettings,
 ) -> Result<(quinn::Endpoint, SocketBuffers), TransportError> {
+    endpoint(bind, settings, None)
+}
+
+/// A quinn endpoint on a UDP socket set up from `settings` (buffers granted are returned).
+fn endpoint(
+    addr: SocketAddr,
+    settings: &QuicSettings,
+    server: Option<quinn::ServerConfig>,
+) -> Result<(quinn::Endpoint, SocketBuffers), TransportError> {
     let (socket, buffers) = settings
-        .bind_udp(bind)
-        .map_err(|e| TransportError::Connect(format!("cannot bind UDP {bind}: {e}")))?;
+        .bind_udp(addr)
+        .map_err(|e| TransportError::Connect(format!("cannot bind UDP {addr}: {e}")))?;
     let runtime = quinn::default_runtime()
         .ok_or_else(|| TransportError::Connect("no async runtime found".into()))?;
-    let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, runtime)
-        .map_err(|e| TransportError::Connect(format!("cannot start QUIC endpoint: {e}")))?;
+    let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), server, socket, runtime)
+        .map_err(|e| {
+            TransportError::Connect(format!("cannot start QUIC endpoint on {addr}: {e}"))
+        })?;
     Ok((endpoint, buffers))
 }
 
