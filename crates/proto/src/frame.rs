@@ -217,6 +217,29 @@ impl Frame {
         Ok(())
     }
 
+    /// Encodes an envelope frame from a borrowed envelope (no copy of the envelope; the hub
+    /// uses this to fan one message out to many agents).
+    ///
+    /// ```
+    /// use agentwire_proto::{Codec, Destination, Envelope, Frame, Kind};
+    /// let env = Envelope::new(1, "a", Destination::Broadcast, Kind::Event);
+    /// assert_eq!(
+    ///     Frame::encode_envelope(&env, Codec::Json).unwrap(),
+    ///     Frame::Envelope(env).encode(Codec::Json).unwrap()
+    /// );
+    /// ```
+    pub fn encode_envelope(env: &Envelope, codec: Codec) -> Result<Bytes, CodecError> {
+        let mut out = Vec::with_capacity(64 + env.body.len());
+        out.extend_from_slice(&[0, 0, 0, 0, FrameType::Envelope as u8]);
+        codec.encode_into(env, &mut out)?;
+        let len = u32::try_from(out.len() - FRAME_HEADER_LEN).map_err(|_| CodecError {
+            codec,
+            message: "frame longer than 4 GiB".into(),
+        })?;
+        out[..FRAME_HEADER_LEN].copy_from_slice(&len.to_be_bytes());
+        Ok(Bytes::from(out))
+    }
+
     /// Decodes a raw frame's payload. `codec` applies to envelopes only.
     pub fn decode(raw: &RawFrame, codec: Codec) -> Result<Frame, FrameError> {
         let frame_type =

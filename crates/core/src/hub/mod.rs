@@ -763,7 +763,7 @@ impl<'a> EncodedFrame<'a> {
             Codec::MsgPack => &self.msgpack,
             Codec::Json => &self.json,
         };
-        cell.get_or_init(|| Frame::Envelope(self.env.clone()).encode(codec).ok())
+        cell.get_or_init(|| Frame::encode_envelope(self.env, codec).ok())
             .clone()
     }
 }
