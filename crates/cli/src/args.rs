@@ -46,6 +46,49 @@ pub enum Command {
     ///
     /// Example: agentwire bench --agents 10,100 --sizes 1024 --transports quic,h2 --out bench-out
     Bench(BenchArgs),
+    /// Network emulation between real agentwire endpoints (delay, jitter, loss, rate …).
+    ///
+    /// Example: agentwire netsim relay --listen 127.0.0.1:4434 --to 127.0.0.1:4433 --udp --spec "delay=25ms,loss=1%"
+    #[command(subcommand)]
+    Netsim(NetsimCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum NetsimCommand {
+    /// Socket relay mode (needs no privileges): listen on --listen, forward to --to through
+    /// the impairment model; UDP (for QUIC) and/or TCP (for h2/ws). TCP relays apply delay,
+    /// jitter and rate only: a TCP relay cannot drop, reorder or duplicate bytes.
+    ///
+    /// Example: agentwire netsim relay --listen 127.0.0.1:0 --to 127.0.0.1:4433 --udp --tcp --spec "delay=25ms,loss=1%"
+    Relay(RelayArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RelayArgs {
+    /// Address to listen on; UDP and TCP relays use the same port number when it is fixed.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Address to forward to (the hub's listener).
+    #[arg(long)]
+    pub to: SocketAddr,
+    /// Relay UDP datagrams (QUIC). With neither --udp nor --tcp, both are relayed.
+    #[arg(long)]
+    pub udp: bool,
+    /// Relay TCP connections (HTTP/2, WebSocket).
+    #[arg(long)]
+    pub tcp: bool,
+    /// Impairment of the client → target direction, e.g. "delay=25ms,jitter=2ms,loss=1%,rate=100mbit".
+    #[arg(long, default_value = "")]
+    pub spec: String,
+    /// Impairment of the target → client direction (default: the same as --spec).
+    #[arg(long)]
+    pub reverse_spec: Option<String>,
+    /// Random seed (default: the spec's seed=, else 0).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print relay counters as one JSON line to stderr every this many seconds (0 = never).
+    #[arg(long, default_value_t = 5)]
+    pub stats_interval: u64,
 }
 
 #[derive(Args, Debug)]

@@ -5,7 +5,11 @@
 //! It is the shared impairment logic of `agentwire netsim`, used by the packet-level simulation
 //! stage and by the socket relays that sit between real agentwire endpoints.
 //!
-//! It must not do I/O: no sockets, no tokio, no threads and no clocks it reads by itself.
+//! The model ([`Link`], [`Path`], [`Spec`]) must not do I/O: no sockets, no tokio, no threads
+//! and no clocks it reads by itself. Two modules are the I/O adapters that drive it: [`relay`]
+//! (socket relay mode: UDP and TCP relays on loopback, tokio, no privileges needed) and
+//! `packet` (packet-level mode, Linux: network namespaces joined by veth, with a userspace
+//! NFQUEUE stage that holds, drops and reorders whole IP packets of TCP and UDP alike).
 //! Time is passed in by the caller as a [`Time`] (a [`std::time::Duration`] since an arbitrary
 //! epoch chosen by the caller, e.g. the start of a run; only differences matter). All
 //! randomness comes from a ChaCha8 generator seeded by the caller, so the same seed, config
@@ -41,6 +45,9 @@
 #![warn(missing_docs)]
 
 mod link;
+#[cfg(target_os = "linux")]
+pub mod packet;
+pub mod relay;
 mod spec;
 
 use std::time::Duration;

@@ -47,7 +47,7 @@ pub enum Verdict {
 
 /// Counters of one [`Link`]. Packets are conserved:
 /// `packets_in + duplicated == packets_out + dropped_loss + dropped_queue_full + in_flight`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Stats {
     /// Packets pushed.
     pub packets_in: u64,

@@ -1,0 +1,739 @@
+//! Packet-level mode of `agentwire netsim` (Linux only): real kernel packets between two
+//! network namespaces, impaired in user space through NFQUEUE.
+//!
+//! This module owns:
+//!
+//! * [`Topology`]: two network namespaces (`aw-<pid>-<n>-c`, the *client*, and
+//!   `aw-<pid>-<n>-s`, the *server*) joined by a veth pair with [`CLIENT_ADDR`]/30 and
+//!   [`SERVER_ADDR`]/30 (from the benchmarking range 198.18.0.0/15), MTU 1500, loopback up and,
+//!   when `ethtool` is installed, TSO/GSO/GRO off. Dropping it deletes both namespaces, which
+//!   deletes the veth pair and every iptables rule inside them.
+//! * [`PacketStage`]: one iptables `INPUT` rule per namespace (on the veth only, all IP
+//!   protocols) that sends arriving packets to an NFQUEUE, and one OS thread per direction that
+//!   has entered the namespace with `setns(2)`, reads the queue, feeds each packet (with its
+//!   length) into a sans-IO [`Link`] and issues the ACCEPT verdict when the packet's departure
+//!   time comes, or DROP when the link drops it. Packets arriving at the *server* are the
+//!   client→server direction and vice versa.
+//!
+//! It must not: touch the root namespace's interfaces, routes or firewall (everything it
+//! creates lives inside its own namespaces, except the namespace entries themselves), install
+//! software, change the calling thread's namespace behind the caller's back (only the stage's
+//! own threads and callers of [`enter_netns`] switch), or run without root/`CAP_NET_ADMIN`
+//! ([`check_privileges`] says so up front; the socket relay mode is the unprivileged alternative).
+//!
+//! Limitations:
+//!
+//! * **No duplication.** An NFQUEUE packet gets exactly one verdict, so a copy cannot be
+//!   injected; [`check_impairment`] (and so [`PacketStage::start`]) rejects `duplicate > 0`.
+//! * **Timer granularity.** The `nfq` crate exposes no file descriptor to wait on, so each stage
+//!   thread polls its non-blocking queue socket and sleeps at most
+//!   [`StageOptions::poll_interval`] (default 100 µs) between polls, or less when a departure is
+//!   due sooner. Arrival time stamps and departures are therefore late by up to roughly that
+//!   interval plus the scheduler's timer slack.
+//! * **Offloads.** Without `ethtool` the veth offloads stay on ([`Topology::offloads`] records
+//!   it). The queue is bound without `NFQA_CFG_F_GSO`, so the kernel segments GSO packets before
+//!   queueing them and the link still sees MTU-sized packets.
+//! * The kernel holds every queued packet until its verdict; the queue length limit is
+//!   [`StageOptions::queue_max_len`]. Packets beyond it are dropped by the kernel.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::sched::{setns, CloneFlags};
+
+use crate::{Impairment, Link, Stats, Verdict};
+
+/// Address of the client end of the veth pair (prefix length [`PREFIX_LEN`]).
+pub const CLIENT_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// Address of the server end of the veth pair (prefix length [`PREFIX_LEN`]).
+pub const SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// Prefix length of the veth addresses.
+pub const PREFIX_LEN: u8 = 30;
+/// MTU of the veth pair.
+pub const MTU: u32 = 1500;
+/// Name of the veth end inside the client namespace.
+pub const CLIENT_DEV: &str = "aw0";
+/// Name of the veth end inside the server namespace.
+pub const SERVER_DEV: &str = "aw1";
+/// Prefix of every namespace this module creates.
+pub const NS_PREFIX: &str = "aw-";
+/// Where `ip netns` keeps its namespace handles.
+pub const NETNS_DIR: &str = "/var/run/netns";
+
+/// Message of [`PacketError::Privileges`]: what to do instead.
+pub const PRIVILEGES_HINT: &str = "packet mode needs root or CAP_NET_ADMIN and iptables; use the \
+     socket relay mode instead: `agentwire netsim relay ...`";
+
+/// Errors of the packet-level mode.
+#[derive(Debug, thiserror::Error)]
+pub enum PacketError {
+    /// The process may not create namespaces or iptables is missing.
+    #[error("{PRIVILEGES_HINT} ({reason})")]
+    Privileges {
+        /// What exactly failed.
+        reason: String,
+    },
+    /// An external command (`ip`, `iptables`, `ethtool`) failed.
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// Exit status, or why it could not be started.
+        status: String,
+        /// Its standard error, trimmed.
+        stderr: String,
+    },
+    /// A system call or the NFQUEUE socket failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The impairment cannot be expressed in packet mode (e.g. duplication).
+    #[error("not supported in packet mode: {0}")]
+    Unsupported(String),
+    /// The impairment does not validate.
+    #[error(transparent)]
+    Config(#[from] crate::Error),
+    /// A stage thread failed to start.
+    #[error("packet stage thread: {0}")]
+    Thread(String),
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> PacketError {
+    let context = context.into();
+    move |source| PacketError::Io { context, source }
+}
+
+/// Runs a command to completion; an error carries the command line and its stderr.
+fn run(program: &str, args: &[&str]) -> Result<String, PacketError> {
+    let command = std::iter::once(program)
+        .chain(args.iter().copied())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| PacketError::Command {
+            command: command.clone(),
+            status: "could not start".into(),
+            stderr: e.to_string(),
+        })?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(PacketError::Command {
+            command,
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+/// Runs `program args` inside namespace `ns` (`ip netns exec`).
+fn run_in(ns: &str, program: &str, args: &[&str]) -> Result<String, PacketError> {
+    let mut full = vec!["netns", "exec", ns, program];
+    full.extend_from_slice(args);
+    run("ip", &full)
+}
+
+fn command_exists(program: &str, version_arg: &str) -> bool {
+    Command::new(program)
+        .arg(version_arg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Checks that packet mode can run here: `ip` and `iptables` exist and a network namespace can
+/// be created (root or `CAP_NET_ADMIN`). The error says to use the socket relay mode instead.
+pub fn check_privileges() -> Result<(), PacketError> {
+    if !command_exists("iptables", "-V") {
+        return Err(PacketError::Privileges {
+            reason: "`iptables -V` failed: iptables is not installed or not runnable".into(),
+        });
+    }
+    let n = TOPOLOGY_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let probe = format!("{NS_PREFIX}{}-{n}-probe", std::process::id());
+    run("ip", &["netns", "add", &probe]).map_err(|e| PacketError::Privileges {
+        reason: e.to_string(),
+    })?;
+    let rule = run_in(&probe, "iptables", &["-w", "-L", "INPUT", "-n"]);
+    let del = run("ip", &["netns", "del", &probe]);
+    rule.map_err(|e| PacketError::Privileges {
+        reason: e.to_string(),
+    })?;
+    del.map(|_| ())
+}
+
+/// Path of namespace `name`'s handle, as created by `ip netns add`.
+pub fn netns_path(name: &str) -> PathBuf {
+    Path::new(NETNS_DIR).join(name)
+}
+
+/// Whether namespace `name` exists (its `ip netns` handle is present).
+pub fn namespace_exists(name: &str) -> bool {
+    netns_path(name).exists()
+}
+
+/// Moves the **calling thread** into network namespace `name` (`setns(2)` with
+/// `CLONE_NEWNET`). Other threads are unaffected; sockets created afterwards by this thread live
+/// in that namespace.
+pub fn enter_netns(name: &str) -> Result<(), PacketError> {
+    let path = netns_path(name);
+    let file = File::open(&path).map_err(io_err(format!("open {}", path.display())))?;
+    setns(&file, CloneFlags::CLONE_NEWNET).map_err(|e| PacketError::Io {
+        context: format!("setns({}, CLONE_NEWNET)", path.display()),
+        source: std::io::Error::from(e),
+    })
+}
+
+/// Lists the namespaces known to `ip netns`.
+pub fn list_namespaces() -> Result<Vec<String>, PacketError> {
+    let out = run("ip", &["netns", "list"])?;
+    Ok(out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect())
+}
+
+/// Removes leftover namespaces from crashed runs: every namespace whose name starts with
+/// `prefix` (normally [`NS_PREFIX`]) and whose creating process (the pid in
+/// `aw-<pid>-<n>-…`) is no longer running. Namespaces of live processes, including this one,
+/// are kept. Returns the names removed.
+pub fn cleanup_stale(prefix: &str) -> Result<Vec<String>, PacketError> {
+    let mut removed = Vec::new();
+    for name in list_namespaces()? {
+        let Some(rest) = name.strip_prefix(prefix) else {
+            continue;
+        };
+        let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            if Path::new(&format!("/proc/{pid}")).exists() {
+                continue;
+            }
+        }
+        run("ip", &["netns", "del", &name])?;
+        removed.push(name);
+    }
+    Ok(removed)
+}
+
+/// Whether the veth offloads (TSO/GSO/GRO) could be switched off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Offloads {
+    /// `ethtool -K <dev> tso off gso off gro off` succeeded on both ends.
+    Disabled,
+    /// They are left as the kernel set them; why.
+    Unchanged(String),
+}
+
+/// Bytes of each packet copied to user space (headers only; the full length comes with it).
+const COPY_RANGE: u16 = 128;
+
+static TOPOLOGY_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Two network namespaces joined by a veth pair. See the [module docs](self).
+#[derive(Debug)]
+pub struct Topology {
+    client: String,
+    server: String,
+    offloads: Offloads,
+}
+
+impl Topology {
+    /// Creates the namespaces and the veth pair. On failure everything created so far is
+    /// removed again.
+    pub fn new() -> Result<Self, PacketError> {
+        let n = TOPOLOGY_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let base = format!("{NS_PREFIX}{}-{n}", std::process::id());
+        let client = format!("{base}-c");
+        run("ip", &["netns", "add", &client])?;
+        // From here on, Drop cleans up whatever exists.
+        let mut topo = Topology {
+            server: format!("{base}-s"),
+            client,
+            offloads: Offloads::Unchanged("not attempted".into()),
+        };
+        run("ip", &["netns", "add", &topo.server])?;
+        topo.setup()?;
+        Ok(topo)
+    }
+
+    fn setup(&mut self) -> Result<(), PacketError> {
+        let (c, s) = (self.client.as_str(), self.server.as_str());
+        let mtu = MTU.to_string();
+        run(
+            "ip",
+            &[
+                "-n", c, "link", "add", CLIENT_DEV, "mtu", &mtu, "type", "veth", "peer", "name",
+                SERVER_DEV, "netns", s, "mtu", &mtu,
+            ],
+        )?;
+        for (ns, dev, addr) in [(c, CLIENT_DEV, CLIENT_ADDR), (s, SERVER_DEV, SERVER_ADDR)] {
+            run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
+            let cidr = format!("{addr}/{PREFIX_LEN}");
+            run("ip", &["-n", ns, "addr", "add", &cidr, "dev", dev])?;
+            run("ip", &["-n", ns, "link", "set", dev, "up"])?;
+        }
+        self.offloads = if command_exists("ethtool", "--version") {
+            let mut result = Offloads::Disabled;
+            for (ns, dev) in [(c, CLIENT_DEV), (s, SERVER_DEV)] {
+                let r = run_in(
+                    ns,
+                    "ethtool",
+                    &["-K", dev, "tso", "off", "gso", "off", "gro", "off"],
+                );
+                if let Err(e) = r {
+                    result = Offloads::Unchanged(e.to_string());
+                }
+            }
+            result
+        } else {
+            Offloads::Unchanged(
+                "ethtool is not installed; NFQUEUE still segments GSO packets before queueing"
+                    .into(),
+            )
+        };
+        Ok(())
+    }
+
+    /// Name of the client namespace (holds [`CLIENT_DEV`] with [`CLIENT_ADDR`]).
+    pub fn client_ns(&self) -> &str {
+        &self.client
+    }
+
+    /// Name of the server namespace (holds [`SERVER_DEV`] with [`SERVER_ADDR`]).
+    pub fn server_ns(&self) -> &str {
+        &self.server
+    }
+
+    /// Whether the veth offloads could be switched off.
+    pub fn offloads(&self) -> &Offloads {
+        &self.offloads
+    }
+
+    /// Runs `program args` inside namespace `ns` (one of [`client_ns`](Self::client_ns) and
+    /// [`server_ns`](Self::server_ns)) via `ip netns exec`, inheriting stdio.
+    pub fn spawn_in<I, S>(&self, ns: &str, program: &str, args: I) -> Result<Child, PacketError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        if ns != self.client && ns != self.server {
+            return Err(PacketError::Unsupported(format!(
+                "namespace `{ns}` is not part of this topology ({} / {})",
+                self.client, self.server
+            )));
+        }
+        Command::new("ip")
+            .args(["netns", "exec", ns, program])
+            .args(args)
+            .spawn()
+            .map_err(io_err(format!("spawn `ip netns exec {ns} {program}`")))
+    }
+
+    /// Deletes both namespaces now, reporting errors (dropping does the same, silently).
+    pub fn remove(mut self) -> Result<(), PacketError> {
+        self.remove_namespaces()
+    }
+
+    fn remove_namespaces(&mut self) -> Result<(), PacketError> {
+        let mut first_err = None;
+        for ns in [&mut self.client, &mut self.server] {
+            if ns.is_empty() {
+                continue;
+            }
+            if namespace_exists(ns) {
+                if let Err(e) = run("ip", &["netns", "del", ns]) {
+                    first_err.get_or_insert(e);
+                }
+            }
+            ns.clear();
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        let _ = self.remove_namespaces();
+    }
+}
+
+/// Checks that `imp` validates and can be expressed with NFQUEUE verdicts (no duplication).
+pub fn check_impairment(imp: &Impairment) -> Result<(), PacketError> {
+    imp.validate()?;
+    if imp.duplicate > 0.0 {
+        return Err(PacketError::Unsupported(
+            "duplication (`dup`): an NFQUEUE packet can be accepted only once; use the socket \
+             relay mode for duplication"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Tuning of a [`PacketStage`].
+#[derive(Debug, Clone)]
+pub struct StageOptions {
+    /// NFQUEUE number used in both namespaces (queues are per namespace, so one number serves
+    /// both directions).
+    pub queue_num: u16,
+    /// Kernel limit of packets queued or awaiting a verdict, per direction.
+    pub queue_max_len: u32,
+    /// Longest sleep between two polls of the queue socket.
+    pub poll_interval: Duration,
+    /// Seed of the client→server link; the server→client link uses `seed + 1`.
+    pub seed: u64,
+}
+
+impl Default for StageOptions {
+    fn default() -> Self {
+        Self {
+            queue_num: 7,
+            queue_max_len: 16_384,
+            poll_interval: Duration::from_micros(100),
+            seed: 0,
+        }
+    }
+}
+
+/// Counters of one direction of a [`PacketStage`].
+#[derive(Debug, Clone, Default)]
+pub struct DirectionStats {
+    /// The [`Link`]'s own counters.
+    pub link: Stats,
+    /// Packets read from the queue.
+    pub packets_handled: u64,
+    /// Packets currently held (read, verdict pending).
+    pub held: usize,
+    /// High-water mark of [`held`](Self::held).
+    pub max_held: usize,
+    /// Verdicts the kernel refused.
+    pub verdict_errors: u64,
+    /// Time since the direction's thread started.
+    pub elapsed: Duration,
+    /// The error that stopped the thread, if any.
+    pub error: Option<String>,
+}
+
+impl DirectionStats {
+    /// Average packets handled per second since the thread started.
+    pub fn packets_per_sec(&self) -> f64 {
+        let s = self.elapsed.as_secs_f64();
+        if s > 0.0 {
+            self.packets_handled as f64 / s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Counters of both directions of a [`PacketStage`].
+#[derive(Debug, Clone, Default)]
+pub struct StageStats {
+    /// Packets arriving at the server namespace.
+    pub client_to_server: DirectionStats,
+    /// Packets arriving at the client namespace.
+    pub server_to_client: DirectionStats,
+}
+
+struct Direction {
+    ns: String,
+    dev: &'static str,
+    rule_installed: bool,
+    stats: Arc<Mutex<DirectionStats>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The NFQUEUE impairment stage on a [`Topology`]. See the [module docs](self).
+///
+/// Dropping it removes the iptables rules first (traffic then flows unimpaired), then stops
+/// the threads, which accept every packet still held.
+pub struct PacketStage {
+    queue_num: u16,
+    stop: Arc<AtomicBool>,
+    dirs: Vec<Direction>,
+}
+
+impl std::fmt::Debug for PacketStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PacketStage")
+            .field("queue_num", &self.queue_num)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PacketStage {
+    /// Starts impairing `topology`: `client_to_server` applies to packets arriving at the
+    /// server namespace, `server_to_client` to packets arriving at the client namespace.
+    pub fn start(
+        topology: &Topology,
+        client_to_server: Impairment,
+        server_to_client: Impairment,
+        options: StageOptions,
+    ) -> Result<Self, PacketError> {
+        check_impairment(&client_to_server)?;
+        check_impairment(&server_to_client)?;
+        let mut stage = PacketStage {
+            queue_num: options.queue_num,
+            stop: Arc::new(AtomicBool::new(false)),
+            dirs: Vec::new(),
+        };
+        let plan = [
+            (
+                topology.server_ns(),
+                SERVER_DEV,
+                client_to_server,
+                options.seed,
+            ),
+            (
+                topology.client_ns(),
+                CLIENT_DEV,
+                server_to_client,
+                options.seed.wrapping_add(1),
+            ),
+        ];
+        for (ns, dev, imp, seed) in plan {
+            let link = Link::new(imp, seed)?;
+            let stats = Arc::new(Mutex::new(DirectionStats::default()));
+            let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+            let worker = Worker {
+                ns: ns.to_string(),
+                options: options.clone(),
+                link,
+                stop: stage.stop.clone(),
+                stats: stats.clone(),
+                held: HashMap::new(),
+            };
+            let thread = std::thread::Builder::new()
+                .name(format!("netsim-nfq-{ns}"))
+                .spawn(move || worker.run(ready_tx))
+                .map_err(io_err("spawn packet stage thread"))?;
+            stage.dirs.push(Direction {
+                ns: ns.to_string(),
+                dev,
+                rule_installed: false,
+                stats,
+                thread: Some(thread),
+            });
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(PacketError::Thread(e)),
+                Err(_) => return Err(PacketError::Thread("exited before it was ready".into())),
+            }
+        }
+        // Both queues are bound: only now divert traffic to them.
+        let q = options.queue_num.to_string();
+        for dir in &mut stage.dirs {
+            run_in(
+                &dir.ns,
+                "iptables",
+                &[
+                    "-w",
+                    "-A",
+                    "INPUT",
+                    "-i",
+                    dir.dev,
+                    "-j",
+                    "NFQUEUE",
+                    "--queue-num",
+                    &q,
+                ],
+            )?;
+            dir.rule_installed = true;
+        }
+        Ok(stage)
+    }
+
+    /// Counters of both directions so far.
+    pub fn stats(&self) -> StageStats {
+        let get = |i: usize| {
+            self.dirs
+                .get(i)
+                .map(|d| match d.stats.lock() {
+                    Ok(s) => s.clone(),
+                    Err(p) => p.into_inner().clone(),
+                })
+                .unwrap_or_default()
+        };
+        StageStats {
+            client_to_server: get(0),
+            server_to_client: get(1),
+        }
+    }
+}
+
+impl Drop for PacketStage {
+    fn drop(&mut self) {
+        let q = self.queue_num.to_string();
+        for dir in &self.dirs {
+            if dir.rule_installed && namespace_exists(&dir.ns) {
+                let _ = run_in(
+                    &dir.ns,
+                    "iptables",
+                    &[
+                        "-w",
+                        "-D",
+                        "INPUT",
+                        "-i",
+                        dir.dev,
+                        "-j",
+                        "NFQUEUE",
+                        "--queue-num",
+                        &q,
+                    ],
+                );
+            }
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        for dir in &mut self.dirs {
+            if let Some(t) = dir.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+struct Worker {
+    ns: String,
+    options: StageOptions,
+    link: Link<u32>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<Mutex<DirectionStats>>,
+    held: HashMap<u32, nfq::Message>,
+}
+
+impl Worker {
+    fn open(&self) -> Result<nfq::Queue, String> {
+        let q = self.options.queue_num;
+        enter_netns(&self.ns).map_err(|e| e.to_string())?;
+        let ctx = |what: &str| {
+            let what = format!("{what} (namespace {}, queue {q})", self.ns);
+            move |e: std::io::Error| format!("{what}: {e}")
+        };
+        let mut queue = nfq::Queue::open().map_err(ctx("open NFQUEUE netlink socket"))?;
+        queue.bind(q).map_err(ctx("bind NFQUEUE"))?;
+        // The link needs only the length: copy just the headers. (With a copy range of 0 the
+        // kernel reports no length at all; with a short one it adds NFQA_CAP_LEN.)
+        queue
+            .set_copy_range(q, COPY_RANGE)
+            .map_err(ctx("set copy range"))?;
+        queue
+            .set_queue_max_len(q, self.options.queue_max_len)
+            .map_err(ctx("set queue max len"))?;
+        queue
+            .set_fail_open(q, false)
+            .map_err(ctx("set fail open"))?;
+        queue.set_nonblocking(true);
+        Ok(queue)
+    }
+
+    fn run(mut self, ready: mpsc::SyncSender<Result<(), String>>) {
+        let mut queue = match self.open() {
+            Ok(q) => q,
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
+        let _ = ready.send(Ok(()));
+        let err = self.serve(&mut queue).err();
+        // Release every held packet so nothing stays stuck in the kernel.
+        self.release_all(&mut queue);
+        if let Ok(mut s) = self.stats.lock() {
+            s.error = err;
+        }
+    }
+
+    fn serve(&mut self, queue: &mut nfq::Queue) -> Result<(), String> {
+        let start = Instant::now();
+        let mut next_id: u32 = 0;
+        let (mut handled, mut max_held, mut verdict_errors) = (0u64, 0usize, 0u64);
+        while !self.stop.load(Ordering::Relaxed) {
+            let mut changed = false;
+            loop {
+                match queue.recv() {
+                    Ok(mut msg) => {
+                        changed = true;
+                        handled += 1;
+                        let now = start.elapsed();
+                        let len = msg.get_original_len();
+                        let id = next_id;
+                        next_id = next_id.wrapping_add(1);
+                        match self.link.push(now, id, len) {
+                            Verdict::Queued { .. } => {
+                                self.held.insert(id, msg);
+                                max_held = max_held.max(self.held.len());
+                            }
+                            Verdict::Dropped(_) => {
+                                msg.set_verdict(nfq::Verdict::Drop);
+                                if queue.verdict(msg).is_err() {
+                                    verdict_errors += 1;
+                                }
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(format!("NFQUEUE recv in {}: {e}", self.ns)),
+                }
+            }
+            let now = start.elapsed();
+            while let Some(id) = self.link.poll_departure(now) {
+                changed = true;
+                if let Some(mut msg) = self.held.remove(&id) {
+                    msg.set_verdict(nfq::Verdict::Accept);
+                    if queue.verdict(msg).is_err() {
+                        verdict_errors += 1;
+                    }
+                }
+            }
+            if changed {
+                if let Ok(mut s) = self.stats.lock() {
+                    s.link = self.link.stats();
+                    s.packets_handled = handled;
+                    s.held = self.held.len();
+                    s.max_held = max_held;
+                    s.verdict_errors = verdict_errors;
+                    s.elapsed = start.elapsed();
+                }
+            } else if let Ok(mut s) = self.stats.lock() {
+                s.elapsed = start.elapsed();
+            }
+            let mut sleep = self.options.poll_interval;
+            if let Some(due) = self.link.next_departure() {
+                sleep = sleep.min(due.saturating_sub(start.elapsed()));
+            }
+            if !sleep.is_zero() {
+                std::thread::sleep(sleep);
+            }
+        }
+        Ok(())
+    }
+
+    fn release_all(&mut self, queue: &mut nfq::Queue) {
+        for (_, mut msg) in self.held.drain() {
+            msg.set_verdict(nfq::Verdict::Accept);
+            let _ = queue.verdict(msg);
+        }
+        let _ = queue.unbind(self.options.queue_num);
+    }
+}
