@@ -46,7 +46,11 @@ pub use scenario::{run_cell, BenchTransport, CellConfig, CellResult};
 pub use stats::LatencySummary;
 
 /// The `schema` field of the JSON report.
-pub const SCHEMA: &str = "agentwire-bench/1";
+pub const SCHEMA: &str = "agentwire-bench/2";
+
+/// A cell whose throughput varies more than this across repetitions (coefficient of
+/// variation) is flagged as noisy.
+pub const NOISY_COV: f64 = 0.10;
 
 /// Room left in a frame for the envelope around the body.
 const ENVELOPE_OVERHEAD: usize = 4096;
@@ -68,20 +72,24 @@ pub struct BenchConfig {
     pub duration_ms: u64,
     /// Per-request timeout, milliseconds; also bounds each cell's drain.
     pub request_timeout_ms: u64,
+    /// Times each cell is run; the report gives the median and the spread.
+    pub repetitions: usize,
 }
 
 impl Default for BenchConfig {
     /// The quick preset: {quic, quic-lanes, h2, wss, unix} × {10, 100} agents ×
-    /// {1 KiB, 10 KiB}, window 4, 1 s warm-up, 3 s measured — about two minutes.
+    /// {1 KiB, 10 KiB}, window 4, 0.5 s warm-up, 2 s measured, 3 repetitions — about three
+    /// minutes on two cores.
     fn default() -> Self {
         BenchConfig {
             transports: BenchTransport::ALL.to_vec(),
             agents: vec![10, 100],
             sizes: vec![1024, 10240],
             window: 4,
-            warmup_ms: 1000,
-            duration_ms: 3000,
+            warmup_ms: 500,
+            duration_ms: 2000,
             request_timeout_ms: 5000,
+            repetitions: 3,
         }
     }
 }
@@ -111,6 +119,9 @@ impl BenchConfig {
         }
         if self.warmup_ms > 600_000 {
             bail!("warm-up {} ms is out of range (0..=600000)", self.warmup_ms);
+        }
+        if self.repetitions == 0 || self.repetitions > 100 {
+            bail!("repetitions {} is out of range (1..=100)", self.repetitions);
         }
         if self.request_timeout_ms == 0 || self.request_timeout_ms > 600_000 {
             bail!(
@@ -157,8 +168,60 @@ pub struct Report {
     pub environment: Environment,
     /// The grid asked for.
     pub config: BenchConfig,
-    /// One result per cell, in run order.
-    pub cells: Vec<CellResult>,
+    /// One summary per cell, in run order, each with all its repetitions.
+    pub cells: Vec<CellSummary>,
+}
+
+/// One cell over all its repetitions: medians, spread, and every run's full result.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellSummary {
+    /// The cell's parameters.
+    pub config: CellConfig,
+    /// Median responses per second.
+    pub responses_per_sec: f64,
+    /// Coefficient of variation of responses per second across repetitions (null with one).
+    pub responses_per_sec_cov: Option<f64>,
+    /// True when that spread exceeds [`NOISY_COV`].
+    pub noisy: bool,
+    /// Median payload throughput, megabits per second.
+    pub payload_mbit_per_sec: f64,
+    /// Median connect time, milliseconds.
+    pub connect_ms: f64,
+    /// Median of the runs' p50 latencies, microseconds.
+    pub p50_us: f64,
+    /// Median of the runs' p99 latencies, microseconds.
+    pub p99_us: f64,
+    /// Largest latency seen in any run, microseconds.
+    pub max_us: u64,
+    /// Errors over all runs.
+    pub errors: u64,
+    /// Whether every run accounted for every request.
+    pub consistent: bool,
+    /// Every repetition, in run order.
+    pub runs: Vec<CellResult>,
+}
+
+impl CellSummary {
+    /// Summarises the repetitions of one cell.
+    pub fn from_runs(config: CellConfig, runs: Vec<CellResult>) -> Self {
+        let of = |f: fn(&CellResult) -> f64| -> Vec<f64> { runs.iter().map(f).collect() };
+        let rps = of(|r| r.responses_per_sec);
+        let cov = stats::coefficient_of_variation(&rps);
+        CellSummary {
+            config,
+            responses_per_sec: stats::median(&rps).unwrap_or(0.0),
+            responses_per_sec_cov: cov,
+            noisy: cov.is_some_and(|c| c > NOISY_COV),
+            payload_mbit_per_sec: stats::median(&of(|r| r.payload_mbit_per_sec)).unwrap_or(0.0),
+            connect_ms: stats::median(&of(|r| r.connect_ms)).unwrap_or(0.0),
+            p50_us: stats::median(&of(|r| r.latency.p50_us as f64)).unwrap_or(0.0),
+            p99_us: stats::median(&of(|r| r.latency.p99_us as f64)).unwrap_or(0.0),
+            max_us: runs.iter().map(|r| r.latency.max_us).max().unwrap_or(0),
+            errors: runs.iter().map(|r| r.errors).sum(),
+            consistent: runs.iter().all(|r| r.consistent),
+            runs,
+        }
+    }
 }
 
 fn unix_now() -> u64 {
@@ -181,27 +244,32 @@ pub async fn run(
     let cells = config.cells();
     let total = cells.len();
     let mut results = Vec::with_capacity(total);
+    let reps = config.repetitions;
     for (i, cell) in cells.iter().enumerate() {
-        progress(&format!(
-            "cell {}/{}: {} {} agents × {} B (window {}, {} workers) ...",
-            i + 1,
-            total,
-            cell.transport,
-            cell.agents,
-            cell.size,
-            cell.window,
-            cell.workers
-        ));
-        let r = run_cell(cell).await.with_context(|| {
-            format!(
-                "cell {}/{total} ({} {} agents × {} B)",
+        let mut runs = Vec::with_capacity(reps);
+        for rep in 1..=reps {
+            progress(&format!(
+                "cell {}/{}, run {rep}/{reps}: {} {} agents × {} B (window {}, {} workers) ...",
                 i + 1,
+                total,
                 cell.transport,
                 cell.agents,
-                cell.size
-            )
-        })?;
-        results.push(r);
+                cell.size,
+                cell.window,
+                cell.workers
+            ));
+            let r = run_cell(cell).await.with_context(|| {
+                format!(
+                    "cell {}/{total} run {rep} ({} {} agents × {} B)",
+                    i + 1,
+                    cell.transport,
+                    cell.agents,
+                    cell.size
+                )
+            })?;
+            runs.push(r);
+        }
+        results.push(CellSummary::from_runs(cell.clone(), runs));
     }
     Ok(Report {
         schema: SCHEMA,
@@ -213,18 +281,21 @@ pub async fn run(
     })
 }
 
-/// The human table: a header and one line per cell.
+/// The human table: a header and one line per cell (medians over the repetitions; `cov%` is
+/// the spread of msg/s, and `noisy` marks cells above [`NOISY_COV`]).
 pub fn render_table(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<11} {:>6} {:>7} {:>6} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>6}",
+        "{:<11} {:>6} {:>7} {:>6} {:>4} {:>10} {:>10} {:>5} {:>9} {:>8} {:>8} {:>8} {:>6}",
         "transport",
         "agents",
         "size",
         "window",
+        "runs",
         "connect_ms",
         "msg/s",
+        "cov%",
         "Mbit/s",
         "p50_us",
         "p99_us",
@@ -232,20 +303,27 @@ pub fn render_table(report: &Report) -> String {
         "errors"
     );
     for c in &report.cells {
+        let cov = c
+            .responses_per_sec_cov
+            .map(|v| format!("{:.1}", v * 100.0))
+            .unwrap_or_else(|| "-".into());
         let _ = writeln!(
             out,
-            "{:<11} {:>6} {:>7} {:>6} {:>10.1} {:>10.0} {:>9.1} {:>8} {:>8} {:>8} {:>6}",
+            "{:<11} {:>6} {:>7} {:>6} {:>4} {:>10.1} {:>10.0} {:>5} {:>9.1} {:>8.0} {:>8.0} {:>8} {:>6}{}",
             c.config.transport.name(),
             c.config.agents,
             c.config.size,
             c.config.window,
+            c.runs.len(),
             c.connect_ms,
             c.responses_per_sec,
+            cov,
             c.payload_mbit_per_sec,
-            c.latency.p50_us,
-            c.latency.p99_us,
-            c.latency.max_us,
-            c.errors
+            c.p50_us,
+            c.p99_us,
+            c.max_us,
+            c.errors,
+            if c.noisy { "  noisy" } else { "" }
         );
     }
     out

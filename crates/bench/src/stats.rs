@@ -84,9 +84,66 @@ pub fn recorded_pairs(hist: &Histogram<u64>) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// The median of `values` (the mean of the two middle values for an even count); `None` when
+/// empty or when a value is not a number.
+///
+/// ```
+/// use agentwire_bench::stats::median;
+/// assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+/// assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+/// assert_eq!(median(&[]), None);
+/// ```
+pub fn median(values: &[f64]) -> Option<f64> {
+    if values.is_empty() || values.iter().any(|v| v.is_nan()) {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    Some(if v.len() % 2 == 0 {
+        (v[mid - 1] + v[mid]) / 2.0
+    } else {
+        v[mid]
+    })
+}
+
+/// Coefficient of variation: sample standard deviation (n − 1) over the mean. `None` for
+/// fewer than two values or a zero mean.
+///
+/// ```
+/// use agentwire_bench::stats::coefficient_of_variation;
+/// let cov = coefficient_of_variation(&[90.0, 100.0, 110.0]).unwrap();
+/// assert!((cov - 0.1).abs() < 1e-12);
+/// assert_eq!(coefficient_of_variation(&[5.0]), None);
+/// ```
+pub fn coefficient_of_variation(values: &[f64]) -> Option<f64> {
+    if values.len() < 2 {
+        return None;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    if mean == 0.0 || !mean.is_finite() {
+        return None;
+    }
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    Some(var.sqrt() / mean)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_and_cov_of_known_inputs() {
+        assert_eq!(median(&[5.0]), Some(5.0));
+        assert_eq!(median(&[2.0, 1.0]), Some(1.5));
+        assert_eq!(median(&[1.0, f64::NAN]), None);
+        // Mean 4, sample sd sqrt(((2-4)^2 + (4-4)^2 + (6-4)^2) / 2) = 2.
+        let cov = coefficient_of_variation(&[2.0, 4.0, 6.0]).unwrap();
+        assert!((cov - 0.5).abs() < 1e-12, "{cov}");
+        assert_eq!(coefficient_of_variation(&[7.0, 7.0, 7.0]), Some(0.0));
+        assert_eq!(coefficient_of_variation(&[0.0, 0.0]), None);
+    }
 
     #[test]
     fn empty_histogram_summarises_to_zero() {

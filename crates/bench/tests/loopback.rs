@@ -14,6 +14,7 @@ fn tiny(transport: BenchTransport) -> BenchConfig {
         duration_ms: 300,
         // Generous, so a slow machine gets slow answers rather than errors.
         request_timeout_ms: 30_000,
+        repetitions: 2,
     }
 }
 
@@ -25,14 +26,20 @@ async fn tiny_run(transport: BenchTransport) {
     })
     .await
     .unwrap();
-    assert_eq!(lines.len(), 1);
+    assert_eq!(lines.len(), 2);
     assert!(
-        lines[0].starts_with(&format!("cell 1/1: {transport} ")),
+        lines[1].starts_with(&format!("cell 1/1, run 2/2: {transport} ")),
         "{}",
-        lines[0]
+        lines[1]
     );
     assert_eq!(report.cells.len(), 1);
-    let cell = &report.cells[0];
+    let summary = &report.cells[0];
+    assert_eq!(summary.runs.len(), 2);
+    assert_eq!(summary.errors, 0);
+    assert!(summary.consistent);
+    assert!(summary.responses_per_sec > 0.0);
+    assert!(summary.responses_per_sec_cov.is_some());
+    let cell = &summary.runs[0];
     assert_eq!(cell.config.workers, 1);
     assert_eq!(cell.config.agents, 2);
     assert_eq!(cell.config.transport, transport);
@@ -67,11 +74,12 @@ async fn tiny_run(transport: BenchTransport) {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(json["schema"], SCHEMA);
-    assert_eq!(SCHEMA, "agentwire-bench/1");
+    assert_eq!(SCHEMA, "agentwire-bench/2");
     assert_eq!(json["command_line"][0], "test");
     assert!(json["environment"]["cores"].as_u64().unwrap() >= 1);
     assert_eq!(json["config"]["transports"][0], transport.name());
-    let c = &json["cells"][0];
+    assert_eq!(json["cells"][0]["runs"].as_array().unwrap().len(), 2);
+    let c = &json["cells"][0]["runs"][0];
     assert_eq!(c["config"]["transport"], transport.name());
     assert!(c["config"].get("mapping").is_none());
     assert_eq!(c["hub_url"], cell.hub_url.as_str());
@@ -115,6 +123,7 @@ async fn tiny_run_unix() {
 async fn tiny_run_all_transports_in_order() {
     let mut config = tiny(BenchTransport::Quic);
     config.transports = BenchTransport::ALL.to_vec();
+    config.repetitions = 1;
     let mut lines = Vec::new();
     let report = run(&config, vec!["test".into()], &mut |l| {
         lines.push(l.to_owned())
@@ -124,7 +133,7 @@ async fn tiny_run_all_transports_in_order() {
     assert_eq!(lines.len(), 5);
     let got: Vec<BenchTransport> = report.cells.iter().map(|c| c.config.transport).collect();
     assert_eq!(got, BenchTransport::ALL.to_vec());
-    for c in &report.cells {
+    for c in report.cells.iter().flat_map(|s| &s.runs) {
         assert!(c.answered > 0, "no answers: {c:?}");
         assert_eq!(c.errors, 0, "errors: {:?}", c.error_samples);
         assert!(c.consistent);

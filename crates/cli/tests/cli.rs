@@ -302,13 +302,15 @@ fn bench_transport_flags() {
         "100",
         "--request-timeout-ms",
         "30000",
+        "--repetitions",
+        "1",
         "--json",
         "--out",
         dir.path().to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(json["schema"], "agentwire-bench/1");
+    assert_eq!(json["schema"], "agentwire-bench/2");
     assert_eq!(json["config"]["transports"][0], "quic-lanes");
     assert_eq!(json["cells"][0]["config"]["transport"], "quic-lanes");
 }
