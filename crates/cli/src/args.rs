@@ -61,6 +61,65 @@ pub enum NetsimCommand {
     ///
     /// Example: agentwire netsim relay --listen 127.0.0.1:0 --to 127.0.0.1:4433 --udp --tcp --spec "delay=25ms,loss=1%"
     Relay(RelayArgs),
+    /// Packet-level mode (Linux, root or CAP_NET_ADMIN): two network namespaces joined by a
+    /// veth pair, every IP packet (TCP and UDP alike) impaired through an NFQUEUE stage.
+    /// Prints how to run a hub and agents inside them; Ctrl-C removes everything.
+    ///
+    /// Example: sudo agentwire netsim up --name demo --spec "delay=25ms,loss=1%" --tcp-cc bbr
+    Up(UpArgs),
+    /// Measure the emulator itself (added RTT, loss rate, rate limit, ceiling); exits
+    /// non-zero when a bound fails.
+    ///
+    /// Example: agentwire netsim check --mode auto --json
+    Check(CheckArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Impairment of the client → server direction, e.g. "delay=25ms,loss=1%,rate=100mbit".
+    #[arg(long, default_value = "")]
+    pub spec: String,
+    /// Impairment of the server → client direction (default: the same as --spec).
+    #[arg(long)]
+    pub reverse_spec: Option<String>,
+    /// Stable namespace names aw-NAME-c / aw-NAME-s (default: aw-PID-N-c / aw-PID-N-s).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Random seed (default: the spec's seed=, else 0).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// TCP congestion control to set in both namespaces (default: leave the kernel's).
+    #[arg(long, value_parser = ["bbr", "cubic", "reno"])]
+    pub tcp_cc: Option<String>,
+    /// Print stage counters as one JSON line to stderr every this many seconds (0 = never).
+    #[arg(long, default_value_t = 5)]
+    pub stats_interval: u64,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckMode {
+    /// Packet mode when privileged, else socket mode.
+    Auto,
+    /// Packet-level mode (namespaces + NFQUEUE; needs root/CAP_NET_ADMIN).
+    Packet,
+    /// Socket relay mode (UDP relay on loopback; no privileges).
+    Socket,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Which emulator to measure.
+    #[arg(long, value_enum, default_value_t = CheckMode::Auto)]
+    pub mode: CheckMode,
+    /// Datagrams of the loss check (100..=1000000).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(100..=1_000_000))]
+    pub packets: u32,
+    /// Seed of the emulator's links.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -446,14 +505,17 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 4)]
     pub window: usize,
     /// Measured window per cell, milliseconds.
-    #[arg(long, default_value_t = 3_000)]
+    #[arg(long, default_value_t = 2_000)]
     pub duration_ms: u64,
     /// Warm-up per cell (not counted), milliseconds.
-    #[arg(long, default_value_t = 1_000)]
+    #[arg(long, default_value_t = 500)]
     pub warmup_ms: u64,
     /// Per-request timeout, milliseconds (a timed-out request counts as an error).
     #[arg(long, default_value_t = 5_000)]
     pub request_timeout_ms: u64,
+    /// Runs of each cell; the table shows medians and the spread (cov%).
+    #[arg(long, default_value_t = 3)]
+    pub repetitions: usize,
     /// Directory for the JSON report (bench-<unix-seconds>.json).
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
@@ -472,6 +534,7 @@ impl BenchArgs {
             warmup_ms: self.warmup_ms,
             duration_ms: self.duration_ms,
             request_timeout_ms: self.request_timeout_ms,
+            repetitions: self.repetitions,
         }
     }
 }

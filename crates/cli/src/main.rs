@@ -1,6 +1,7 @@
 //! The `agentwire` command: parses flags and calls the library crates, nothing more.
 
 mod args;
+mod netsim;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -37,6 +38,8 @@ fn main() -> ExitCode {
             Command::Send(a) => send(a).await,
             Command::Bench(a) => bench(a).await,
             Command::Netsim(NetsimCommand::Relay(a)) => netsim_relay(a).await,
+            Command::Netsim(NetsimCommand::Up(a)) => netsim::up(a).await,
+            Command::Netsim(NetsimCommand::Check(a)) => netsim::check(a).await,
         }
     });
     match result {

@@ -4,9 +4,9 @@
 //! This module owns:
 //!
 //! * [`Topology`]: two network namespaces (`aw-<pid>-<n>-c`, the *client*, and
-//!   `aw-<pid>-<n>-s`, the *server*) joined by a veth pair with [`CLIENT_ADDR`]/30 and
-//!   [`SERVER_ADDR`]/30 (from the benchmarking range 198.18.0.0/15), MTU 1500, loopback up and,
-//!   when `ethtool` is installed, TSO/GSO/GRO off. Dropping it deletes both namespaces, which
+//!   `aw-<pid>-<n>-s`, the *server*; `aw-<name>-c`/`-s` with [`Topology::named`]) joined by a
+//!   veth pair with [`CLIENT_ADDR`]/30 and [`SERVER_ADDR`]/30 (from the benchmarking range
+//!   198.18.0.0/15), MTU 1500, loopback up and, when `ethtool` is installed, TSO/GSO/GRO off. Dropping it deletes both namespaces, which
 //!   deletes the veth pair and every iptables rule inside them.
 //! * [`PacketStage`]: one iptables `INPUT` rule per namespace (on the veth only, all IP
 //!   protocols) that sends arriving packets to an NFQUEUE, and one OS thread per direction that
@@ -65,6 +65,8 @@ pub const CLIENT_DEV: &str = "aw0";
 pub const SERVER_DEV: &str = "aw1";
 /// Prefix of every namespace this module creates.
 pub const NS_PREFIX: &str = "aw-";
+/// Longest name accepted by [`Topology::named`].
+pub const MAX_NAME_LEN: usize = 32;
 /// Where `ip netns` keeps its namespace handles.
 pub const NETNS_DIR: &str = "/var/run/netns";
 
@@ -215,20 +217,29 @@ pub fn list_namespaces() -> Result<Vec<String>, PacketError> {
 /// Removes leftover namespaces from crashed runs: every namespace whose name starts with
 /// `prefix` (normally [`NS_PREFIX`]) and whose creating process (the pid in
 /// `aw-<pid>-<n>-…`) is no longer running. Namespaces of live processes, including this one,
-/// are kept. Returns the names removed.
+/// are kept, and so are names without a pid (those of [`Topology::named`]). Returns the names
+/// removed.
 pub fn cleanup_stale(prefix: &str) -> Result<Vec<String>, PacketError> {
     let mut removed = Vec::new();
     for name in list_namespaces()? {
         let Some(rest) = name.strip_prefix(prefix) else {
             continue;
         };
-        let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
-        if let Some(pid) = pid {
-            if Path::new(&format!("/proc/{pid}")).exists() {
-                continue;
-            }
+        // Only `aw-<pid>-<n>-…` names carry an owner; named topologies
+        // ([`Topology::named`]) have none and are left alone.
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
         }
-        run("ip", &["netns", "del", &name])?;
+        // Another cleanup may have removed it meanwhile: only a namespace still there is an error.
+        if let Err(e) = run("ip", &["netns", "del", &name]) {
+            if namespace_exists(&name) {
+                return Err(e);
+            }
+            continue;
+        }
         removed.push(name);
     }
     Ok(removed)
@@ -268,6 +279,44 @@ impl Topology {
         let mut topo = Topology {
             server: format!("{base}-s"),
             client,
+            offloads: Offloads::Unchanged("not attempted".into()),
+        };
+        run("ip", &["netns", "add", &topo.server])?;
+        topo.setup()?;
+        Ok(topo)
+    }
+
+    /// Like [`new`](Self::new) but with stable names `aw-<name>-c` and `aw-<name>-s`, for
+    /// topologies users address by name (`agentwire netsim up --name NAME`). `name` must be
+    /// 1–[`MAX_NAME_LEN`] ASCII letters, digits, `_` or `-` and must not start with a digit
+    /// (so [`cleanup_stale`] never mistakes it for a pid). Fails if either namespace exists.
+    pub fn named(name: &str) -> Result<Self, PacketError> {
+        let valid = !name.is_empty()
+            && name.len() <= MAX_NAME_LEN
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(PacketError::Unsupported(format!(
+                "topology name `{name}`: use 1-{MAX_NAME_LEN} ASCII letters, digits, `_` or `-`, \
+                 not starting with a digit"
+            )));
+        }
+        let client = format!("{NS_PREFIX}{name}-c");
+        let server = format!("{NS_PREFIX}{name}-s");
+        for ns in [&client, &server] {
+            if namespace_exists(ns) {
+                return Err(PacketError::Unsupported(format!(
+                    "namespace `{ns}` already exists (another topology named `{name}` is running, \
+                     or a crashed one left it: `ip netns del {client}; ip netns del {server}`)"
+                )));
+            }
+        }
+        run("ip", &["netns", "add", &client])?;
+        let mut topo = Topology {
+            client,
+            server,
             offloads: Offloads::Unchanged("not attempted".into()),
         };
         run("ip", &["netns", "add", &topo.server])?;
@@ -328,6 +377,39 @@ impl Topology {
         &self.offloads
     }
 
+    fn check_ns(&self, ns: &str) -> Result<(), PacketError> {
+        if ns != self.client && ns != self.server {
+            return Err(PacketError::Unsupported(format!(
+                "namespace `{ns}` is not part of this topology ({} / {})",
+                self.client, self.server
+            )));
+        }
+        Ok(())
+    }
+
+    /// The TCP congestion control in effect in namespace `ns` (one of this topology's), read
+    /// from `/proc/sys/net/ipv4/tcp_congestion_control` inside it.
+    pub fn tcp_congestion_control(&self, ns: &str) -> Result<String, PacketError> {
+        self.check_ns(ns)?;
+        let out = run_in(ns, "cat", &["/proc/sys/net/ipv4/tcp_congestion_control"])?;
+        Ok(out.trim().to_string())
+    }
+
+    /// Sets the TCP congestion control of namespace `ns` (one of this topology's) with
+    /// `sysctl -w net.ipv4.tcp_congestion_control=ALGO` inside it. The algorithm must be in
+    /// the host's `/proc/sys/net/ipv4/tcp_available_congestion_control` (a module such as
+    /// `tcp_bbr` is not loaded by this call).
+    pub fn set_tcp_congestion_control(&self, ns: &str, algo: &str) -> Result<(), PacketError> {
+        self.check_ns(ns)?;
+        if algo.is_empty() || !algo.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(PacketError::Unsupported(format!(
+                "congestion control `{algo}` is not a valid name"
+            )));
+        }
+        let kv = format!("net.ipv4.tcp_congestion_control={algo}");
+        run_in(ns, "sysctl", &["-q", "-w", &kv]).map(|_| ())
+    }
+
     /// Runs `program args` inside namespace `ns` (one of [`client_ns`](Self::client_ns) and
     /// [`server_ns`](Self::server_ns)) via `ip netns exec`, inheriting stdio.
     pub fn spawn_in<I, S>(&self, ns: &str, program: &str, args: I) -> Result<Child, PacketError>
@@ -335,12 +417,7 @@ impl Topology {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        if ns != self.client && ns != self.server {
-            return Err(PacketError::Unsupported(format!(
-                "namespace `{ns}` is not part of this topology ({} / {})",
-                self.client, self.server
-            )));
-        }
+        self.check_ns(ns)?;
         Command::new("ip")
             .args(["netns", "exec", ns, program])
             .args(args)

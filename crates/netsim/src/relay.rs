@@ -5,7 +5,10 @@
 //! through a forward [`Link`] and sends the target's replies back through a reverse [`Link`],
 //! and a [`TcpRelay`] that copies byte streams both ways with delay, jitter (never reordering)
 //! and rate applied per read chunk. It reads the clock (a monotonic origin taken at relay
-//! start) and arms timers; the impairment decisions stay in [`Link`].
+//! start) and arms timers; the impairment decisions stay in [`Link`]. Departures are timed
+//! to well under a millisecond: the last 3 ms before a deadline are waited out by one shared,
+//! process-wide `netsim-timer` thread rather than tokio's 1 ms timer wheel (it idles when
+//! nothing waits and belongs to no relay).
 //!
 //! It must not make impairment decisions of its own (no extra randomness, no delay arithmetic
 //! beyond turning [`Time`] into a deadline), must not outlive its handle (dropping a
@@ -157,11 +160,94 @@ impl<P> Direction<P> {
         match deadline {
             Some(d) => {
                 tokio::select! {
-                    _ = tokio::time::sleep_until(d) => {}
+                    _ = precise_sleep_until(d) => {}
                     _ = notified => {}
                 }
             }
             None => notified.await,
+        }
+    }
+}
+
+/// Sleeps until `deadline` with sub-millisecond precision.
+///
+/// tokio's timer rounds every deadline up to its 1 ms tick and the driver's `epoll_wait`
+/// timeout is in whole milliseconds too, so a plain `sleep_until` lands up to ~2 ms late: too
+/// coarse for an emulated delay (`agentwire netsim check` bounds the added RTT to ±1 ms).
+/// Deadlines further than [`COARSE_MARGIN`] away first sleep on tokio's timer up to that
+/// margin; the rest is handed to one process-wide timer thread that waits with
+/// `recv_timeout` (a high-resolution futex wait) and completes a oneshot. Works on any tokio
+/// runtime flavour and never blocks a worker.
+async fn precise_sleep_until(deadline: Instant) {
+    if let Some(coarse) = deadline.checked_sub(COARSE_MARGIN) {
+        if coarse > Instant::now() {
+            tokio::time::sleep_until(coarse).await;
+        }
+    }
+    if deadline <= Instant::now() {
+        return;
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if precise_timer().send((deadline.into_std(), tx)).is_err() {
+        tokio::time::sleep_until(deadline).await;
+        return;
+    }
+    let _ = rx.await;
+}
+
+/// How far ahead of a deadline [`precise_sleep_until`] leaves tokio's millisecond timer.
+const COARSE_MARGIN: Duration = Duration::from_millis(3);
+
+type TimerRequest = (std::time::Instant, tokio::sync::oneshot::Sender<()>);
+
+/// The process-wide precise timer thread (started on first use).
+fn precise_timer() -> &'static std::sync::mpsc::Sender<TimerRequest> {
+    static TIMER: std::sync::OnceLock<std::sync::mpsc::Sender<TimerRequest>> =
+        std::sync::OnceLock::new();
+    TIMER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<TimerRequest>();
+        let spawned = std::thread::Builder::new()
+            .name("netsim-timer".into())
+            .spawn(move || precise_timer_thread(rx));
+        if let Err(e) = spawned {
+            tracing::warn!("netsim: no precise timer thread ({e}); using tokio's timer");
+        }
+        tx
+    })
+}
+
+fn precise_timer_thread(rx: std::sync::mpsc::Receiver<TimerRequest>) {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    use std::sync::mpsc::RecvTimeoutError;
+
+    // Min-heap on (deadline, sequence); senders live in a side table keyed by sequence.
+    let mut heap: BinaryHeap<Reverse<(std::time::Instant, u64)>> = BinaryHeap::new();
+    let mut waiting: HashMap<u64, tokio::sync::oneshot::Sender<()>> = HashMap::new();
+    let mut seq = 0u64;
+    loop {
+        let now = std::time::Instant::now();
+        while let Some(Reverse((d, id))) = heap.peek().copied() {
+            if d > now {
+                break;
+            }
+            heap.pop();
+            if let Some(tx) = waiting.remove(&id) {
+                let _ = tx.send(());
+            }
+        }
+        let msg = match heap.peek() {
+            Some(Reverse((d, _))) => rx.recv_timeout(d.saturating_duration_since(now)),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match msg {
+            Ok((d, tx)) => {
+                seq += 1;
+                heap.push(Reverse((d, seq)));
+                waiting.insert(seq, tx);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
         }
     }
 }

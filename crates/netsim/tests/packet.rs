@@ -267,3 +267,47 @@ fn cleanup_stale_removes_only_dead_owners() {
     assert!(!namespace_exists(dead));
     assert!(namespace_exists(live.client_ns()) && namespace_exists(live.server_ns()));
 }
+
+#[test]
+fn named_topology_is_stable_kept_by_cleanup_and_sets_tcp_cc() {
+    if !privileged("named_topology_is_stable_kept_by_cleanup_and_sets_tcp_cc") {
+        return;
+    }
+    assert!(
+        Topology::named("9lives").is_err(),
+        "names must not start with a digit"
+    );
+    assert!(Topology::named("a b").is_err());
+    let name = format!("tst{}", std::process::id());
+    let topo = Topology::named(&name).unwrap();
+    let (c, s) = (format!("aw-{name}-c"), format!("aw-{name}-s"));
+    assert_eq!(
+        (topo.client_ns(), topo.server_ns()),
+        (c.as_str(), s.as_str())
+    );
+    // A second topology of the same name is refused, and the first one is untouched.
+    let err = Topology::named(&name).unwrap_err();
+    assert!(err.to_string().contains("already exists"), "{err}");
+    // Named namespaces carry no pid: cleanup_stale leaves them alone. (A narrow prefix, so
+    // this does not race with `cleanup_stale_removes_only_dead_owners`.)
+    let removed = agentwire_netsim::packet::cleanup_stale("aw-ts").unwrap();
+    assert!(
+        !removed.contains(&c) && !removed.contains(&s),
+        "{removed:?}"
+    );
+    assert!(namespace_exists(&c) && namespace_exists(&s));
+
+    let available = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap_or_default();
+    assert!(!topo.tcp_congestion_control(&c).unwrap().is_empty());
+    if available.split_whitespace().any(|a| a == "reno") {
+        topo.set_tcp_congestion_control(&s, "reno").unwrap();
+        assert_eq!(topo.tcp_congestion_control(&s).unwrap(), "reno");
+    }
+    assert!(topo
+        .set_tcp_congestion_control("aw-elsewhere", "reno")
+        .is_err());
+    assert!(topo.set_tcp_congestion_control(&c, "reno; rm").is_err());
+    topo.remove().unwrap();
+    assert!(!namespace_exists(&c) && !namespace_exists(&s));
+}
