@@ -902,6 +902,8 @@ pub async fn up(a: UpArgs) -> Result<()> {
     let mut ticker = tokio::time::interval(interval.unwrap_or(Duration::from_secs(3600)));
     ticker.tick().await;
     let mut health = tokio::time::interval(Duration::from_secs(1));
+    let queue_limit = StageOptions::default().queue_max_len as usize;
+    let mut warned = false;
     let outcome: Result<()> = loop {
         tokio::select! {
             _ = interrupt.recv() => break Ok(()),
@@ -917,6 +919,18 @@ pub async fn up(a: UpArgs) -> Result<()> {
             }
             _ = health.tick() => {
                 let st = stage.stats();
+                for (name, d) in [("client->server", &st.client_to_server), ("server->client", &st.server_to_client)] {
+                    let overloaded = d.held >= queue_limit * 3 / 4 || d.verdict_errors > 0;
+                    if overloaded && !warned {
+                        eprintln!(
+                            "WARNING: the emulator is the bottleneck ({name}: {} packets held of a \
+                             {queue_limit}-packet queue, {} verdicts refused, {:.0} packets/s): \
+                             results now measure the emulator, not the protocol",
+                            d.held, d.verdict_errors, d.packets_per_sec()
+                        );
+                        warned = true;
+                    }
+                }
                 if let Some(e) = st.client_to_server.error.or(st.server_to_client.error) {
                     break Err(anyhow!("packet stage stopped: {e}"));
                 }
