@@ -125,21 +125,13 @@ async fn hub(a: HubArgs) -> Result<()> {
         println!("hub key pin: {}", identity.spki_pin()?);
     }
     let stats = a.stats_interval.map(Duration::from_secs);
-    let mut ticker = tokio::time::interval(stats.unwrap_or(Duration::from_secs(3600)));
-    ticker.tick().await;
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
-    loop {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => break,
-            _ = terminate.recv() => break,
-            _ = ticker.tick(), if stats.is_some() => {
-                for info in hub.agents() {
-                    println!("{}", serde_json::to_string(&info)?);
-                }
-            }
+    until_stopped(stats, || {
+        for info in hub.agents() {
+            println!("{}", serde_json::to_string(&info)?);
         }
-    }
+        Ok(())
+    })
+    .await?;
     println!("shutting down");
     hub.shutdown();
     for l in &listeners {
@@ -394,24 +386,35 @@ async fn netsim_relay(a: RelayArgs) -> Result<()> {
     };
 
     let interval = (a.stats_interval > 0).then(|| Duration::from_secs(a.stats_interval));
-    let mut ticker = tokio::time::interval(interval.unwrap_or(Duration::from_secs(3600)));
-    ticker.tick().await;
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
-    loop {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => break,
-            _ = terminate.recv() => break,
-            _ = ticker.tick(), if interval.is_some() => {
-                let line = serde_json::json!({
-                    "mode": "socket",
-                    "udp": udp.as_ref().map(|r| r.stats()),
-                    "tcp": tcp.as_ref().map(|r| r.stats()),
-                });
-                eprintln!("{line}");
-            }
-        }
-    }
+    until_stopped(interval, || {
+        let line = serde_json::json!({
+            "mode": "socket",
+            "udp": udp.as_ref().map(|r| r.stats()),
+            "tcp": tcp.as_ref().map(|r| r.stats()),
+        });
+        eprintln!("{line}");
+        Ok(())
+    })
+    .await?;
     println!("netsim relay stopped");
     Ok(())
+}
+
+/// Runs `tick` every `interval` (never when `None`) until Ctrl-C or SIGTERM arrives.
+async fn until_stopped(
+    interval: Option<Duration>,
+    mut tick: impl FnMut() -> Result<()>,
+) -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate =
+        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut ticker = tokio::time::interval(interval.unwrap_or(Duration::from_secs(3600)));
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = terminate.recv() => return Ok(()),
+            _ = ticker.tick(), if interval.is_some() => tick()?,
+        }
+    }
 }
