@@ -620,21 +620,7 @@ impl PacketStage {
         // Both queues are bound: only now divert traffic to them.
         let q = options.queue_num.to_string();
         for dir in &mut stage.dirs {
-            run_in(
-                &dir.ns,
-                "iptables",
-                &[
-                    "-w",
-                    "-A",
-                    "INPUT",
-                    "-i",
-                    dir.dev,
-                    "-j",
-                    "NFQUEUE",
-                    "--queue-num",
-                    &q,
-                ],
-            )?;
+            run_in(&dir.ns, "iptables", &nfqueue_rule("-A", dir.dev, &q))?;
             dir.rule_installed = true;
         }
         Ok(stage)
@@ -658,26 +644,29 @@ impl PacketStage {
     }
 }
 
+/// iptables arguments that add (`-A`) or delete (`-D`) the rule sending packets arriving on
+/// `dev` to NFQUEUE `queue`.
+/// No `--queue-bypass`: if the stage dies, traffic stops rather than flowing unimpaired.
+fn nfqueue_rule<'a>(action: &'a str, dev: &'a str, queue: &'a str) -> [&'a str; 9] {
+    [
+        "-w",
+        action,
+        "INPUT",
+        "-i",
+        dev,
+        "-j",
+        "NFQUEUE",
+        "--queue-num",
+        queue,
+    ]
+}
+
 impl Drop for PacketStage {
     fn drop(&mut self) {
         let q = self.queue_num.to_string();
         for dir in &self.dirs {
             if dir.rule_installed && namespace_exists(&dir.ns) {
-                let _ = run_in(
-                    &dir.ns,
-                    "iptables",
-                    &[
-                        "-w",
-                        "-D",
-                        "INPUT",
-                        "-i",
-                        dir.dev,
-                        "-j",
-                        "NFQUEUE",
-                        "--queue-num",
-                        &q,
-                    ],
-                );
+                let _ = run_in(&dir.ns, "iptables", &nfqueue_rule("-D", dir.dev, &q));
             }
         }
         self.stop.store(true, Ordering::Relaxed);
