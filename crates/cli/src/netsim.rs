@@ -553,7 +553,8 @@ async fn run_check(
     let model_dropped = em.forward_stats().dropped_loss;
     drop(em);
     let n = u64::from(a.packets);
-    let lost = n - received;
+    // More than sent cannot arrive (no duplication is configured); stay total regardless.
+    let lost = n.saturating_sub(received);
     let (lo, hi) = binomial_interval(n, LOSS_P);
     let loss = LossResult {
         setting: format!("loss=1% each way, {n} datagrams"),
