@@ -66,6 +66,14 @@ fn run(args: &[&str]) -> Output {
         .expect("run agentwire")
 }
 
+/// Runs `agentwire ARGS`, expecting failure with `needle` in its error output.
+fn fails_with(args: &[&str], needle: &str) {
+    let out = run(args);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    let err = text(&out.stderr);
+    assert!(err.contains(needle), "{args:?}: {err}");
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -179,22 +187,19 @@ fn hub_and_two_agents_exchange_messages_from_the_cli() {
     assert!(line.ends_with("extra"), "{line}");
 
     // Failures exit non-zero with a reason.
-    let out = run(&[
-        "send",
-        "--hub",
-        &url,
-        "--ca",
-        ca_s,
-        "--to",
-        "nobody",
-        "--request",
-        "x",
-    ]);
-    assert!(!out.status.success());
-    assert!(
-        text(&out.stderr).contains("unknown-agent"),
-        "{}",
-        text(&out.stderr)
+    fails_with(
+        &[
+            "send",
+            "--hub",
+            &url,
+            "--ca",
+            ca_s,
+            "--to",
+            "nobody",
+            "--request",
+            "x",
+        ],
+        "unknown-agent",
     );
 
     let other = dir.path().join("other");
@@ -202,22 +207,19 @@ fn hub_and_two_agents_exchange_messages_from_the_cli() {
         .status
         .success());
     let other_ca = other.join("ca.pem");
-    let out = run(&[
-        "send",
-        "--hub",
-        &url,
-        "--ca",
-        other_ca.to_str().unwrap(),
-        "--to",
-        "worker-1",
-        "--request",
-        "x",
-    ]);
-    assert!(!out.status.success());
-    assert!(
-        text(&out.stderr).contains("not signed by the trusted CA"),
-        "{}",
-        text(&out.stderr)
+    fails_with(
+        &[
+            "send",
+            "--hub",
+            &url,
+            "--ca",
+            other_ca.to_str().unwrap(),
+            "--to",
+            "worker-1",
+            "--request",
+            "x",
+        ],
+        "not signed by the trusted CA",
     );
 
     // --insecure works but says loudly what it does.
@@ -239,53 +241,42 @@ fn hub_and_two_agents_exchange_messages_from_the_cli() {
     );
 
     // No trust option at all is refused before connecting.
-    let out = run(&["send", "--hub", &url, "--to", "worker-1", "--request", "x"]);
-    assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("--ca"), "{}", text(&out.stderr));
+    fails_with(
+        &["send", "--hub", &url, "--to", "worker-1", "--request", "x"],
+        "--ca",
+    );
 }
 
 #[test]
 fn bad_flags_are_clear_errors() {
-    let out = run(&[
-        "send",
-        "--hub",
-        "ftp://x:1",
-        "--insecure",
-        "--to",
-        "a",
-        "--request",
-        "x",
-    ]);
-    assert!(!out.status.success());
-    assert!(
-        text(&out.stderr).contains("unsupported scheme"),
-        "{}",
-        text(&out.stderr)
+    fails_with(
+        &[
+            "send",
+            "--hub",
+            "ftp://x:1",
+            "--insecure",
+            "--to",
+            "a",
+            "--request",
+            "x",
+        ],
+        "unsupported scheme",
     );
-    let out = run(&[
-        "hub",
-        "--listen",
-        "quic://127.0.0.1:0",
-        "--cert-dir",
-        "/nonexistent/dir",
-    ]);
-    assert!(!out.status.success());
-    assert!(
-        text(&out.stderr).contains("agentwire cert"),
-        "{}",
-        text(&out.stderr)
+    fails_with(
+        &[
+            "hub",
+            "--listen",
+            "quic://127.0.0.1:0",
+            "--cert-dir",
+            "/nonexistent/dir",
+        ],
+        "agentwire cert",
     );
 }
 
 #[test]
 fn bench_transport_flags() {
-    let out = run(&["bench", "--transports", "tcp"]);
-    assert!(!out.status.success());
-    assert!(
-        text(&out.stderr).contains("unknown bench transport"),
-        "{}",
-        text(&out.stderr)
-    );
+    fails_with(&["bench", "--transports", "tcp"], "unknown bench transport");
     // `--mappings` is kept as an alias: lanes means QUIC with lanes.
     let dir = tempfile::tempdir().unwrap();
     let out = run(&[
