@@ -28,7 +28,8 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::stats::{self, LatencySummary};
+use crate::record::*;
+use crate::stats;
 
 /// Hard cap on requests one in-flight slot may issue in a cell (a second bound besides time).
 const MAX_REQUESTS_PER_SLOT: u64 = 50_000_000;
@@ -142,6 +143,12 @@ pub struct CellConfig {
     pub duration_ms: u64,
     /// Per-request timeout, milliseconds; also bounds the drain after the measured window.
     pub request_timeout_ms: u64,
+    /// The emulated network between the clients and the hub.
+    pub network: NetworkProfile,
+    /// Length of the open-loop phase after the closed-loop window, milliseconds (0 = none).
+    pub open_loop_ms: u64,
+    /// Length of the priority / head-of-line probe, milliseconds (0 = none).
+    pub priority_probe_ms: u64,
 }
 
 impl CellConfig {
@@ -149,42 +156,6 @@ impl CellConfig {
     pub fn workers_for(agents: usize) -> usize {
         (agents / 10).max(1)
     }
-}
-
-/// What one cell measured. Only requests *started* inside the measured window count; each of
-/// them ends as exactly one of answered or error (`sent == answered + errors`).
-#[derive(Debug, Clone, Serialize)]
-pub struct CellResult {
-    /// The cell's parameters.
-    pub config: CellConfig,
-    /// The URL agents connected to (the hub's real port, or the Unix socket path, which no
-    /// longer exists once the cell is done).
-    pub hub_url: String,
-    /// From the first connect starting to every agent connected, milliseconds.
-    pub connect_ms: f64,
-    /// Requests started in the measured window.
-    pub sent: u64,
-    /// Of those, answered with the right body.
-    pub answered: u64,
-    /// Of those, failed: timeouts, remote errors, disconnects, wrong bodies, or still
-    /// unresolved when the drain deadline passed.
-    pub errors: u64,
-    /// Of the errors, request timeouts.
-    pub timeouts: u64,
-    /// Of the errors, requests abandoned at the drain deadline.
-    pub abandoned: u64,
-    /// Whether `sent == answered + errors` and the histogram holds `answered` values.
-    pub consistent: bool,
-    /// Responses per second over the measured window.
-    pub responses_per_sec: f64,
-    /// Payload throughput (request plus response bodies), megabits per second.
-    pub payload_mbit_per_sec: f64,
-    /// Round-trip latency of answered requests, microseconds.
-    pub latency: LatencySummary,
-    /// The raw latency histogram: `(value_us, count)` for every recorded bucket.
-    pub histogram: Vec<(u64, u64)>,
-    /// Up to five distinct error messages seen.
-    pub error_samples: Vec<String>,
 }
 
 #[derive(Default)]
@@ -452,7 +423,31 @@ async fn drive_load(
     CellResult {
         config: config.clone(),
         hub_url: hub_url.to_owned(),
+        network: NetworkPath {
+            mode: "loopback",
+            spec: None,
+            hub_url: hub_url.to_owned(),
+            emulator: None,
+        },
         connect_ms,
+        connect: ConnectRecord {
+            agents: config.agents + config.workers,
+            all_connected_ms: connect_ms,
+            handshakes_per_sec: (config.agents + config.workers) as f64
+                / (connect_ms / 1000.0).max(1e-9),
+            resumed: None,
+        },
+        open_loop: None,
+        priority: None,
+        resources: Resources {
+            hub_mode: "in-process",
+            hub: None,
+            agents: ProcessUsage::default(),
+            hub_cpu_us_per_response: None,
+            agents_cpu_us_per_response: 0.0,
+            hub_rss_bytes_per_agent: None,
+        },
+        bottleneck: None,
         sent,
         answered,
         errors,
