@@ -1,38 +1,43 @@
-//! # agentwire-bench — a loopback benchmark of the real hub and agents
+//! # agentwire-bench — the agent scenario matrix, measured honestly
 //!
-//! `agentwire bench` runs a grid of *cells* (transport × clients × body size) in one
-//! process: for each cell it generates certificates in memory, starts a real [`Hub`] listening
-//! only on the transport under test (`quic://127.0.0.1:0` per-message or lanes, `h2://` and
-//! `wss://` on `127.0.0.1:0`, or `unix://` in a temporary directory), connects echo workers and
-//! clients through the public [`Agent`] API (each must end up on that transport) and drives a
-//! closed-loop request/response load. It reports connect time,
-//! responses per second, payload throughput, an HDR latency histogram and every error, plus
-//! the machine and build it ran on, as a table and as JSON (schema [`SCHEMA`]).
+//! `agentwire bench` runs *cells* (transport × agents × message size × network): for each it
+//! generates certificates, starts a real hub listening only on the transport under test (as
+//! its own `agentwire hub` process, so its CPU and memory are measured apart), connects echo
+//! workers next to it and clients across the network path (loopback, or an emulated link in
+//! network namespaces through `agentwire netsim`'s packet mode), and measures connection
+//! establishment (and QUIC 0-RTT reconnects), closed-loop throughput and latency, open-loop
+//! latency timed from intended send times, per-priority latency with bulk traffic sharing the
+//! connection, and CPU and peak memory per side. Each cell runs several times; the report
+//! gives medians, the spread, noisy cells and bottleneck warnings, as JSON (schema
+//! [`SCHEMA`], raw histograms included), Markdown, SVG charts and an HTML page.
+//!
+//! Presets: [`BenchConfig::quick`] (the default), [`BenchConfig::report_matrix`] (the nine
+//! scenarios of the published agent-transport report × QUIC, HTTP/2, WebSocket, 60 s per
+//! cell) and [`BenchConfig::single_cell`].
 //!
 //! This crate measures; it must not change how agentwire behaves (no private hooks, no
-//! in-process transport) and it must not hide failures: every request started in the
-//! measured window is reported as answered or as an error.
+//! in-process transport) and it must not hide failures: every request started in a measured
+//! window is reported as answered or as an error, and a run that fails is recorded with its
+//! reason.
 //!
 //! ```no_run
-//! # async fn demo() -> anyhow::Result<()> {
-//! let mut config = agentwire_bench::BenchConfig::default();
-//! config.agents = vec![10];
-//! let report = agentwire_bench::run(&config, std::env::args().collect(), &mut |line| {
-//!     eprintln!("{line}")
-//! })
-//! .await?;
+//! # fn demo() -> anyhow::Result<()> {
+//! use agentwire_bench::{server::HubLauncher, BenchConfig};
+//! let config = BenchConfig::quick();
+//! let report = agentwire_bench::run(&config, &HubLauncher::InProcess, vec!["demo".into()],
+//!     &mut |p| eprintln!("{}", p.label))?;
 //! print!("{}", agentwire_bench::render_table(&report));
 //! # Ok(()) }
 //! ```
-//!
-//! [`Hub`]: agentwire::hub::Hub
-//! [`Agent`]: agentwire::Agent
 
 #![warn(missing_docs)]
 
 pub mod environment;
+pub mod netpath;
 pub mod record;
+pub mod resources;
 pub mod scenario;
+pub mod server;
 pub mod stats;
 
 use std::fmt::Write as _;
@@ -45,6 +50,7 @@ use serde::Serialize;
 pub use environment::{build_profile, Environment};
 pub use record::*;
 pub use scenario::{run_cell, BenchTransport, CellConfig};
+pub use server::HubLauncher;
 pub use stats::LatencySummary;
 
 /// The `schema` field of the JSON report.
@@ -57,70 +63,185 @@ pub const NOISY_COV: f64 = 0.10;
 /// Room left in a frame for the envelope around the body.
 const ENVELOPE_OVERHEAD: usize = 4096;
 
-/// The grid of cells to run and the load each cell gets.
+/// One scenario: how many agents, how large their messages, over which network.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    /// Client agents sending requests.
+    pub agents: usize,
+    /// Request body size in bytes; responses carry the same body.
+    pub size: usize,
+    /// The network between clients and hub.
+    pub network: NetworkProfile,
+    /// Whether this scenario's cells run the priority / head-of-line probe.
+    pub priority_probe: bool,
+}
+
+/// What to run: the transports, the scenarios, and the load and timing of every cell.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchConfig {
+    /// `quick`, `report-matrix`, `cell` or `custom`.
+    pub preset: String,
     /// Transports to compare.
     pub transports: Vec<BenchTransport>,
-    /// Client counts (workers are one per ten clients, at least one).
-    pub agents: Vec<usize>,
-    /// Body sizes in bytes.
-    pub sizes: Vec<usize>,
-    /// Requests each client keeps in flight.
-    pub window: usize,
-    /// Warm-up per cell, milliseconds.
+    /// Scenarios; every transport runs every scenario (Unix sockets only on loopback).
+    pub scenarios: Vec<Scenario>,
+    /// Requests each client keeps in flight; `None` picks per cell ([`auto_window`]).
+    pub window: Option<usize>,
+    /// Warm-up per run, milliseconds.
     pub warmup_ms: u64,
-    /// Measured window per cell, milliseconds.
+    /// Measured closed-loop window per run, milliseconds.
     pub duration_ms: u64,
-    /// Per-request timeout, milliseconds; also bounds each cell's drain.
+    /// Open-loop phase per run, milliseconds (0 = none).
+    pub open_loop_ms: u64,
+    /// Priority probe per run in scenarios that have it, milliseconds (0 = none).
+    pub priority_probe_ms: u64,
+    /// Per-request timeout, milliseconds; also bounds each phase's drain.
     pub request_timeout_ms: u64,
     /// Times each cell is run; the report gives the median and the spread.
     pub repetitions: usize,
+    /// Seed of the emulated links.
+    pub seed: u64,
+}
+
+/// In-flight bytes a cell aims for when the window is picked automatically.
+pub const AUTO_WINDOW_BYTES: usize = 16 * 1024 * 1024;
+/// Largest automatic window.
+pub const AUTO_WINDOW_MAX: usize = 16;
+
+/// The window picked for `agents` clients sending `size`-byte requests: as many requests in
+/// flight as keep about [`AUTO_WINDOW_BYTES`] queued over all clients, between 1 and
+/// [`AUTO_WINDOW_MAX`]. Beyond that, latency would only measure queueing.
+///
+/// ```
+/// use agentwire_bench::auto_window;
+/// assert_eq!(auto_window(10, 1024), 16);
+/// assert_eq!(auto_window(100, 10 * 1024), 16);
+/// assert_eq!(auto_window(1000, 100 * 1024), 1);
+/// assert_eq!(auto_window(1000, 1024), 16);
+/// assert_eq!(auto_window(100, 100 * 1024), 1);
+/// ```
+pub fn auto_window(agents: usize, size: usize) -> usize {
+    let per_request = agents.max(1).saturating_mul(size.max(1));
+    (AUTO_WINDOW_BYTES / per_request).clamp(1, AUTO_WINDOW_MAX)
 }
 
 impl Default for BenchConfig {
-    /// The quick preset: {quic, quic-lanes, h2, wss, unix} × {10, 100} agents ×
-    /// {1 KiB, 10 KiB}, window 4, 0.5 s warm-up, 2 s measured, 3 repetitions — about three
-    /// minutes on two cores.
+    /// The quick preset.
     fn default() -> Self {
-        BenchConfig {
-            transports: BenchTransport::ALL.to_vec(),
-            agents: vec![10, 100],
-            sizes: vec![1024, 10240],
-            window: 4,
-            warmup_ms: 500,
-            duration_ms: 2000,
-            request_timeout_ms: 5000,
-            repetitions: 3,
-        }
+        BenchConfig::quick()
+    }
+}
+
+fn scenario(agents: usize, size: usize, network: &str, priority_probe: bool) -> Scenario {
+    Scenario {
+        agents,
+        size,
+        network: NetworkProfile::parse(network).unwrap_or_else(|_| NetworkProfile::loopback()),
+        priority_probe,
     }
 }
 
 impl BenchConfig {
+    /// The quick preset (the README's default, about four minutes on two cores): every
+    /// transport on 10 agents × 1 KiB and 100 agents × 10 KiB over loopback, and QUIC,
+    /// HTTP/2 and WebSocket on 10 agents × 1 KiB over a 50 ms path with 1 % loss each way;
+    /// 3 repetitions of 0.5 s warm-up, 1.5 s closed loop, 1 s open loop, and a 1.5 s
+    /// priority probe in the 10-agent cells.
+    pub fn quick() -> Self {
+        BenchConfig {
+            preset: "quick".into(),
+            transports: BenchTransport::ALL.to_vec(),
+            scenarios: vec![
+                scenario(10, 1024, "0ms", true),
+                scenario(100, 10240, "0ms", false),
+                scenario(10, 1024, "50ms+1%", true),
+            ],
+            window: None,
+            warmup_ms: 500,
+            duration_ms: 1500,
+            open_loop_ms: 1000,
+            priority_probe_ms: 1500,
+            request_timeout_ms: 10_000,
+            repetitions: 3,
+            seed: 1,
+        }
+    }
+
+    /// The nine scenarios of the published agent-transport report ({10 × 1 KB, 100 × 10 KB,
+    /// 1000 × 100 KB} × {0, 50, 100 ms}) × QUIC, HTTP/2 and WebSocket. Each cell measures
+    /// 60 s in total, as in that report, split into 5 repetitions of 12 s (plus warm-up, 4 s
+    /// open loop, and a 4 s priority probe in the 10-agent scenarios).
+    pub fn report_matrix() -> Self {
+        let mut scenarios = Vec::new();
+        for (agents, size) in [(10, 1024), (100, 10240), (1000, 102_400)] {
+            for net in ["0ms", "50ms", "100ms"] {
+                scenarios.push(scenario(agents, size, net, agents == 10));
+            }
+        }
+        BenchConfig {
+            preset: "report-matrix".into(),
+            transports: vec![BenchTransport::Quic, BenchTransport::H2, BenchTransport::Wss],
+            scenarios,
+            window: None,
+            warmup_ms: 1000,
+            duration_ms: 12_000,
+            open_loop_ms: 4000,
+            priority_probe_ms: 4000,
+            request_timeout_ms: 30_000,
+            repetitions: 5,
+            seed: 1,
+        }
+    }
+
+    /// One cell: `transport` with `agents` × `size` over `network`, 5 repetitions of 5 s.
+    pub fn single_cell(transport: BenchTransport, scenario: Scenario) -> Self {
+        BenchConfig {
+            preset: "cell".into(),
+            transports: vec![transport],
+            scenarios: vec![scenario],
+            window: None,
+            warmup_ms: 1000,
+            duration_ms: 5000,
+            open_loop_ms: 2000,
+            priority_probe_ms: 2000,
+            request_timeout_ms: 30_000,
+            repetitions: 5,
+            seed: 1,
+        }
+    }
+
     /// Checks the values are usable (non-empty lists, sane bounds).
     pub fn validate(&self) -> Result<()> {
         let max_size = (agentwire_proto::Limits::default().max_frame_size as usize)
             .saturating_sub(ENVELOPE_OVERHEAD);
-        if self.transports.is_empty() || self.agents.is_empty() || self.sizes.is_empty() {
-            bail!("need at least one transport, one agent count and one size");
+        if self.transports.is_empty() || self.scenarios.is_empty() {
+            bail!("need at least one transport and one scenario");
         }
-        if let Some(a) = self.agents.iter().find(|&&a| a == 0 || a > 10_000) {
-            bail!("agent count {a} is out of range (1..=10000)");
+        for s in &self.scenarios {
+            if s.agents == 0 || s.agents > 10_000 {
+                bail!("agent count {} is out of range (1..=10000)", s.agents);
+            }
+            if s.size > max_size {
+                bail!("size {} is larger than the {max_size}-byte limit", s.size);
+            }
         }
-        if let Some(s) = self.sizes.iter().find(|&&s| s > max_size) {
-            bail!("size {s} is larger than the {max_size}-byte limit");
+        if let Some(w) = self.window {
+            if w == 0 || w > 1024 {
+                bail!("window {w} is out of range (1..=1024)");
+            }
         }
-        if self.window == 0 || self.window > 1024 {
-            bail!("window {} is out of range (1..=1024)", self.window);
+        for (name, v, max) in [
+            ("duration", self.duration_ms, 3_600_000),
+            ("open-loop phase", self.open_loop_ms, 3_600_000),
+            ("priority probe", self.priority_probe_ms, 3_600_000),
+            ("warm-up", self.warmup_ms, 600_000),
+        ] {
+            if v > max {
+                bail!("{name} {v} ms is out of range (0..={max})");
+            }
         }
-        if self.duration_ms == 0 || self.duration_ms > 3_600_000 {
-            bail!(
-                "duration {} ms is out of range (1..=3600000)",
-                self.duration_ms
-            );
-        }
-        if self.warmup_ms > 600_000 {
-            bail!("warm-up {} ms is out of range (0..=600000)", self.warmup_ms);
+        if self.duration_ms == 0 {
+            bail!("duration must be at least 1 ms");
         }
         if self.repetitions == 0 || self.repetitions > 100 {
             bail!("repetitions {} is out of range (1..=100)", self.repetitions);
@@ -134,30 +255,52 @@ impl BenchConfig {
         Ok(())
     }
 
-    /// The cells in run order: transport, then agents, then size.
+    /// The cells in run order: scenario, then transport, so the transports of one scenario
+    /// run side by side in time (fairer on a noisy machine).
     pub fn cells(&self) -> Vec<CellConfig> {
         let mut cells = Vec::new();
-        for &transport in &self.transports {
-            for &agents in &self.agents {
-                for &size in &self.sizes {
-                    cells.push(CellConfig {
-                        transport,
-                        agents,
-                        workers: CellConfig::workers_for(agents),
-                        size,
-                        window: self.window,
-                        warmup_ms: self.warmup_ms,
-                        duration_ms: self.duration_ms,
-                        request_timeout_ms: self.request_timeout_ms,
-                        network: NetworkProfile::loopback(),
-                        open_loop_ms: 0,
-                        priority_probe_ms: 0,
-                    });
-                }
+        for s in &self.scenarios {
+            for &transport in &self.transports {
+                cells.push(CellConfig {
+                    transport,
+                    agents: s.agents,
+                    workers: CellConfig::workers_for(s.agents),
+                    size: s.size,
+                    window: self.window.unwrap_or_else(|| auto_window(s.agents, s.size)),
+                    warmup_ms: self.warmup_ms,
+                    duration_ms: self.duration_ms,
+                    request_timeout_ms: self.request_timeout_ms,
+                    network: s.network.clone(),
+                    open_loop_ms: self.open_loop_ms,
+                    priority_probe_ms: if s.priority_probe {
+                        self.priority_probe_ms
+                    } else {
+                        0
+                    },
+                });
             }
         }
         cells
     }
+}
+
+/// Where a run is, for progress displays.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    /// Runs finished so far (over all cells).
+    pub finished_runs: usize,
+    /// Runs in total.
+    pub total_runs: usize,
+    /// Cell number, from 1.
+    pub cell: usize,
+    /// Cells in total.
+    pub cells: usize,
+    /// Repetition of this cell, from 1.
+    pub repetition: usize,
+    /// Repetitions per cell.
+    pub repetitions: usize,
+    /// What is running now, or what just finished, in words.
+    pub label: String,
 }
 
 /// A whole run: what was asked, where it ran, and every cell's result.
@@ -171,7 +314,9 @@ pub struct Report {
     pub started_unix: u64,
     /// Machine and build.
     pub environment: Environment,
-    /// The grid asked for.
+    /// How the hub ran: `process` (its own process) or `in-process`.
+    pub hub_mode: &'static str,
+    /// What was asked for.
     pub config: BenchConfig,
     /// One summary per cell, in run order, each with all its repetitions.
     pub cells: Vec<CellSummary>,
@@ -184,6 +329,8 @@ pub struct CellSummary {
     pub config: CellConfig,
     /// Why the cell was not run (for example: packet mode needs root), if it was not.
     pub skipped: Option<String>,
+    /// Runs that failed, with the reason (they have no entry in `runs`).
+    pub failures: Vec<String>,
     /// How traffic crossed the network (`loopback` or `packet`), from the first run.
     pub network_mode: Option<&'static str>,
     /// Median responses per second (closed loop).
@@ -301,6 +448,7 @@ impl CellSummary {
             .reduce(|a, b| a + b);
         CellSummary {
             skipped: None,
+            failures: Vec::new(),
             network_mode: runs.first().map(|r| r.network.mode),
             responses_per_sec: stats::median(&rps).unwrap_or(0.0),
             responses_per_sec_cov: cov,
@@ -353,51 +501,100 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-/// Runs every cell of `config` in order, calling `progress` with one line per cell.
-/// Needs a Tokio runtime with the time and net drivers (a multi-thread one for real numbers).
-pub async fn run(
+/// A short name for a cell, e.g. `quic 10×1024 B @ 50ms+1%`.
+pub fn cell_label(c: &CellConfig) -> String {
+    format!(
+        "{} {}×{} B @ {} (window {})",
+        c.transport, c.agents, c.size, c.network, c.window
+    )
+}
+
+/// Runs every cell of `config` in order with the hub started by `launcher`, reporting progress
+/// before and after each run. Blocks; creates its own threads and runtimes (call it outside
+/// an async context, or from `spawn_blocking`).
+///
+/// A cell that cannot run here (an emulated network without the privileges for packet mode,
+/// Unix sockets across a network) is recorded as skipped with the reason; a run that fails
+/// is recorded in the cell's `failures` and the run goes on.
+pub fn run(
     config: &BenchConfig,
+    launcher: &server::HubLauncher,
     command_line: Vec<String>,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&Progress),
 ) -> Result<Report> {
     config.validate()?;
     let started_unix = unix_now();
     let environment = Environment::detect();
     let cells = config.cells();
     let total = cells.len();
-    let mut results = Vec::with_capacity(total);
     let reps = config.repetitions;
+    let packet_mode = netpath::EmulatedPath::available();
+    let mut results = Vec::with_capacity(total);
+    let mut p = Progress {
+        finished_runs: 0,
+        total_runs: total * reps,
+        cell: 0,
+        cells: total,
+        repetition: 0,
+        repetitions: reps,
+        label: String::new(),
+    };
     for (i, cell) in cells.iter().enumerate() {
-        let mut runs = Vec::with_capacity(reps);
-        for rep in 1..=reps {
-            progress(&format!(
-                "cell {}/{}, run {rep}/{reps}: {} {} agents × {} B (window {}, {} workers) ...",
-                i + 1,
-                total,
-                cell.transport,
-                cell.agents,
-                cell.size,
-                cell.window,
-                cell.workers
-            ));
-            let r = run_cell(cell).await.with_context(|| {
-                format!(
-                    "cell {}/{total} run {rep} ({} {} agents × {} B)",
-                    i + 1,
-                    cell.transport,
-                    cell.agents,
-                    cell.size
-                )
-            })?;
-            runs.push(r);
+        p.cell = i + 1;
+        let skip = if cell.transport == BenchTransport::Unix && !cell.network.is_loopback() {
+            Some("unix sockets do not cross a network".to_owned())
+        } else if !cell.network.is_loopback() {
+            packet_mode
+                .as_ref()
+                .err()
+                .map(|why| format!("the emulated network needs netsim packet mode: {why}"))
+        } else {
+            None
+        };
+        if let Some(reason) = skip {
+            p.finished_runs += reps;
+            p.label = format!("skipped {}: {reason}", cell_label(cell));
+            progress(&p);
+            results.push(CellSummary::skipped(cell.clone(), reason));
+            continue;
         }
-        results.push(CellSummary::from_runs(cell.clone(), runs));
+        let mut runs = Vec::with_capacity(reps);
+        let mut failures = Vec::new();
+        for rep in 1..=reps {
+            p.repetition = rep;
+            p.label = cell_label(cell);
+            progress(&p);
+            let seed = config.seed.wrapping_add(rep as u64);
+            match run_cell(cell, launcher, seed) {
+                Ok(r) => {
+                    p.label = format!(
+                        "{}: {:.0} msg/s, p50 {:.2} ms, p99 {:.2} ms, {} errors",
+                        cell_label(cell),
+                        r.responses_per_sec,
+                        r.latency.p50_us as f64 / 1000.0,
+                        r.latency.p99_us as f64 / 1000.0,
+                        r.errors
+                    );
+                    runs.push(r);
+                }
+                Err(e) => {
+                    p.label = format!("{} run {rep} failed: {e:#}", cell_label(cell));
+                    failures.push(format!("run {rep}: {e:#}"));
+                }
+            }
+            p.finished_runs += 1;
+            progress(&p);
+        }
+        let mut summary = CellSummary::from_runs(cell.clone(), runs);
+        summary.failures = failures;
+        results.push(summary);
     }
     Ok(Report {
         schema: SCHEMA,
         command_line,
         started_unix,
         environment,
+        hub_mode: launcher.mode(),
         config: config.clone(),
         cells: results,
     })
@@ -470,24 +667,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_preset_is_twenty_cells() {
-        let c = BenchConfig::default();
+    fn quick_preset_cells() {
+        let c = BenchConfig::quick();
         c.validate().unwrap();
         let cells = c.cells();
-        assert_eq!(cells.len(), 20);
+        // Three scenarios × five transports (the Unix cell of the lossy one is skipped at
+        // run time).
+        assert_eq!(cells.len(), 15);
         assert_eq!(cells[0].transport, BenchTransport::Quic);
+        assert_eq!((cells[0].agents, cells[0].size, cells[0].window), (10, 1024, 16));
         assert_eq!(cells[0].workers, 1);
-        assert_eq!(cells[2].agents, 100);
-        assert_eq!(cells[2].workers, 10);
-        assert_eq!(cells[7].transport, BenchTransport::QuicLanes);
+        assert!(cells[0].priority_probe_ms > 0);
+        assert_eq!(cells[1].transport, BenchTransport::QuicLanes);
         assert_eq!(
-            cells[7].transport.mapping(),
+            cells[1].transport.mapping(),
             agentwire::StreamMapping::Lanes
         );
-        assert_eq!(cells[8].transport, BenchTransport::H2);
-        assert_eq!(cells[12].transport, BenchTransport::Wss);
-        assert_eq!(cells[19].transport, BenchTransport::Unix);
-        assert_eq!(cells[19].size, 10240);
+        assert_eq!(cells[5].agents, 100);
+        assert_eq!(cells[5].workers, 10);
+        assert_eq!(cells[5].priority_probe_ms, 0);
+        assert_eq!(cells[10].network.name, "50ms+1%");
+        assert_eq!(cells[10].network.one_way_spec().unwrap(), "delay=25ms,loss=1%");
+        assert!(cells.iter().all(|c| c.open_loop_ms > 0));
+    }
+
+    #[test]
+    fn report_matrix_is_the_nine_scenarios_times_three() {
+        let c = BenchConfig::report_matrix();
+        c.validate().unwrap();
+        let cells = c.cells();
+        assert_eq!(cells.len(), 27);
+        assert_eq!(c.repetitions as u64 * c.duration_ms, 60_000);
+        let big = cells.iter().find(|c| c.agents == 1000).unwrap();
+        assert_eq!((big.size, big.window, big.workers), (102_400, 1, 100));
+        let rtts: Vec<u32> = cells.iter().map(|c| c.network.rtt_ms).collect();
+        assert_eq!(&rtts[..9], &[0, 0, 0, 50, 50, 50, 100, 100, 100]);
+        assert!(cells.iter().all(|c| c.transport != BenchTransport::Unix));
+    }
+
+    #[test]
+    fn network_profiles_parse_or_explain() {
+        assert!(NetworkProfile::parse("50").is_err());
+        assert!(NetworkProfile::parse("51ms").is_err());
+        assert!(NetworkProfile::parse("50ms+x%").is_err());
+        assert!(NetworkProfile::parse("50ms+60%").is_err());
+        let p = NetworkProfile::parse("100ms").unwrap();
+        assert_eq!(p.one_way_spec().unwrap(), "delay=50ms");
+        assert!(NetworkProfile::loopback().one_way_spec().is_none());
     }
 
     #[test]
@@ -506,19 +732,22 @@ mod tests {
     fn bad_configs_are_rejected() {
         let base = BenchConfig::default();
         let mut c = base.clone();
-        c.agents = vec![0];
+        c.scenarios[0].agents = 0;
         assert!(c.validate().is_err());
         let mut c = base.clone();
-        c.window = 0;
+        c.window = Some(0);
         assert!(c.validate().is_err());
         let mut c = base.clone();
-        c.sizes.clear();
+        c.scenarios.clear();
+        assert!(c.validate().is_err());
+        let mut c = base.clone();
+        c.duration_ms = 0;
         assert!(c.validate().is_err());
         let mut c = base.clone();
         c.transports.clear();
         assert!(c.validate().is_err());
         let mut c = base;
-        c.sizes = vec![usize::MAX];
+        c.scenarios[0].size = usize::MAX;
         assert!(c.validate().is_err());
     }
 }

@@ -1,12 +1,18 @@
-//! One benchmark cell: a fresh hub listening only on the transport under test (loopback QUIC,
-//! HTTP/2 or WebSocket over TLS, or a Unix socket in a fresh temporary directory), `W` echo
-//! workers and `A` clients that each keep `window` requests in flight, a warm-up, a measured
-//! window and a bounded drain.
+//! One benchmark cell, end to end: an optional emulated network path ([`crate::netpath`]), the
+//! server side (a hub listening only on the transport under test plus `W` echo workers,
+//! [`crate::server`]) and, on its own thread and runtime, the client side this module drives:
 //!
-//! Everything goes through the public API (`Hub::listen`, `Agent::connect`,
-//! `AgentHandle::request`, `Incoming::reply`) over real sockets; this module must not use
-//! in-process shortcuts for the transport, and must not print or write files (apart from the
-//! Unix socket's temporary directory, removed at the end of the cell).
+//! 1. connect `A` clients concurrently (each with its own connector and socket) and time it;
+//! 2. closed loop: each client keeps `window` requests in flight; warm-up, measured window
+//!    (with CPU readings of hub, agents and emulator at both ends), bounded drain;
+//! 3. open loop: requests at a fixed total rate, timed from their intended send time;
+//! 4. priority probe: one more client sends small requests of every priority class at a fixed
+//!    rate while bulk low-priority requests share its connection;
+//! 5. QUIC only: close the clients and reconnect them all with 0-RTT, timed.
+//!
+//! Everything goes through the public API (`Agent`, `Connector`, `AgentHandle::request`,
+//! `Incoming::reply`) over real sockets; this module must not use in-process shortcuts for
+//! the transport, and must not print or write files.
 
 use std::fmt;
 use std::str::FromStr;
@@ -14,12 +20,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentwire::hub::{Hub, HubConfig, Listener};
-use agentwire::metrics::HubMetrics;
-use agentwire::tls::{self, HubIdentity};
 use agentwire::transport::TransportKind;
 use agentwire::{
-    Agent, AgentError, AgentHandle, AgentOptions, HubTrust, HubUrl, Kind, StreamMapping,
+    Agent, AgentError, AgentHandle, AgentOptions, Connector, Destination, Kind, Priority,
+    StreamMapping,
 };
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
@@ -28,8 +32,11 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::netpath::{self, EmulatedPath};
 use crate::record::*;
-use crate::stats;
+use crate::resources;
+use crate::server::{HubLauncher, ServerReady, ServerSide, ServerSpec};
+use crate::stats::{self, OpenLoopSchedule};
 
 /// Hard cap on requests one in-flight slot may issue in a cell (a second bound besides time).
 const MAX_REQUESTS_PER_SLOT: u64 = 50_000_000;
@@ -177,103 +184,193 @@ impl Counters {
     }
 }
 
-/// A hub listening only on the transport under test, with the trust to reach it.
-struct LoopbackHub {
-    hub: Hub,
-    listener: Listener,
-    url: String,
-    trust: HubTrust,
-    /// The Unix socket's directory; removed when dropped (after the listener).
-    _dir: Option<tempfile::TempDir>,
-}
+/// How long a priority-probe bulk request body is, bytes.
+pub const PROBE_BULK_SIZE: usize = 256 * 1024;
+/// Bulk requests the probe keeps in flight.
+pub const PROBE_BULK_WINDOW: usize = 4;
+/// Body size of the probe's small requests, bytes.
+pub const PROBE_SMALL_SIZE: usize = 64;
+/// Small probe requests per second and priority class.
+pub const PROBE_RATE_PER_CLASS: f64 = 20.0;
+/// A request sent more than this after its intended time counts as a late send.
+const LATE_SEND: Duration = Duration::from_millis(1);
+/// Fraction of its total time a side must be busy before the bench calls it a bottleneck.
+const BUSY: f64 = 0.85;
 
-async fn start_hub(transport: BenchTransport) -> Result<LoopbackHub> {
-    let bundle =
-        tls::generate(&tls::default_hub_names()).context("generating in-memory certificates")?;
-    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem)
-        .context("loading the generated hub identity")?;
-    let config = HubConfig {
-        stream_mapping: transport.mapping(),
-        ..HubConfig::default()
-    };
-    let (url, dir) = match transport {
-        BenchTransport::Quic | BenchTransport::QuicLanes => ("quic://127.0.0.1:0".to_owned(), None),
-        BenchTransport::H2 => ("h2://127.0.0.1:0".to_owned(), None),
-        BenchTransport::Wss => ("wss://127.0.0.1:0".to_owned(), None),
-        BenchTransport::Unix => {
-            let dir = tempfile::Builder::new()
-                .prefix("agentwire-bench-")
-                .tempdir_in(std::env::temp_dir())
-                .context("creating a temporary directory for the Unix socket")?;
-            let url = format!("unix://{}", dir.path().join("hub.sock").display());
-            (url, Some(dir))
-        }
-    };
-    let url = HubUrl::parse(&url).map_err(|e| anyhow!(e))?;
-    let hub = Hub::new(config, HubMetrics::new());
-    let listener = match hub.listen(&url, Some(&identity)).await {
-        Ok(l) => l,
-        Err(e) => {
-            hub.shutdown();
-            return Err(anyhow!(e).context(format!("listening on {url}")));
-        }
-    };
-    let url = listener.url.to_string();
-    let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).context("trusting the generated CA")?;
-    Ok(LoopbackHub {
-        hub,
-        listener,
-        url,
-        trust,
-        _dir: dir,
-    })
-}
-
-/// Runs one cell end to end and tears everything down again.
-pub async fn run_cell(config: &CellConfig) -> Result<CellResult> {
+/// Runs one cell end to end and tears everything down again. Blocks the calling thread (the
+/// server and client sides run on their own threads and runtimes).
+pub fn run_cell(config: &CellConfig, launcher: &HubLauncher, seed: u64) -> Result<CellResult> {
     if config.agents == 0 || config.workers == 0 || config.window == 0 {
         bail!("a cell needs at least one client, one worker and a window of one");
     }
-    let lh = start_hub(config.transport).await?;
-    let result = run_on_hub(config, &lh).await;
-    lh.hub.shutdown();
-    lh.listener.close();
-    // Dropping closes the listener (removing a Unix socket file), then its directory.
-    drop(lh);
-    result
+    if config.transport == BenchTransport::Unix && !config.network.is_loopback() {
+        bail!("unix sockets do not cross a network: no {} cell", config.network);
+    }
+    let path = if config.network.is_loopback() {
+        None
+    } else {
+        Some(EmulatedPath::start(&config.network, seed)?)
+    };
+    let me = std::process::id();
+    resources::reset_peak_rss(me);
+    let server = ServerSide::start(ServerSpec {
+        transport: config.transport,
+        workers: config.workers,
+        netns: path.as_ref().map(|p| p.server_ns().to_owned()),
+        host: match &path {
+            Some(_) => EmulatedPath::server_addr().to_string(),
+            None => "127.0.0.1".to_owned(),
+        },
+        launcher: launcher.clone(),
+    })
+    .context("starting the hub and workers")?;
+    let ready = server.ready.clone();
+    let client_ns = path.as_ref().map(|p| p.client_ns().to_owned());
+    let cfg = config.clone();
+    let client = std::thread::Builder::new()
+        .name("bench-clients".into())
+        .spawn(move || client_thread(cfg, ready, client_ns))
+        .context("spawning the client-side thread")?;
+    let outcome = client
+        .join()
+        .map_err(|_| anyhow!("the client side panicked"))
+        .and_then(|r| r);
+    let done = server.stop();
+    let emulator = path.as_ref().map(EmulatedPath::record);
+    if let Some(failure) = path.as_ref().and_then(EmulatedPath::failure) {
+        bail!("the emulator failed during the cell: {failure}");
+    }
+    let outcome = outcome?;
+    let agents_peak = resources::peak_rss_bytes(me).unwrap_or(0);
+    Ok(assemble(
+        config,
+        launcher,
+        &path,
+        outcome,
+        emulator,
+        done.hub_peak_rss_bytes,
+        agents_peak,
+    ))
 }
 
-async fn run_on_hub(config: &CellConfig, lh: &LoopbackHub) -> Result<CellResult> {
-    let worker_ids: Vec<String> = (0..config.workers).map(|i| format!("worker-{i}")).collect();
-    let client_ids: Vec<String> = (0..config.agents).map(|i| format!("client-{i}")).collect();
-    let connect_timeout = Duration::from_secs(10);
-    let opts = |id: &str| {
-        let mut o = AgentOptions::new(id, lh.url.clone(), lh.trust.clone());
-        o.stream_mapping = config.transport.mapping();
-        o.connect_timeout = connect_timeout;
-        o
-    };
+/// CPU readings at one instant: this process, the emulator's threads in it, the hub process.
+#[derive(Debug, Clone, Copy)]
+struct CpuSnapshot {
+    at: Instant,
+    process: f64,
+    emulator: f64,
+    hub: Option<f64>,
+}
 
-    // Connect every agent concurrently.
-    let all_ids: Vec<&String> = worker_ids.iter().chain(client_ids.iter()).collect();
-    let connect_start = Instant::now();
-    let mut connecting = JoinSet::new();
-    for (i, id) in all_ids.iter().enumerate() {
-        let o = opts(id);
-        connecting.spawn(async move { (i, Agent::connect(o).await) });
+impl CpuSnapshot {
+    fn take(hub_pid: Option<u32>) -> Self {
+        CpuSnapshot {
+            at: Instant::now(),
+            process: resources::self_cpu_seconds().unwrap_or(0.0),
+            emulator: resources::self_threads_cpu_seconds(netpath::EMULATOR_THREAD_PREFIX),
+            hub: hub_pid.and_then(resources::process_cpu_seconds),
+        }
     }
-    let mut agents: Vec<Option<Agent>> = (0..all_ids.len()).map(|_| None).collect();
-    let mut connect_error = None;
+}
+
+/// The closed-loop window's CPU use: wall seconds and CPU seconds per side.
+#[derive(Debug, Clone, Copy)]
+struct CpuWindow {
+    wall: f64,
+    agents: f64,
+    emulator: f64,
+    hub: Option<f64>,
+}
+
+impl CpuWindow {
+    fn between(a: CpuSnapshot, b: CpuSnapshot) -> Self {
+        let emulator = (b.emulator - a.emulator).max(0.0);
+        CpuWindow {
+            wall: b.at.duration_since(a.at).as_secs_f64(),
+            agents: (b.process - a.process - emulator).max(0.0),
+            emulator,
+            hub: a.hub.zip(b.hub).map(|(x, y)| (y - x).max(0.0)),
+        }
+    }
+}
+
+/// What the closed-loop phase counted.
+struct ClosedLoop {
+    sent: u64,
+    answered: u64,
+    errors: u64,
+    timeouts: u64,
+    abandoned: u64,
+    histogram: Histogram<u64>,
+    error_samples: Vec<String>,
+}
+
+/// Everything the client side measured.
+struct ClientOutcome {
+    hub_url: String,
+    connect: ConnectRecord,
+    closed: ClosedLoop,
+    cpu: Option<CpuWindow>,
+    open_loop: Option<OpenLoopRecord>,
+    priority: Option<PriorityRecord>,
+}
+
+fn client_thread(
+    config: CellConfig,
+    ready: ServerReady,
+    netns: Option<String>,
+) -> Result<ClientOutcome> {
+    if let Some(ns) = &netns {
+        netpath::enter(ns)?;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("bench-clients-rt")
+        .enable_all()
+        .build()
+        .context("building the client-side runtime")?;
+    rt.block_on(client_side(&config, &ready))
+}
+
+fn client_options(config: &CellConfig, ready: &ServerReady, id: &str) -> AgentOptions {
+    let mut o = AgentOptions::new(id, ready.url.clone(), ready.trust.clone());
+    o.stream_mapping = config.transport.mapping();
+    o.connect_timeout = connect_timeout(config);
+    o.zero_rtt = config.transport.kind() == TransportKind::Quic;
+    o
+}
+
+/// Generous: a thousand handshakes over a 100 ms path on two cores take a while.
+fn connect_timeout(config: &CellConfig) -> Duration {
+    Duration::from_secs(30) + Duration::from_millis(config.network.rtt_ms as u64 * 20)
+}
+
+/// Connects `ids` concurrently through their connectors; every agent must land on the
+/// transport under test. Returns the agents in order and the time until the last one was up.
+async fn connect_clients(
+    config: &CellConfig,
+    ready: &ServerReady,
+    connectors: &[Arc<Connector>],
+    ids: &[String],
+) -> Result<(Vec<Agent>, Duration)> {
+    let start = Instant::now();
+    let mut connecting = JoinSet::new();
+    for (i, (connector, id)) in connectors.iter().zip(ids).enumerate() {
+        let o = client_options(config, ready, id);
+        let c = connector.clone();
+        connecting.spawn(async move { (i, c.connect(&o).await) });
+    }
+    let mut agents: Vec<Option<Agent>> = (0..ids.len()).map(|_| None).collect();
+    let mut first_error = None;
     let expected = config.transport.kind();
-    let deadline = connect_start + connect_timeout + Duration::from_secs(5);
+    let deadline = start + connect_timeout(config) + Duration::from_secs(5);
     while let Ok(Some(joined)) = tokio::time::timeout_at(deadline, connecting.join_next()).await {
         match joined {
             Ok((i, Ok(agent))) => {
                 if agent.transport() != expected {
-                    connect_error.get_or_insert_with(|| {
+                    first_error.get_or_insert_with(|| {
                         anyhow!(
                             "{} connected over {}, expected {expected}",
-                            all_ids.get(i).map_or("?", |s| s.as_str()),
+                            ids.get(i).map_or("?", |s| s.as_str()),
                             agent.transport()
                         )
                     });
@@ -283,62 +380,297 @@ async fn run_on_hub(config: &CellConfig, lh: &LoopbackHub) -> Result<CellResult>
                 }
             }
             Ok((i, Err(e))) => {
-                connect_error.get_or_insert_with(|| {
-                    anyhow!(
-                        "connecting {}: {e}",
-                        all_ids.get(i).map_or("?", |s| s.as_str())
-                    )
+                first_error.get_or_insert_with(|| {
+                    anyhow!("connecting {}: {e}", ids.get(i).map_or("?", |s| s.as_str()))
                 });
             }
             Err(e) => {
-                connect_error.get_or_insert_with(|| anyhow!("connect task failed: {e}"));
+                first_error.get_or_insert_with(|| anyhow!("connect task failed: {e}"));
             }
         }
     }
     connecting.abort_all();
-    let connect_ms = connect_start.elapsed().as_secs_f64() * 1000.0;
+    let elapsed = start.elapsed();
     let connected: Vec<Agent> = agents.into_iter().flatten().collect();
-    if connect_error.is_some() || connected.len() != all_ids.len() {
-        let handles: Vec<AgentHandle> = connected.iter().map(|a| a.handle().clone()).collect();
-        close_all(handles).await;
-        return Err(connect_error.unwrap_or_else(|| {
+    if first_error.is_some() || connected.len() != ids.len() {
+        close_all(connected.iter().map(|a| a.handle().clone()).collect()).await;
+        return Err(first_error.unwrap_or_else(|| {
             anyhow!(
                 "only {} of {} agents connected in time",
                 connected.len(),
-                all_ids.len()
+                ids.len()
             )
         }));
     }
+    Ok((connected, elapsed))
+}
 
-    // Workers echo; clients' inboxes are drained so stray messages cannot stall them.
+fn per_sec(n: usize, d: Duration) -> f64 {
+    n as f64 / d.as_secs_f64().max(1e-9)
+}
+
+async fn client_side(config: &CellConfig, ready: &ServerReady) -> Result<ClientOutcome> {
+    let ids: Vec<String> = (0..config.agents).map(|i| format!("client-{i}")).collect();
+    let worker_ids: Vec<String> = (0..config.workers).map(|i| format!("worker-{i}")).collect();
+    let connectors = ids
+        .iter()
+        .map(|id| Connector::new(&client_options(config, ready, id)).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow!("client options: {e}"))?;
+    let (agents, took) = connect_clients(config, ready, &connectors, &ids).await?;
+    let mut connect = ConnectRecord {
+        agents: config.agents,
+        all_connected_ms: took.as_secs_f64() * 1000.0,
+        handshakes_per_sec: per_sec(config.agents, took),
+        resumed: None,
+    };
+
+    // Clients' inboxes are drained so stray messages cannot stall them.
     let mut background = JoinSet::new();
-    let mut handles = Vec::with_capacity(connected.len());
-    let mut clients = Vec::with_capacity(config.agents);
-    for (i, agent) in connected.into_iter().enumerate() {
+    let mut clients = Vec::with_capacity(agents.len());
+    for agent in agents {
         let (handle, mut inbox) = agent.split();
-        handles.push(handle.clone());
-        if i < config.workers {
-            background.spawn(async move {
-                while let Some(msg) = inbox.recv().await {
-                    if msg.envelope.kind == Kind::Request {
-                        let _ = msg.reply(msg.envelope.body.clone()).await;
-                    }
-                }
-            });
-        } else {
-            background.spawn(async move { while inbox.recv().await.is_some() {} });
-            clients.push(handle);
-        }
+        background.spawn(async move { while inbox.recv().await.is_some() {} });
+        clients.push(handle);
     }
 
-    let result = drive_load(config, &lh.url, &clients, &worker_ids, connect_ms).await;
-    close_all(handles).await;
+    let t0 = Instant::now();
+    let measure_start = t0 + Duration::from_millis(config.warmup_ms);
+    let measure_end = measure_start + Duration::from_millis(config.duration_ms);
+    let hub_pid = ready.hub_pid;
+    let sampler = tokio::spawn(async move {
+        tokio::time::sleep_until(measure_start).await;
+        let a = CpuSnapshot::take(hub_pid);
+        tokio::time::sleep_until(measure_end).await;
+        CpuWindow::between(a, CpuSnapshot::take(hub_pid))
+    });
+    let closed = drive_load(config, &clients, &worker_ids, measure_start, measure_end).await;
+    let cpu = sampler.await.ok();
+
+    let body = Bytes::from(vec![0xA5u8; config.size]);
+    let timeout = Duration::from_millis(config.request_timeout_ms.max(1));
+    let open_loop = if config.open_loop_ms > 0 {
+        let secs = (config.duration_ms.max(1)) as f64 / 1000.0;
+        let closed_rate = closed.answered as f64 / secs;
+        let rate = (closed_rate * 0.5).max(1.0);
+        Some(
+            open_loop(
+                &clients,
+                &worker_ids,
+                &body,
+                rate,
+                format!("50% of this run's closed-loop rate ({closed_rate:.0}/s)"),
+                Duration::from_millis(config.open_loop_ms),
+                timeout,
+            )
+            .await,
+        )
+    } else {
+        None
+    };
+
+    let priority = if config.priority_probe_ms > 0 {
+        let worker = worker_ids.first().cloned().unwrap_or_default();
+        Some(
+            priority_probe(
+                config,
+                ready,
+                &worker,
+                Duration::from_millis(config.priority_probe_ms),
+                timeout,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+
+    close_all(clients).await;
     background.abort_all();
-    Ok(result)
+
+    if config.transport.kind() == TransportKind::Quic {
+        // Every connector now holds a session ticket: reconnect all clients with 0-RTT.
+        let again: Vec<String> = ids.iter().map(|id| format!("{id}-0rtt")).collect();
+        let (agents, took) = connect_clients(config, ready, &connectors, &again).await?;
+        let (accepted, rejected) = agents.iter().fold((0, 0), |(a, r), agent| {
+            let s = agent.stats();
+            (
+                a + u64::from(s.zero_rtt_used && s.zero_rtt_rejected == 0),
+                r + u64::from(s.zero_rtt_used && s.zero_rtt_rejected > 0),
+            )
+        });
+        connect.resumed = Some(ResumedConnect {
+            agents: agents.len(),
+            all_connected_ms: took.as_secs_f64() * 1000.0,
+            handshakes_per_sec: per_sec(agents.len(), took),
+            zero_rtt_accepted: accepted,
+            zero_rtt_rejected: rejected,
+        });
+        close_all(agents.iter().map(|a| a.handle().clone()).collect()).await;
+    }
+
+    Ok(ClientOutcome {
+        hub_url: ready.url.clone(),
+        connect,
+        closed,
+        cpu,
+        open_loop,
+        priority,
+    })
+}
+
+/// Builds the run's record from what both sides measured.
+fn assemble(
+    config: &CellConfig,
+    launcher: &HubLauncher,
+    path: &Option<EmulatedPath>,
+    outcome: ClientOutcome,
+    emulator: Option<EmulatorRecord>,
+    hub_peak_rss: Option<u64>,
+    agents_peak_rss: u64,
+) -> CellResult {
+    let c = &outcome.closed;
+    let secs = (config.duration_ms.max(1)) as f64 / 1000.0;
+    let payload_bits = c.answered as f64 * config.size as f64 * 2.0 * 8.0;
+    let open_consistent = outcome.open_loop.as_ref().is_none_or(|o| {
+        o.scheduled == o.answered + o.errors && o.latency.count == o.answered
+    });
+    let cpu = outcome.cpu;
+    let wall = cpu.map_or(secs, |w| w.wall.max(1e-9));
+    let usage = |cpu_s: f64, rss: u64| ProcessUsage {
+        cpu_seconds: cpu_s,
+        cores_busy: cpu_s / wall,
+        peak_rss_bytes: rss,
+    };
+    let hub = match launcher {
+        HubLauncher::InProcess => None,
+        HubLauncher::Process(_) => cpu
+            .and_then(|w| w.hub)
+            .map(|h| usage(h, hub_peak_rss.unwrap_or(0))),
+    };
+    let agents = usage(cpu.map_or(0.0, |w| w.agents), agents_peak_rss);
+    let per_response = |cpu_s: f64| cpu_s * 1e6 / (c.answered.max(1) as f64);
+    let resources = Resources {
+        hub_mode: launcher.mode(),
+        hub,
+        agents,
+        hub_cpu_us_per_response: hub.map(|h| per_response(h.cpu_seconds)),
+        agents_cpu_us_per_response: per_response(agents.cpu_seconds),
+        hub_rss_bytes_per_agent: hub
+            .map(|h| h.peak_rss_bytes as f64 / (config.agents + config.workers) as f64),
+    };
+    let bottleneck = bottleneck(
+        cpu,
+        emulator.as_ref(),
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+    );
+    let spec = path.as_ref().map(|p| p.spec().to_owned());
+    CellResult {
+        config: config.clone(),
+        hub_url: outcome.hub_url.clone(),
+        network: NetworkPath {
+            mode: if path.is_some() { "packet" } else { "loopback" },
+            spec,
+            hub_url: outcome.hub_url.clone(),
+            emulator,
+        },
+        connect_ms: outcome.connect.all_connected_ms,
+        connect: outcome.connect,
+        sent: c.sent,
+        answered: c.answered,
+        errors: c.errors,
+        timeouts: c.timeouts,
+        abandoned: c.abandoned,
+        consistent: c.sent == c.answered + c.errors
+            && c.histogram.len() == c.answered
+            && open_consistent,
+        responses_per_sec: c.answered as f64 / secs,
+        payload_mbit_per_sec: payload_bits / secs / 1e6,
+        latency: stats::summarize(&c.histogram),
+        histogram: stats::recorded_pairs(&c.histogram),
+        open_loop: outcome.open_loop,
+        priority: outcome.priority,
+        resources,
+        bottleneck,
+        error_samples: c.error_samples.clone(),
+    }
+}
+
+/// Says whether the closed-loop numbers may describe the load generator or the emulator
+/// rather than the hub and transport under test.
+///
+/// * The emulator is the bottleneck when one of its threads was busy more than 85 % of the
+///   time, or its queue filled up (verdicts refused, or 75 % of the queue held).
+/// * The load generator is the bottleneck when the machine was busy more than 85 % of its
+///   cores and the agent side (clients and workers) used more CPU than the hub.
+///
+/// ```
+/// # use agentwire_bench::scenario::bottleneck_rule;
+/// // 2 cores, 1 s: agents 1.5 s CPU, hub 0.3 s: the generator saturates the machine.
+/// assert!(bottleneck_rule(1.0, 1.5, Some(0.3), 0.0, 2, false).unwrap().contains("load generator"));
+/// // Hub busier than the agents: that is the system under test working, no warning.
+/// assert!(bottleneck_rule(1.0, 0.8, Some(1.1), 0.0, 2, false).is_none());
+/// // An emulator thread at 95 %: the emulator limits the cell.
+/// assert!(bottleneck_rule(1.0, 0.2, Some(0.2), 0.95, 2, false).unwrap().contains("emulator"));
+/// ```
+pub fn bottleneck_rule(
+    wall_s: f64,
+    agents_cpu_s: f64,
+    hub_cpu_s: Option<f64>,
+    emulator_busiest_thread_s: f64,
+    cores: usize,
+    emulator_queue_full: bool,
+) -> Option<String> {
+    let wall = wall_s.max(1e-9);
+    if emulator_queue_full || emulator_busiest_thread_s / wall > BUSY {
+        return Some(format!(
+            "emulator bound: the netsim stage was {:.0}% busy{}; the numbers measure the \
+             emulator, not the protocol",
+            emulator_busiest_thread_s / wall * 100.0,
+            if emulator_queue_full {
+                " and its queue filled up"
+            } else {
+                ""
+            }
+        ));
+    }
+    let hub = hub_cpu_s.unwrap_or(0.0);
+    let busy = (agents_cpu_s + hub + emulator_busiest_thread_s) / (wall * cores as f64);
+    if busy > BUSY && agents_cpu_s > hub {
+        return Some(format!(
+            "load generator bound: the machine was {:.0}% busy and the agent side used {:.2} \
+             cores against the hub's {:.2}; a faster client would show more",
+            busy * 100.0,
+            agents_cpu_s / wall,
+            hub / wall
+        ));
+    }
+    None
+}
+
+fn bottleneck(
+    cpu: Option<CpuWindow>,
+    emulator: Option<&EmulatorRecord>,
+    cores: usize,
+) -> Option<String> {
+    let w = cpu?;
+    let queue_full = emulator.is_some_and(|e| {
+        e.verdict_errors > 0 || e.max_held >= EmulatedPath::queue_limit() * 3 / 4
+    });
+    // The stage has one thread per direction; half the total is a fair stand-in for the
+    // busier one when only the total is known.
+    bottleneck_rule(
+        w.wall,
+        w.agents,
+        w.hub,
+        w.emulator / 2.0,
+        cores,
+        queue_full,
+    )
 }
 
 /// Closes every agent concurrently, waiting at most [`CLOSE_TIMEOUT`].
-async fn close_all(handles: Vec<AgentHandle>) {
+pub(crate) async fn close_all(handles: Vec<AgentHandle>) {
     let mut closing = JoinSet::new();
     for h in handles {
         closing.spawn(async move { h.close().await });
@@ -350,21 +682,18 @@ async fn close_all(handles: Vec<AgentHandle>) {
     closing.abort_all();
 }
 
-/// The closed-loop load: warm-up, measured window, drain; returns the cell's numbers.
+/// The closed-loop load: warm-up, measured window, drain.
 async fn drive_load(
     config: &CellConfig,
-    hub_url: &str,
     clients: &[AgentHandle],
     worker_ids: &[String],
-    connect_ms: f64,
-) -> CellResult {
+    measure_start: Instant,
+    measure_end: Instant,
+) -> ClosedLoop {
     let counters = Arc::new(Counters::default());
     let body = Bytes::from(vec![0xA5u8; config.size]);
     let timeout = Duration::from_millis(config.request_timeout_ms.max(1));
     let workers: Arc<[String]> = worker_ids.into();
-    let t0 = Instant::now();
-    let measure_start = t0 + Duration::from_millis(config.warmup_ms);
-    let measure_end = measure_start + Duration::from_millis(config.duration_ms);
 
     let histograms: Vec<Arc<Mutex<Histogram<u64>>>> = clients
         .iter()
@@ -391,75 +720,267 @@ async fn drive_load(
     // Each request ends within `timeout`, so every slot ends within `timeout` of the window's
     // end; the extra second covers scheduling. Anything still running then is abandoned.
     let drain_deadline = measure_end + timeout + Duration::from_secs(1);
-    let _ = tokio::time::timeout_at(drain_deadline, async {
-        while slots.join_next().await.is_some() {}
-    })
-    .await;
-    slots.abort_all();
-    // Wait for aborted slots to really stop, so no counter moves while being read.
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        while slots.join_next().await.is_some() {}
-    })
-    .await;
+    join_until(&mut slots, drain_deadline).await;
 
     let abandoned = counters.in_flight.load(Ordering::Relaxed);
-    let sent = counters.sent.load(Ordering::Relaxed);
-    let answered = counters.answered.load(Ordering::Relaxed);
-    let errors = counters.errors.load(Ordering::Relaxed) + abandoned;
-    let timeouts = counters.timeouts.load(Ordering::Relaxed);
     let mut merged = stats::new_histogram();
     for h in &histograms {
         let h = h.lock().unwrap_or_else(|p| p.into_inner());
         // Same bounds on both sides, so adding cannot fail.
         let _ = merged.add(&*h);
     }
-    let secs = (config.duration_ms.max(1)) as f64 / 1000.0;
-    let payload_bits = answered as f64 * config.size as f64 * 2.0 * 8.0;
     let error_samples = counters
         .samples
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    CellResult {
-        config: config.clone(),
-        hub_url: hub_url.to_owned(),
-        network: NetworkPath {
-            mode: "loopback",
-            spec: None,
-            hub_url: hub_url.to_owned(),
-            emulator: None,
-        },
-        connect_ms,
-        connect: ConnectRecord {
-            agents: config.agents + config.workers,
-            all_connected_ms: connect_ms,
-            handshakes_per_sec: (config.agents + config.workers) as f64
-                / (connect_ms / 1000.0).max(1e-9),
-            resumed: None,
-        },
-        open_loop: None,
-        priority: None,
-        resources: Resources {
-            hub_mode: "in-process",
-            hub: None,
-            agents: ProcessUsage::default(),
-            hub_cpu_us_per_response: None,
-            agents_cpu_us_per_response: 0.0,
-            hub_rss_bytes_per_agent: None,
-        },
-        bottleneck: None,
-        sent,
-        answered,
-        errors,
-        timeouts,
+    ClosedLoop {
+        sent: counters.sent.load(Ordering::Relaxed),
+        answered: counters.answered.load(Ordering::Relaxed),
+        errors: counters.errors.load(Ordering::Relaxed) + abandoned,
+        timeouts: counters.timeouts.load(Ordering::Relaxed),
         abandoned,
-        consistent: sent == answered + errors && merged.len() == answered,
-        responses_per_sec: answered as f64 / secs,
-        payload_mbit_per_sec: payload_bits / secs / 1e6,
-        latency: stats::summarize(&merged),
-        histogram: stats::recorded_pairs(&merged),
+        histogram: merged,
         error_samples,
     }
+}
+
+/// Waits for every task of `set` until `deadline`, then aborts the rest and waits (briefly)
+/// until they really stopped, so no counter moves while being read.
+async fn join_until<T: 'static>(set: &mut JoinSet<T>, deadline: Instant) {
+    let _ = tokio::time::timeout_at(deadline, async {
+        while set.join_next().await.is_some() {}
+    })
+    .await;
+    set.abort_all();
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while set.join_next().await.is_some() {}
+    })
+    .await;
+}
+
+/// Tallies of an open-loop stream of requests.
+#[derive(Default)]
+struct OpenTally {
+    answered: AtomicU64,
+    errors: AtomicU64,
+    late: AtomicU64,
+    hist: Mutex<Option<Histogram<u64>>>,
+}
+
+impl OpenTally {
+    fn new() -> Arc<Self> {
+        Arc::new(OpenTally {
+            hist: Mutex::new(Some(stats::new_histogram())),
+            ..OpenTally::default()
+        })
+    }
+
+    fn record(&self, us: u64) {
+        let mut h = self.hist.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = h.as_mut() {
+            stats::record_us(h, us);
+        }
+        self.answered.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn histogram(&self) -> Histogram<u64> {
+        self.hist
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_else(stats::new_histogram)
+    }
+}
+
+/// Sends requests built by `make` on `schedule`, each in its own task, timing each from its
+/// intended send time. Returns the number scheduled.
+fn spawn_schedule<F, Fut>(
+    tasks: &mut JoinSet<()>,
+    schedule: OpenLoopSchedule,
+    start: Instant,
+    tally: Arc<OpenTally>,
+    make: F,
+) -> u64
+where
+    F: Fn(u64) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = bool> + Send + 'static,
+{
+    let count = schedule.count();
+    let mut inner = JoinSet::new();
+    tasks.spawn(async move {
+        for k in 0..count {
+            let Some(due) = schedule.intended(k) else {
+                break;
+            };
+            let intended = start + due;
+            tokio::time::sleep_until(intended).await;
+            if Instant::now().duration_since(intended) > LATE_SEND {
+                tally.late.fetch_add(1, Ordering::Relaxed);
+            }
+            let fut = make(k);
+            let t = tally.clone();
+            inner.spawn(async move {
+                if fut.await {
+                    let us = stats::latency_from_intended_us(due, Instant::now() - start);
+                    t.record(us);
+                } else {
+                    t.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            // Reap finished requests as we go so the set stays small.
+            while inner.try_join_next().is_some() {}
+        }
+        while inner.join_next().await.is_some() {}
+    });
+    count
+}
+
+/// The open-loop phase over the connected clients.
+async fn open_loop(
+    clients: &[AgentHandle],
+    workers: &[String],
+    body: &Bytes,
+    rate: f64,
+    rate_basis: String,
+    duration: Duration,
+    timeout: Duration,
+) -> OpenLoopRecord {
+    let start = Instant::now() + Duration::from_millis(20);
+    let tally = OpenTally::new();
+    let mut tasks = JoinSet::new();
+    let mut scheduled = 0;
+    let workers: Arc<[String]> = workers.into();
+    for (i, client) in clients.iter().enumerate() {
+        let Some(schedule) = OpenLoopSchedule::for_client(rate, clients.len(), i, duration) else {
+            continue;
+        };
+        let client = client.clone();
+        let workers = workers.clone();
+        let body = body.clone();
+        let size = body.len();
+        scheduled += spawn_schedule(&mut tasks, schedule, start, tally.clone(), move |k| {
+            let client = client.clone();
+            let to = workers
+                .get((i + k as usize) % workers.len().max(1))
+                .cloned()
+                .unwrap_or_default();
+            let body = body.clone();
+            async move {
+                matches!(client.request(&to, body, timeout).await, Ok(env) if env.body.len() == size)
+            }
+        });
+    }
+    join_until(&mut tasks, start + duration + timeout + Duration::from_secs(1)).await;
+    let hist = tally.histogram();
+    let answered = tally.answered.load(Ordering::Relaxed);
+    OpenLoopRecord {
+        rate_per_sec: rate,
+        rate_basis,
+        duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        scheduled,
+        answered,
+        // Failed, or never finished before the drain deadline.
+        errors: scheduled.saturating_sub(answered),
+        late_sends: tally.late.load(Ordering::Relaxed),
+        latency: stats::summarize(&hist),
+        histogram: stats::recorded_pairs(&hist),
+    }
+}
+
+/// The priority / head-of-line probe on one extra client.
+async fn priority_probe(
+    config: &CellConfig,
+    ready: &ServerReady,
+    worker: &str,
+    duration: Duration,
+    timeout: Duration,
+) -> Result<PriorityRecord> {
+    let opts = client_options(config, ready, "probe");
+    let agent = Agent::connect(opts)
+        .await
+        .map_err(|e| anyhow!("connecting the priority probe: {e}"))?;
+    let (probe, mut inbox) = agent.split();
+    let drain = tokio::spawn(async move { while inbox.recv().await.is_some() {} });
+    let start = Instant::now() + Duration::from_millis(20);
+    let end = start + duration;
+
+    // Bulk: low-priority requests kept in flight for the whole probe.
+    let bulk_answered = Arc::new(AtomicU64::new(0));
+    let mut bulk = JoinSet::new();
+    let bulk_body = Bytes::from(vec![0x5Au8; PROBE_BULK_SIZE]);
+    for _ in 0..PROBE_BULK_WINDOW {
+        let (probe, body, to, done) = (
+            probe.clone(),
+            bulk_body.clone(),
+            worker.to_owned(),
+            bulk_answered.clone(),
+        );
+        bulk.spawn(async move {
+            while Instant::now() < end {
+                let env = probe
+                    .envelope(Destination::agent(&to), Kind::Request)
+                    .with_priority(Priority::Low)
+                    .with_body(body.clone());
+                match probe.request_envelope(env, timeout).await {
+                    Ok(_) => {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(AgentError::Disconnected(_)) => return,
+                    Err(_) => {}
+                }
+            }
+        });
+    }
+
+    // Small requests of every class at a fixed rate each, timed from intended send time.
+    let mut tasks = JoinSet::new();
+    let mut per_class = Vec::new();
+    let small = Bytes::from(vec![0x11u8; PROBE_SMALL_SIZE]);
+    for priority in Priority::ALL {
+        let tally = OpenTally::new();
+        let Some(schedule) = OpenLoopSchedule::for_client(PROBE_RATE_PER_CLASS, 1, 0, duration)
+        else {
+            continue;
+        };
+        let (probe, body, to) = (probe.clone(), small.clone(), worker.to_owned());
+        let sent = spawn_schedule(&mut tasks, schedule, start, tally.clone(), move |_| {
+            let env = probe
+                .envelope(Destination::agent(&to), Kind::Request)
+                .with_priority(priority)
+                .with_body(body.clone());
+            let probe = probe.clone();
+            async move {
+                matches!(probe.request_envelope(env, timeout).await,
+                    Ok(e) if e.body.len() == PROBE_SMALL_SIZE)
+            }
+        });
+        per_class.push((priority, sent, tally));
+    }
+    join_until(&mut tasks, end + timeout + Duration::from_secs(1)).await;
+    join_until(&mut bulk, end + timeout + Duration::from_secs(1)).await;
+    probe.close().await;
+    drain.abort();
+    let classes = per_class
+        .into_iter()
+        .map(|(priority, sent, tally)| {
+            let hist = tally.histogram();
+            ClassLatency {
+                class: priority.name(),
+                sent,
+                answered: tally.answered.load(Ordering::Relaxed),
+                latency: stats::summarize(&hist),
+            }
+        })
+        .collect();
+    Ok(PriorityRecord {
+        bulk_size: PROBE_BULK_SIZE,
+        bulk_window: PROBE_BULK_WINDOW,
+        bulk_answered: bulk_answered.load(Ordering::Relaxed),
+        probe_size: PROBE_SMALL_SIZE,
+        probe_rate_per_class: PROBE_RATE_PER_CLASS,
+        classes,
+    })
 }
 
 /// One in-flight slot of one client: issues a request, waits for it, repeats.

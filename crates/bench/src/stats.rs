@@ -129,9 +129,139 @@ pub fn coefficient_of_variation(values: &[f64]) -> Option<f64> {
     Some(var.sqrt() / mean)
 }
 
+/// The intended send times of one client in an open-loop load: the total arrival `rate`
+/// is split evenly over `clients`, each client sends every `clients / rate` seconds, and
+/// client `i` starts `i / rate` seconds in, so the clients' sends interleave evenly.
+///
+/// Latency is then measured from [`intended`](Self::intended), not from the moment the
+/// request actually left: if the generator or the system stalls, every request scheduled
+/// during the stall carries the stall in its latency (no coordinated omission).
+///
+/// ```
+/// use std::time::Duration;
+/// use agentwire_bench::stats::OpenLoopSchedule;
+/// // 1000 requests/s over 10 clients for one second: each client sends every 10 ms.
+/// let s = OpenLoopSchedule::for_client(1000.0, 10, 3, Duration::from_secs(1)).unwrap();
+/// assert_eq!(s.count(), 100);
+/// assert_eq!(s.intended(0), Some(Duration::from_millis(3)));
+/// assert_eq!(s.intended(99), Some(Duration::from_millis(993)));
+/// assert_eq!(s.intended(100), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenLoopSchedule {
+    interval: std::time::Duration,
+    offset: std::time::Duration,
+    count: u64,
+}
+
+impl OpenLoopSchedule {
+    /// The schedule of client `client` of `clients` sharing a total `rate` (requests per
+    /// second) for `duration`. `None` when the rate is not positive and finite, there are no
+    /// clients, or `client` is out of range.
+    pub fn for_client(
+        rate: f64,
+        clients: usize,
+        client: usize,
+        duration: std::time::Duration,
+    ) -> Option<Self> {
+        if !(rate.is_finite() && rate > 0.0) || clients == 0 || client >= clients {
+            return None;
+        }
+        let interval_ns = (clients as f64 / rate * 1e9).round().max(1.0);
+        let offset_ns = (client as f64 / rate * 1e9).round();
+        let duration_ns = duration.as_nanos() as f64;
+        let count = if offset_ns >= duration_ns {
+            0
+        } else {
+            ((duration_ns - offset_ns) / interval_ns).ceil() as u64
+        };
+        Some(OpenLoopSchedule {
+            interval: std::time::Duration::from_nanos(interval_ns as u64),
+            offset: std::time::Duration::from_nanos(offset_ns as u64),
+            count,
+        })
+    }
+
+    /// Requests this client sends.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Time between two of this client's sends.
+    pub fn interval(&self) -> std::time::Duration {
+        self.interval
+    }
+
+    /// When request `k` (from 0) is due, counted from the start of the phase; `None` past the
+    /// end.
+    pub fn intended(&self, k: u64) -> Option<std::time::Duration> {
+        if k >= self.count {
+            return None;
+        }
+        let k32 = u32::try_from(k).ok()?;
+        Some(self.offset + self.interval.checked_mul(k32)?)
+    }
+}
+
+/// Latency of a request due at `intended` and answered at `answered` (both offsets from the
+/// same start), microseconds; zero if answered "before" it was due.
+///
+/// ```
+/// use std::time::Duration;
+/// use agentwire_bench::stats::latency_from_intended_us;
+/// // Due at 10 ms, sent late at 40 ms (a stall), answered at 41 ms: 31 ms, not 1 ms.
+/// assert_eq!(latency_from_intended_us(Duration::from_millis(10), Duration::from_millis(41)), 31_000);
+/// ```
+pub fn latency_from_intended_us(
+    intended: std::time::Duration,
+    answered: std::time::Duration,
+) -> u64 {
+    u64::try_from(answered.saturating_sub(intended).as_micros()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_loop_schedules_cover_the_rate_exactly() {
+        use std::time::Duration;
+        // 1000/s over 7 clients for 2 s: the clients together send 2000 requests, and the
+        // merged intended times are evenly spaced 1 ms apart.
+        let d = Duration::from_secs(2);
+        let mut all: Vec<Duration> = Vec::new();
+        for c in 0..7 {
+            let s = OpenLoopSchedule::for_client(1000.0, 7, c, d).unwrap();
+            all.extend((0..s.count()).map(|k| s.intended(k).unwrap()));
+            assert!(s.intended(s.count()).is_none());
+        }
+        assert_eq!(all.len(), 2000);
+        all.sort();
+        for (i, t) in all.iter().enumerate() {
+            let expect = Duration::from_millis(i as u64);
+            let diff = t.abs_diff(expect);
+            assert!(diff <= Duration::from_micros(1), "{i}: {t:?}");
+        }
+        assert!(all.last().unwrap() < &d);
+    }
+
+    #[test]
+    fn open_loop_rejects_nonsense() {
+        use std::time::Duration;
+        let d = Duration::from_secs(1);
+        assert!(OpenLoopSchedule::for_client(0.0, 1, 0, d).is_none());
+        assert!(OpenLoopSchedule::for_client(f64::NAN, 1, 0, d).is_none());
+        assert!(OpenLoopSchedule::for_client(10.0, 0, 0, d).is_none());
+        assert!(OpenLoopSchedule::for_client(10.0, 2, 2, d).is_none());
+        // A client whose first send would fall after the end sends nothing.
+        let late = OpenLoopSchedule::for_client(1.0, 4, 3, d).unwrap();
+        assert_eq!(late.count(), 0);
+        // A slow rate: 0.5/s for 3 s is sends at 0 s and 2 s.
+        let slow = OpenLoopSchedule::for_client(0.5, 1, 0, Duration::from_secs(3)).unwrap();
+        assert_eq!(slow.count(), 2);
+        assert_eq!(slow.intended(1), Some(Duration::from_secs(2)));
+        assert_eq!(latency_from_intended_us(Duration::from_secs(2), Duration::from_secs(1)), 0);
+    }
 
     #[test]
     fn median_and_cov_of_known_inputs() {

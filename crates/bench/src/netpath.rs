@@ -1,0 +1,121 @@
+//! The network path of a cell: plain loopback, or an emulated link through `agentwire netsim`'s
+//! packet mode (two network namespaces joined by a veth pair, every TCP and UDP packet delayed
+//! and dropped by an NFQUEUE stage), so that QUIC, HTTP/2 and WebSocket cross the same
+//! impaired link.
+//!
+//! The hub and the echo workers live in the *server* namespace, the measured clients in the
+//! *client* namespace: each round trip crosses the emulated link once in each direction.
+//! There is deliberately no socket-relay fallback here: a TCP relay cannot drop packets, so it
+//! would give TCP transports an unfair advantage under loss. Without the privileges for packet
+//! mode, impaired cells are skipped with the reason.
+//!
+//! This module sets up and tears down the path; it must not run agents or measure requests.
+
+use agentwire_netsim::packet::{self, PacketStage, StageOptions, Topology};
+use agentwire_netsim::Spec;
+use anyhow::{anyhow, Context, Result};
+
+use crate::record::{EmulatorRecord, NetworkProfile};
+use crate::resources;
+
+/// Prefix of the emulator's thread names (their CPU is taken out of the agent side).
+pub const EMULATOR_THREAD_PREFIX: &str = "netsim-nfq";
+
+/// An emulated link for one cell; dropping it removes the namespaces and rules.
+pub struct EmulatedPath {
+    // Field order matters: the stage (rules, threads) goes before the namespaces.
+    stage: PacketStage,
+    topology: Topology,
+    spec: String,
+    cpu_at_start: f64,
+}
+
+impl EmulatedPath {
+    /// Whether packet mode can run here; `Err` says why not.
+    pub fn available() -> Result<(), String> {
+        packet::check_privileges().map_err(|e| e.to_string())
+    }
+
+    /// Creates the namespaces and starts impairing both directions with `profile`.
+    pub fn start(profile: &NetworkProfile, seed: u64) -> Result<Self> {
+        let spec = profile
+            .one_way_spec()
+            .ok_or_else(|| anyhow!("network {profile} needs no emulator"))?;
+        let parsed = Spec::parse(&spec).map_err(|e| anyhow!("netsim spec {spec:?}: {e}"))?;
+        packet::check_privileges().context("netsim packet mode")?;
+        let topology = Topology::new().context("creating the network namespaces")?;
+        let stage = PacketStage::start(
+            &topology,
+            parsed.impairment.clone(),
+            parsed.impairment,
+            StageOptions {
+                seed,
+                ..StageOptions::default()
+            },
+        )
+        .context("starting the netsim packet stage")?;
+        Ok(EmulatedPath {
+            stage,
+            topology,
+            spec,
+            cpu_at_start: resources::self_threads_cpu_seconds(EMULATOR_THREAD_PREFIX),
+        })
+    }
+
+    /// The namespace of the measured clients.
+    pub fn client_ns(&self) -> &str {
+        self.topology.client_ns()
+    }
+
+    /// The namespace of the hub and the workers.
+    pub fn server_ns(&self) -> &str {
+        self.topology.server_ns()
+    }
+
+    /// The address the hub listens on inside the server namespace.
+    pub fn server_addr() -> std::net::Ipv4Addr {
+        packet::SERVER_ADDR
+    }
+
+    /// The spec applied in each direction.
+    pub fn spec(&self) -> &str {
+        &self.spec
+    }
+
+    /// CPU seconds the emulator's threads used since [`start`](Self::start).
+    pub fn cpu_seconds(&self) -> f64 {
+        resources::self_threads_cpu_seconds(EMULATOR_THREAD_PREFIX) - self.cpu_at_start
+    }
+
+    /// The emulator's counters so far, both directions added up.
+    pub fn record(&self) -> EmulatorRecord {
+        let st = self.stage.stats();
+        let mut r = EmulatorRecord::default();
+        for d in [&st.client_to_server, &st.server_to_client] {
+            r.packets += d.packets_handled;
+            r.dropped_loss += d.link.dropped_loss;
+            r.dropped_queue += d.link.dropped_queue_full;
+            r.max_held = r.max_held.max(d.max_held);
+            r.verdict_errors += d.verdict_errors;
+        }
+        r.cpu_seconds = self.cpu_seconds();
+        r
+    }
+
+    /// An error that stopped the stage, if any (the cell's numbers are then void).
+    pub fn failure(&self) -> Option<String> {
+        let st = self.stage.stats();
+        st.client_to_server.error.or(st.server_to_client.error)
+    }
+
+    /// Packets the stage may hold per direction before the kernel queue is full.
+    pub fn queue_limit() -> usize {
+        StageOptions::default().queue_max_len as usize
+    }
+}
+
+/// Moves the calling thread into network namespace `ns` (threads it spawns afterwards, and
+/// processes it starts, inherit it).
+pub fn enter(ns: &str) -> Result<()> {
+    packet::enter_netns(ns).with_context(|| format!("entering network namespace {ns}"))
+}

@@ -1,0 +1,410 @@
+//! The server side of a cell: a hub listening only on the transport under test and the echo
+//! workers that answer the clients' requests, on their own OS thread and Tokio runtime (inside
+//! the emulated path's server namespace when there is one).
+//!
+//! The hub runs as its own `agentwire hub` process ([`HubLauncher::Process`], what
+//! `agentwire bench` uses) so that its CPU and memory can be measured apart from the agents,
+//! or inside this process ([`HubLauncher::InProcess`], for library tests that have no
+//! `agentwire` binary at hand). Either way it is the real hub on real sockets.
+//!
+//! This module must not drive load or measure requests; it reports only the hub's process id
+//! (for CPU readings) and its peak memory at the end.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use agentwire::hub::{Hub, HubConfig, Listener};
+use agentwire::metrics::HubMetrics;
+use agentwire::tls::{self, HubIdentity};
+use agentwire::{Agent, AgentOptions, HubTrust, HubUrl, Kind};
+use anyhow::{anyhow, bail, Context, Result};
+use tokio::task::JoinSet;
+
+use crate::scenario::BenchTransport;
+
+/// Time allowed for the hub to start listening and the workers to connect.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Lines of the hub process's stderr kept for error messages.
+const STDERR_LINES: usize = 20;
+
+/// How the hub is run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubLauncher {
+    /// Inside the bench process, on the server side's runtime. Its CPU and memory are then
+    /// part of the bench process and cannot be told apart from the agents'.
+    InProcess,
+    /// As `<exe> hub --listen … --cert-dir …` (the `agentwire` binary), its own process.
+    Process(PathBuf),
+}
+
+impl HubLauncher {
+    /// `process` or `in-process`, as recorded in the results.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            HubLauncher::InProcess => "in-process",
+            HubLauncher::Process(_) => "process",
+        }
+    }
+}
+
+/// What the server side needs to start.
+#[derive(Debug, Clone)]
+pub struct ServerSpec {
+    /// The transport the hub listens on (nothing else).
+    pub transport: BenchTransport,
+    /// Echo workers to connect, named `worker-0` ….
+    pub workers: usize,
+    /// Network namespace to run in, if any.
+    pub netns: Option<String>,
+    /// IP address the hub listens on (`127.0.0.1`, or the server namespace's address).
+    pub host: String,
+    /// How to run the hub.
+    pub launcher: HubLauncher,
+}
+
+/// The running server side, as the clients see it.
+#[derive(Debug, Clone)]
+pub struct ServerReady {
+    /// The URL the hub listens on, with its real port.
+    pub url: String,
+    /// Trust for the hub's freshly generated CA.
+    pub trust: HubTrust,
+    /// The hub's process id when it runs as its own process.
+    pub hub_pid: Option<u32>,
+}
+
+/// What the server side reports when stopped.
+#[derive(Debug, Clone, Default)]
+pub struct ServerDone {
+    /// The hub process's peak RSS, bytes (read just before it is stopped).
+    pub hub_peak_rss_bytes: Option<u64>,
+}
+
+/// A started server side; [`stop`](Self::stop) ends it.
+pub struct ServerSide {
+    /// How to reach it.
+    pub ready: ServerReady,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<ServerDone>>,
+}
+
+impl ServerSide {
+    /// Starts the hub and the workers on a new thread and waits until all are connected.
+    pub fn start(spec: ServerSpec) -> Result<ServerSide> {
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<ServerReady>>();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("bench-server".into())
+            .spawn(move || server_thread(spec, ready_tx, stop_rx))
+            .context("spawning the server-side thread")?;
+        let ready = match ready_rx.recv_timeout(START_TIMEOUT + Duration::from_secs(10)) {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                return Err(e);
+            }
+            Err(_) => {
+                drop(stop_tx);
+                let _ = thread.join();
+                bail!("the server side did not come up in time");
+            }
+        };
+        Ok(ServerSide {
+            ready,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Closes the workers, stops the hub and reports its peak memory.
+    pub fn stop(mut self) -> ServerDone {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> ServerDone {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for ServerSide {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// A hub this side started: in-process or a child process.
+enum RunningHub {
+    InProcess {
+        hub: Hub,
+        listener: Box<Listener>,
+    },
+    Process {
+        child: Child,
+        stderr: Arc<Mutex<Vec<String>>>,
+    },
+}
+
+impl RunningHub {
+    fn pid(&self) -> Option<u32> {
+        match self {
+            RunningHub::InProcess { .. } => None,
+            RunningHub::Process { child, .. } => Some(child.id()),
+        }
+    }
+
+    fn stop(self) -> ServerDone {
+        match self {
+            RunningHub::InProcess { hub, listener } => {
+                hub.shutdown();
+                listener.close();
+                ServerDone::default()
+            }
+            RunningHub::Process { mut child, .. } => {
+                let peak = crate::resources::peak_rss_bytes(child.id());
+                let _ = child.kill();
+                let _ = child.wait();
+                ServerDone {
+                    hub_peak_rss_bytes: peak,
+                }
+            }
+        }
+    }
+}
+
+fn server_thread(
+    spec: ServerSpec,
+    ready_tx: mpsc::Sender<Result<ServerReady>>,
+    stop_rx: tokio::sync::oneshot::Receiver<()>,
+) -> ServerDone {
+    if let Some(ns) = &spec.netns {
+        if let Err(e) = crate::netpath::enter(ns) {
+            let _ = ready_tx.send(Err(e));
+            return ServerDone::default();
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("bench-server-rt")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready_tx.send(Err(anyhow!(e).context("building the server-side runtime")));
+            return ServerDone::default();
+        }
+    };
+    rt.block_on(async move {
+        let dir = match tempfile::Builder::new()
+            .prefix("agentwire-bench-")
+            .tempdir_in(std::env::temp_dir())
+        {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = ready_tx.send(Err(anyhow!(e).context("creating a temporary directory")));
+                return ServerDone::default();
+            }
+        };
+        let (hub, ready) = match start_hub(&spec, dir.path()).await {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+                return ServerDone::default();
+            }
+        };
+        let mut echo = JoinSet::new();
+        let workers = match connect_workers(&spec, &ready).await {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+                return hub.stop();
+            }
+        };
+        let mut handles = Vec::new();
+        for agent in workers {
+            let (handle, mut inbox) = agent.split();
+            handles.push(handle);
+            echo.spawn(async move {
+                while let Some(msg) = inbox.recv().await {
+                    if msg.envelope.kind == Kind::Request {
+                        let _ = msg.reply(msg.envelope.body.clone()).await;
+                    }
+                }
+            });
+        }
+        if ready_tx.send(Ok(ready)).is_ok() {
+            // Either a stop or the sender dropped: both end the cell.
+            let _ = stop_rx.await;
+        }
+        crate::scenario::close_all(handles).await;
+        echo.abort_all();
+        let done = hub.stop();
+        drop(dir);
+        done
+    })
+}
+
+async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningHub, ServerReady)> {
+    let mut names = tls::default_hub_names();
+    if !names.contains(&spec.host) {
+        names.push(spec.host.clone());
+    }
+    let bundle = tls::generate(&names).context("generating certificates")?;
+    let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).context("trusting the generated CA")?;
+    let listen = match spec.transport {
+        BenchTransport::Quic | BenchTransport::QuicLanes => format!("quic://{}:0", spec.host),
+        BenchTransport::H2 => format!("h2://{}:0", spec.host),
+        BenchTransport::Wss => format!("wss://{}:0", spec.host),
+        BenchTransport::Unix => format!("unix://{}", dir.join("hub.sock").display()),
+    };
+    match &spec.launcher {
+        HubLauncher::InProcess => {
+            let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem)
+                .context("loading the generated hub identity")?;
+            let config = HubConfig {
+                stream_mapping: spec.transport.mapping(),
+                ..HubConfig::default()
+            };
+            let url = HubUrl::parse(&listen).map_err(|e| anyhow!(e))?;
+            let hub = Hub::new(config, HubMetrics::new());
+            let listener = match hub.listen(&url, Some(&identity)).await {
+                Ok(l) => l,
+                Err(e) => {
+                    hub.shutdown();
+                    return Err(anyhow!(e).context(format!("listening on {url}")));
+                }
+            };
+            let ready = ServerReady {
+                url: listener.url.to_string(),
+                trust,
+                hub_pid: None,
+            };
+            Ok((
+                RunningHub::InProcess {
+                    hub,
+                    listener: Box::new(listener),
+                },
+                ready,
+            ))
+        }
+        HubLauncher::Process(exe) => {
+            let certs = dir.join("certs");
+            tls::write_cert_dir(&certs, &bundle, false).context("writing the hub certificates")?;
+            let mapping = match spec.transport {
+                BenchTransport::QuicLanes => "lanes",
+                _ => "per-message",
+            };
+            let mut child = Command::new(exe)
+                .arg("hub")
+                .args(["--listen", &listen])
+                .arg("--cert-dir")
+                .arg(&certs)
+                .args(["--mapping", mapping])
+                .env("RUST_LOG", "warn")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .with_context(|| format!("starting the hub process {}", exe.display()))?;
+            let stderr = Arc::new(Mutex::new(Vec::new()));
+            if let Some(err) = child.stderr.take() {
+                let keep = stderr.clone();
+                std::thread::spawn(move || {
+                    for line in BufReader::new(err).lines().map_while(Result::ok) {
+                        let mut k = keep.lock().unwrap_or_else(|p| p.into_inner());
+                        if k.len() == STDERR_LINES {
+                            k.remove(0);
+                        }
+                        k.push(line);
+                    }
+                });
+            }
+            let (url_tx, url_rx) = mpsc::channel::<String>();
+            if let Some(out) = child.stdout.take() {
+                std::thread::spawn(move || {
+                    // Keep reading to the end so the hub never blocks on a full pipe.
+                    for line in BufReader::new(out).lines().map_while(Result::ok) {
+                        if let Some(rest) = line.strip_prefix("hub listening on ") {
+                            let url = rest.split_whitespace().next().unwrap_or("").to_owned();
+                            let _ = url_tx.send(url);
+                        }
+                    }
+                });
+            }
+            let hub = RunningHub::Process { child, stderr };
+            let url = tokio::task::spawn_blocking(move || url_rx.recv_timeout(START_TIMEOUT))
+                .await
+                .ok()
+                .and_then(Result::ok);
+            match url {
+                Some(url) if !url.is_empty() => {
+                    let ready = ServerReady {
+                        url,
+                        trust,
+                        hub_pid: hub.pid(),
+                    };
+                    Ok((hub, ready))
+                }
+                _ => {
+                    let lines = match &hub {
+                        RunningHub::Process { stderr, .. } => stderr
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .join("\n"),
+                        RunningHub::InProcess { .. } => String::new(),
+                    };
+                    hub.stop();
+                    bail!("the hub process did not report its address; its stderr:\n{lines}")
+                }
+            }
+        }
+    }
+}
+
+async fn connect_workers(spec: &ServerSpec, ready: &ServerReady) -> Result<Vec<Agent>> {
+    let mut connecting = JoinSet::new();
+    for i in 0..spec.workers {
+        let mut o = AgentOptions::new(format!("worker-{i}"), ready.url.clone(), ready.trust.clone());
+        o.stream_mapping = spec.transport.mapping();
+        o.connect_timeout = START_TIMEOUT;
+        connecting.spawn(async move { Agent::connect(o).await });
+    }
+    let mut agents = Vec::with_capacity(spec.workers);
+    let mut first_error = None;
+    while let Some(joined) = connecting.join_next().await {
+        match joined {
+            Ok(Ok(a)) if a.transport() == spec.transport.kind() => agents.push(a),
+            Ok(Ok(a)) => {
+                first_error.get_or_insert_with(|| {
+                    anyhow!(
+                        "worker connected over {}, expected {}",
+                        a.transport(),
+                        spec.transport.kind()
+                    )
+                });
+            }
+            Ok(Err(e)) => {
+                first_error.get_or_insert_with(|| anyhow!("connecting a worker: {e}"));
+            }
+            Err(e) => {
+                first_error.get_or_insert_with(|| anyhow!("worker connect task failed: {e}"));
+            }
+        }
+    }
+    match first_error {
+        None => Ok(agents),
+        Some(e) => {
+            crate::scenario::close_all(agents.iter().map(|a| a.handle().clone()).collect()).await;
+            Err(e)
+        }
+    }
+}
