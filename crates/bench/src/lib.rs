@@ -35,6 +35,7 @@
 pub mod environment;
 pub mod netpath;
 pub mod record;
+pub mod report;
 pub mod resources;
 pub mod scenario;
 pub mod server;
@@ -180,7 +181,11 @@ impl BenchConfig {
         }
         BenchConfig {
             preset: "report-matrix".into(),
-            transports: vec![BenchTransport::Quic, BenchTransport::H2, BenchTransport::Wss],
+            transports: vec![
+                BenchTransport::Quic,
+                BenchTransport::H2,
+                BenchTransport::Wss,
+            ],
             scenarios,
             window: None,
             warmup_ms: 1000,
@@ -282,6 +287,42 @@ impl BenchConfig {
         }
         cells
     }
+}
+
+/// Parses a `--cell` value: `TRANSPORT:AGENTSxSIZE[@NETWORK]`.
+///
+/// ```
+/// use agentwire_bench::{parse_cell, BenchTransport};
+/// let (t, s) = parse_cell("quic:100x10240@50ms+1%").unwrap();
+/// assert_eq!(t, BenchTransport::Quic);
+/// assert_eq!((s.agents, s.size, s.network.name.as_str()), (100, 10240, "50ms+1%"));
+/// let (t, s) = parse_cell("wss:10x1024").unwrap();
+/// assert_eq!((t, s.network.rtt_ms), (BenchTransport::Wss, 0));
+/// assert!(parse_cell("quic:100").is_err());
+/// ```
+pub fn parse_cell(spec: &str) -> Result<(BenchTransport, Scenario)> {
+    let usage = "expected TRANSPORT:AGENTSxSIZE[@NETWORK], e.g. quic:100x10240@50ms+1%";
+    let (transport, rest) = spec
+        .split_once(':')
+        .with_context(|| format!("--cell {spec:?}: {usage}"))?;
+    let transport: BenchTransport = transport.parse().map_err(anyhow::Error::msg)?;
+    let (grid, network) = match rest.split_once('@') {
+        Some((g, n)) => (g, NetworkProfile::parse(n).map_err(anyhow::Error::msg)?),
+        None => (rest, NetworkProfile::loopback()),
+    };
+    let (agents, size) = grid
+        .split_once('x')
+        .and_then(|(a, s)| Some((a.parse().ok()?, s.parse().ok()?)))
+        .with_context(|| format!("--cell {spec:?}: {usage}"))?;
+    Ok((
+        transport,
+        Scenario {
+            agents,
+            size,
+            network,
+            priority_probe: true,
+        },
+    ))
 }
 
 /// Where a run is, for progress displays.
@@ -601,35 +642,57 @@ pub fn run(
 }
 
 /// The human table: a header and one line per cell (medians over the repetitions; `cov%` is
-/// the spread of msg/s, and `noisy` marks cells above [`NOISY_COV`]).
+/// the spread of msg/s; `ol_p99` is the open-loop p99; flags after the numbers mark noisy
+/// cells, bottlenecks, failed runs and skipped cells).
 pub fn render_table(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<11} {:>6} {:>7} {:>6} {:>4} {:>10} {:>10} {:>5} {:>9} {:>8} {:>8} {:>8} {:>6}",
+        "{:<10} {:<8} {:>6} {:>7} {:>3} {:>4} {:>9} {:>9} {:>5} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>6}",
         "transport",
+        "network",
         "agents",
         "size",
-        "window",
+        "win",
         "runs",
-        "connect_ms",
+        "connectms",
         "msg/s",
         "cov%",
         "Mbit/s",
-        "p50_us",
-        "p99_us",
-        "max_us",
+        "p50_ms",
+        "p99_ms",
+        "ol_p99",
+        "hub_cpu",
+        "hub_MiB",
         "errors"
     );
+    let opt = |v: Option<f64>, scale: f64, prec: usize| {
+        v.map(|v| format!("{:.*}", prec, v / scale))
+            .unwrap_or_else(|| "-".into())
+    };
     for c in &report.cells {
         let cov = c
             .responses_per_sec_cov
             .map(|v| format!("{:.1}", v * 100.0))
             .unwrap_or_else(|| "-".into());
+        let mut flags = String::new();
+        if c.noisy {
+            flags.push_str("  noisy");
+        }
+        if !c.bottlenecks.is_empty() {
+            flags.push_str("  bottleneck");
+        }
+        if !c.failures.is_empty() {
+            let _ = write!(flags, "  {} failed", c.failures.len());
+        }
+        if let Some(why) = &c.skipped {
+            let _ = write!(flags, "  skipped: {why}");
+        }
         let _ = writeln!(
             out,
-            "{:<11} {:>6} {:>7} {:>6} {:>4} {:>10.1} {:>10.0} {:>5} {:>9.1} {:>8.0} {:>8.0} {:>8} {:>6}{}",
+            "{:<10} {:<8} {:>6} {:>7} {:>3} {:>4} {:>9.1} {:>9.0} {:>5} {:>8.1} {:>8.2} {:>8.2} {:>8} {:>7} {:>7} {:>6}{}",
             c.config.transport.name(),
+            c.config.network.name,
             c.config.agents,
             c.config.size,
             c.config.window,
@@ -638,11 +701,13 @@ pub fn render_table(report: &Report) -> String {
             c.responses_per_sec,
             cov,
             c.payload_mbit_per_sec,
-            c.p50_us,
-            c.p99_us,
-            c.max_us,
+            c.p50_us / 1000.0,
+            c.p99_us / 1000.0,
+            opt(c.open_loop_p99_us, 1000.0, 2),
+            opt(c.hub_cpu_seconds, 1.0, 2),
+            opt(c.hub_peak_rss_bytes, 1024.0 * 1024.0, 1),
             c.errors,
-            if c.noisy { "  noisy" } else { "" }
+            flags
         );
     }
     out
@@ -675,7 +740,10 @@ mod tests {
         // run time).
         assert_eq!(cells.len(), 15);
         assert_eq!(cells[0].transport, BenchTransport::Quic);
-        assert_eq!((cells[0].agents, cells[0].size, cells[0].window), (10, 1024, 16));
+        assert_eq!(
+            (cells[0].agents, cells[0].size, cells[0].window),
+            (10, 1024, 16)
+        );
         assert_eq!(cells[0].workers, 1);
         assert!(cells[0].priority_probe_ms > 0);
         assert_eq!(cells[1].transport, BenchTransport::QuicLanes);
@@ -687,7 +755,10 @@ mod tests {
         assert_eq!(cells[5].workers, 10);
         assert_eq!(cells[5].priority_probe_ms, 0);
         assert_eq!(cells[10].network.name, "50ms+1%");
-        assert_eq!(cells[10].network.one_way_spec().unwrap(), "delay=25ms,loss=1%");
+        assert_eq!(
+            cells[10].network.one_way_spec().unwrap(),
+            "delay=25ms,loss=1%"
+        );
         assert!(cells.iter().all(|c| c.open_loop_ms > 0));
     }
 

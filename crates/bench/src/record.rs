@@ -175,7 +175,7 @@ pub struct OpenLoopRecord {
     pub answered: u64,
     /// Requests that failed or were abandoned at the drain deadline.
     pub errors: u64,
-    /// Requests sent later than their intended time by more than 1 ms (the generator fell
+    /// Requests sent later than their intended time by more than 5 ms (the generator fell
     /// behind); their latency still counts from the intended time.
     pub late_sends: u64,
     /// Latency from intended send time to answer, microseconds.

@@ -356,10 +356,9 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 }
                 _ => {
                     let lines = match &hub {
-                        RunningHub::Process { stderr, .. } => stderr
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .join("\n"),
+                        RunningHub::Process { stderr, .. } => {
+                            stderr.lock().unwrap_or_else(|p| p.into_inner()).join("\n")
+                        }
                         RunningHub::InProcess { .. } => String::new(),
                     };
                     hub.stop();
@@ -373,7 +372,11 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
 async fn connect_workers(spec: &ServerSpec, ready: &ServerReady) -> Result<Vec<Agent>> {
     let mut connecting = JoinSet::new();
     for i in 0..spec.workers {
-        let mut o = AgentOptions::new(format!("worker-{i}"), ready.url.clone(), ready.trust.clone());
+        let mut o = AgentOptions::new(
+            format!("worker-{i}"),
+            ready.url.clone(),
+            ready.trust.clone(),
+        );
         o.stream_mapping = spec.transport.mapping();
         o.connect_timeout = START_TIMEOUT;
         connecting.spawn(async move { Agent::connect(o).await });

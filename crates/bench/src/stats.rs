@@ -260,7 +260,10 @@ mod tests {
         let slow = OpenLoopSchedule::for_client(0.5, 1, 0, Duration::from_secs(3)).unwrap();
         assert_eq!(slow.count(), 2);
         assert_eq!(slow.intended(1), Some(Duration::from_secs(2)));
-        assert_eq!(latency_from_intended_us(Duration::from_secs(2), Duration::from_secs(1)), 0);
+        assert_eq!(
+            latency_from_intended_us(Duration::from_secs(2), Duration::from_secs(1)),
+            0
+        );
     }
 
     #[test]

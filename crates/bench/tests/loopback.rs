@@ -3,8 +3,8 @@
 //! accounted for, the transport recorded, JSON shape), never speed.
 
 use agentwire_bench::{
-    run, write_report, BenchConfig, BenchTransport, HubLauncher, NetworkProfile, Progress,
-    Report, Scenario, SCHEMA,
+    run, write_report, BenchConfig, BenchTransport, HubLauncher, NetworkProfile, Progress, Report,
+    Scenario, SCHEMA,
 };
 
 fn tiny(transport: BenchTransport) -> BenchConfig {
@@ -31,9 +31,12 @@ fn tiny(transport: BenchTransport) -> BenchConfig {
 
 fn run_collecting(config: &BenchConfig) -> (Report, Vec<Progress>) {
     let mut events = Vec::new();
-    let report = run(config, &HubLauncher::InProcess, vec!["test".into()], &mut |p| {
-        events.push(p.clone())
-    })
+    let report = run(
+        config,
+        &HubLauncher::InProcess,
+        vec!["test".into()],
+        &mut |p| events.push(p.clone()),
+    )
     .unwrap();
     (report, events)
 }
@@ -218,7 +221,10 @@ fn emulated_path_adds_its_rtt_or_skips() {
     let (report, _) = run_collecting(&config);
     for cell in &report.cells {
         if cell.config.transport == BenchTransport::Unix {
-            assert!(cell.skipped.as_deref().unwrap().contains("unix"), "{cell:?}");
+            assert!(
+                cell.skipped.as_deref().unwrap().contains("unix"),
+                "{cell:?}"
+            );
             assert!(cell.runs.is_empty());
             continue;
         }
@@ -228,7 +234,12 @@ fn emulated_path_adds_its_rtt_or_skips() {
         assert_eq!(r.network.spec.as_deref(), Some("delay=20ms"));
         assert!(r.hub_url.contains("198.18.0.2"), "{}", r.hub_url);
         assert!(r.errors == 0 && r.consistent, "{:?}", r.error_samples);
-        assert!(r.latency.min_us >= 40_000, "{}: {:?}", r.config.transport, r.latency);
+        assert!(
+            r.latency.min_us >= 40_000,
+            "{}: {:?}",
+            r.config.transport,
+            r.latency
+        );
         let emu = r.network.emulator.as_ref().unwrap();
         assert!(emu.packets > 0);
         assert_eq!(emu.dropped_loss, 0);

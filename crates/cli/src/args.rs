@@ -481,60 +481,131 @@ impl SendArgs {
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// The quick preset (the default): quic,quic-lanes,h2,wss,unix × 10,100 agents ×
-    /// 1 KiB,10 KiB, window 4, 1 s warm-up, 3 s measured. Other flags still override it.
-    #[arg(long)]
+    /// The quick preset (the default): every transport on 10 agents × 1 KiB and 100 × 10 KiB
+    /// over loopback, and quic/h2/wss on 10 × 1 KiB over 50 ms + 1 % loss (packet mode,
+    /// needs root; skipped otherwise); 3 repetitions. About four minutes on two cores.
+    #[arg(long, conflicts_with_all = ["report_matrix", "cell"])]
     pub quick: bool,
-    /// Client agent counts to run (workers: one per ten clients, at least one).
-    #[arg(long, value_delimiter = ',', default_value = "10,100")]
-    pub agents: Vec<usize>,
-    /// Request/response body sizes in bytes.
-    #[arg(long, value_delimiter = ',', default_value = "1024,10240")]
-    pub sizes: Vec<usize>,
+    /// The nine scenarios of the published agent-transport report ({10×1 KB, 100×10 KB,
+    /// 1000×100 KB} × {0, 50, 100 ms}) × quic, h2, wss; 60 s measured per cell (5 × 12 s).
+    /// About 45 minutes.
+    #[arg(long, conflicts_with = "cell")]
+    pub report_matrix: bool,
+    /// One cell: TRANSPORT:AGENTSxSIZE[@NETWORK], e.g. quic:100x10240@50ms+1%.
+    #[arg(long, conflicts_with_all = ["transports", "agents", "sizes", "networks"])]
+    pub cell: Option<String>,
+    /// Custom grid: client agent counts (workers: one per ten clients, at least one).
+    #[arg(long, value_delimiter = ',')]
+    pub agents: Option<Vec<usize>>,
+    /// Custom grid: request/response body sizes in bytes.
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Option<Vec<usize>>,
+    /// Custom grid: networks, RTTms or RTTms+LOSS% (e.g. 0ms,50ms,50ms+1%); anything but
+    /// 0ms runs through netsim packet mode (root).
+    #[arg(long, value_delimiter = ',')]
+    pub networks: Option<Vec<String>>,
     /// Transports to compare: quic (one QUIC stream per message), quic-lanes (QUIC lanes),
     /// h2 (HTTP/2 over TLS), wss (WebSocket over TLS), unix (Unix socket in a temporary
     /// directory). `--mappings` is an old alias (per-message = quic, lanes = quic-lanes).
-    #[arg(
-        long,
-        alias = "mappings",
-        value_delimiter = ',',
-        default_value = "quic,quic-lanes,h2,wss,unix"
-    )]
-    pub transports: Vec<agentwire_bench::BenchTransport>,
-    /// Requests each client keeps in flight.
-    #[arg(long, default_value_t = 4)]
-    pub window: usize,
-    /// Measured window per cell, milliseconds.
-    #[arg(long, default_value_t = 2_000)]
-    pub duration_ms: u64,
-    /// Warm-up per cell (not counted), milliseconds.
-    #[arg(long, default_value_t = 500)]
-    pub warmup_ms: u64,
+    #[arg(long, alias = "mappings", value_delimiter = ',')]
+    pub transports: Option<Vec<agentwire_bench::BenchTransport>>,
+    /// Requests each client keeps in flight (default: per cell, about 16 MiB in flight
+    /// over all clients, 1 to 16 per client).
+    #[arg(long)]
+    pub window: Option<usize>,
+    /// Measured closed-loop window per run, milliseconds.
+    #[arg(long)]
+    pub duration_ms: Option<u64>,
+    /// Warm-up per run (not counted), milliseconds.
+    #[arg(long)]
+    pub warmup_ms: Option<u64>,
+    /// Open-loop phase per run (0 = none), milliseconds.
+    #[arg(long)]
+    pub open_loop_ms: Option<u64>,
+    /// Priority / head-of-line probe per run in the 10-agent cells (0 = none), milliseconds.
+    #[arg(long)]
+    pub probe_ms: Option<u64>,
     /// Per-request timeout, milliseconds (a timed-out request counts as an error).
-    #[arg(long, default_value_t = 5_000)]
-    pub request_timeout_ms: u64,
-    /// Runs of each cell; the table shows medians and the spread (cov%).
-    #[arg(long, default_value_t = 3)]
-    pub repetitions: usize,
-    /// Directory for the JSON report (bench-<unix-seconds>.json).
+    #[arg(long)]
+    pub request_timeout_ms: Option<u64>,
+    /// Runs of each cell; the report shows medians and the spread (cov%).
+    #[arg(long)]
+    pub repetitions: Option<usize>,
+    /// Seed of the emulated links' loss.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Directory for the results: bench-<unix-seconds>.json, report.md, report.html, charts/.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
     /// Print the report JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// No progress bar (one line per run on stderr instead).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Run even from a debug build (its numbers are meaningless; for tests only).
+    #[arg(long)]
+    pub allow_debug: bool,
 }
 
 impl BenchArgs {
-    pub fn config(&self) -> agentwire_bench::BenchConfig {
-        agentwire_bench::BenchConfig {
-            transports: self.transports.clone(),
-            agents: self.agents.clone(),
-            sizes: self.sizes.clone(),
-            window: self.window,
-            warmup_ms: self.warmup_ms,
-            duration_ms: self.duration_ms,
-            request_timeout_ms: self.request_timeout_ms,
-            repetitions: self.repetitions,
+    /// The configuration: the preset, then the grid and timing flags on top.
+    pub fn config(&self) -> Result<agentwire_bench::BenchConfig> {
+        use agentwire_bench::{BenchConfig, NetworkProfile, Scenario};
+        let mut config = if self.report_matrix {
+            BenchConfig::report_matrix()
+        } else if let Some(cell) = &self.cell {
+            let (transport, scenario) = agentwire_bench::parse_cell(cell)?;
+            BenchConfig::single_cell(transport, scenario)
+        } else {
+            BenchConfig::quick()
+        };
+        if self.agents.is_some() || self.sizes.is_some() || self.networks.is_some() {
+            let agents = self.agents.clone().unwrap_or_else(|| vec![10, 100]);
+            let sizes = self.sizes.clone().unwrap_or_else(|| vec![1024, 10240]);
+            let networks = match &self.networks {
+                Some(n) => n
+                    .iter()
+                    .map(|s| NetworkProfile::parse(s).map_err(anyhow::Error::msg))
+                    .collect::<Result<Vec<_>>>()?,
+                None => vec![NetworkProfile::loopback()],
+            };
+            config.scenarios.clear();
+            for network in &networks {
+                for &a in &agents {
+                    for &size in &sizes {
+                        config.scenarios.push(Scenario {
+                            agents: a,
+                            size,
+                            network: network.clone(),
+                            priority_probe: a <= 10,
+                        });
+                    }
+                }
+            }
+            config.preset = "custom".into();
         }
+        if let Some(t) = &self.transports {
+            config.transports.clone_from(t);
+        }
+        if self.window.is_some() {
+            config.window = self.window;
+        }
+        let set = |field: &mut u64, v: Option<u64>| {
+            if let Some(v) = v {
+                *field = v;
+            }
+        };
+        set(&mut config.duration_ms, self.duration_ms);
+        set(&mut config.warmup_ms, self.warmup_ms);
+        set(&mut config.open_loop_ms, self.open_loop_ms);
+        set(&mut config.priority_probe_ms, self.probe_ms);
+        set(&mut config.request_timeout_ms, self.request_timeout_ms);
+        set(&mut config.seed, self.seed);
+        if let Some(r) = self.repetitions {
+            config.repetitions = r;
+        }
+        config.validate()?;
+        Ok(config)
     }
 }

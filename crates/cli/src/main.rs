@@ -274,16 +274,50 @@ async fn send_with(a: &SendArgs, agent: &AgentHandle, inbox: &mut Inbox) -> Resu
 
 async fn bench(a: BenchArgs) -> Result<()> {
     if agentwire_bench::build_profile() == "debug" {
-        eprintln!(
-            "WARNING: this is a DEBUG build; its numbers are meaningless. \
-             Use `cargo build --release -p agentwire-cli` and ./target/release/agentwire."
-        );
+        if !a.allow_debug {
+            bail!(
+                "this is a DEBUG build, whose numbers are meaningless: run \
+                 `cargo run --release -p agentwire-cli -- bench` (or pass --allow-debug for tests)"
+            );
+        }
+        eprintln!("WARNING: DEBUG build: these numbers are meaningless (--allow-debug)");
     }
-    let config = a.config();
-    let report = agentwire_bench::run(&config, std::env::args().collect(), &mut |line| {
-        eprintln!("{line}")
+    let config = a.config()?;
+    let exe = std::env::current_exe().context("finding this executable to run the hub")?;
+    let launcher = agentwire_bench::HubLauncher::Process(exe);
+    let no_progress = a.no_progress;
+    let command_line: Vec<String> = std::env::args().collect();
+    let report = tokio::task::spawn_blocking(move || {
+        let bar = indicatif::ProgressBar::new(0);
+        if no_progress {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:24}] {pos}/{len} runs, {eta} left  {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        let hidden = bar.is_hidden();
+        let result = agentwire_bench::run(&config, &launcher, command_line, &mut |p| {
+            bar.set_length(p.total_runs as u64);
+            bar.set_position(p.finished_runs as u64);
+            let line = format!(
+                "cell {}/{}, run {}/{}: {}",
+                p.cell, p.cells, p.repetition, p.repetitions, p.label
+            );
+            if hidden {
+                eprintln!("{line}");
+            } else {
+                bar.set_message(line);
+            }
+        });
+        bar.finish_and_clear();
+        result
     })
-    .await?;
+    .await
+    .context("the bench thread failed")??;
     if a.json {
         println!("{}", agentwire_bench::to_json(&report)?);
     } else {
@@ -293,8 +327,20 @@ async fn bench(a: BenchArgs) -> Result<()> {
     if inconsistent > 0 {
         eprintln!("WARNING: {inconsistent} cell(s) did not account for every request");
     }
-    let path = agentwire_bench::write_report(&report, &a.out)?;
-    eprintln!("report written to {}", path.display());
+    for c in &report.cells {
+        for f in &c.failures {
+            eprintln!("WARNING: {}: {f}", agentwire_bench::cell_label(&c.config));
+        }
+    }
+    let files = agentwire_bench::report::write_all(&report, &a.out)?;
+    eprintln!(
+        "results: {} (JSON), {} (Markdown), {} (HTML), {} charts in {}",
+        files.json.display(),
+        files.markdown.display(),
+        files.html.display(),
+        files.charts.len(),
+        a.out.join("charts").display()
+    );
     Ok(())
 }
 

@@ -275,22 +275,44 @@ fn bad_flags_are_clear_errors() {
 }
 
 #[test]
-fn bench_transport_flags() {
+fn bench_flags_are_checked() {
     fails_with(&["bench", "--transports", "tcp"], "unknown bench transport");
-    // `--mappings` is kept as an alias: lanes means QUIC with lanes.
+    fails_with(
+        &["bench", "--allow-debug", "--cell", "quic:100"],
+        "TRANSPORT:AGENTSxSIZE",
+    );
+    fails_with(&["bench", "--allow-debug", "--networks", "50"], "RTTms");
+    fails_with(&["bench", "--allow-debug", "--window", "0"], "window 0");
+    if cfg!(debug_assertions) {
+        // Numbers from a debug build are meaningless: refused unless asked for.
+        fails_with(&["bench", "--agents", "1"], "DEBUG build");
+    }
+}
+
+/// The tiny end-to-end bench run of CI: every transport over loopback with the hub as its own
+/// process, JSON on stdout in the current schema, every request accounted for, hub and agent
+/// resources measured apart.
+#[test]
+fn bench_tiny_run_every_transport_with_the_hub_as_a_process() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(&[
         "bench",
+        "--allow-debug",
+        "--no-progress",
         "--mappings",
-        "lanes",
+        "per-message,lanes,h2,wss,unix",
         "--agents",
-        "1",
+        "2",
         "--sizes",
-        "10",
+        "100",
         "--warmup-ms",
         "0",
         "--duration-ms",
-        "100",
+        "200",
+        "--open-loop-ms",
+        "200",
+        "--probe-ms",
+        "200",
         "--request-timeout-ms",
         "30000",
         "--repetitions",
@@ -301,9 +323,42 @@ fn bench_transport_flags() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(json["schema"], "agentwire-bench/2");
-    assert_eq!(json["config"]["transports"][0], "quic-lanes");
-    assert_eq!(json["cells"][0]["config"]["transport"], "quic-lanes");
+    assert_eq!(json["schema"], "agentwire-bench/3");
+    assert_eq!(json["hub_mode"], "process");
+    assert_eq!(json["config"]["preset"], "custom");
+    assert_eq!(json["environment"]["build_profile"], "debug");
+    let cells = json["cells"].as_array().unwrap();
+    let transports: Vec<&str> = cells
+        .iter()
+        .map(|c| c["config"]["transport"].as_str().unwrap())
+        .collect();
+    assert_eq!(transports, ["quic", "quic-lanes", "h2", "wss", "unix"]);
+    for c in cells {
+        let name = &c["config"]["transport"];
+        assert_eq!(c["consistent"], true, "{name}");
+        assert_eq!(c["errors"], 0, "{name}");
+        assert_eq!(c["failures"].as_array().unwrap().len(), 0, "{name}");
+        let r = &c["runs"][0];
+        let sent = r["sent"].as_u64().unwrap();
+        assert!(sent > 0, "{name}");
+        assert_eq!(r["answered"].as_u64().unwrap(), sent, "{name}");
+        let ol = &r["open_loop"];
+        assert_eq!(ol["answered"], ol["scheduled"], "{name}");
+        assert_eq!(r["priority"]["classes"].as_array().unwrap().len(), 4);
+        assert_eq!(r["resources"]["hub_mode"], "process");
+        assert!(r["resources"]["hub"]["peak_rss_bytes"].as_u64().unwrap() > 1 << 20);
+        assert!(r["resources"]["agents"]["peak_rss_bytes"].as_u64().unwrap() > 1 << 20);
+        assert_eq!(r["network"]["mode"], "loopback");
+    }
+    // The JSON file holds the same report.
+    let file = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    assert_eq!(saved["cells"], json["cells"]);
 }
 
 #[test]
