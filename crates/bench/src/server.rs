@@ -272,6 +272,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 .context("loading the generated hub identity")?;
             let config = HubConfig {
                 stream_mapping: spec.transport.mapping(),
+                handshake_timeout: START_TIMEOUT,
                 ..HubConfig::default()
             };
             let url = HubUrl::parse(&listen).map_err(|e| anyhow!(e))?;
@@ -309,6 +310,9 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 .arg("--cert-dir")
                 .arg(&certs)
                 .args(["--mapping", mapping])
+                // A thousand agents connecting at once over an emulated 100 ms path on two
+                // cores can take longer than the default 10 s; the bench measures how long.
+                .args(["--handshake-timeout-ms", "60000"])
                 .env("RUST_LOG", "warn")
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())

@@ -252,6 +252,10 @@ pub struct HubArgs {
     /// Remove an agent after this many missed heartbeats.
     #[arg(long, default_value_t = 3)]
     pub miss_limit: u32,
+    /// Milliseconds a new connection may take to complete the agentwire handshake (hello →
+    /// welcome) before the hub closes it with `handshake-timeout`.
+    #[arg(long, default_value_t = 10_000)]
+    pub handshake_timeout_ms: u64,
     /// Frames each agent's send queue holds before senders get queue-full.
     #[arg(long, default_value_t = 4096)]
     pub queue_capacity: usize,
@@ -297,6 +301,7 @@ impl HubArgs {
             config.policy.capabilities = vec!["datagrams".into()];
         }
         config.heartbeat_miss_limit = self.miss_limit.max(1);
+        config.handshake_timeout = Duration::from_millis(self.handshake_timeout_ms.max(1));
         config.agent_queue_capacity = self.queue_capacity.max(1);
         config.duplicate_policy = self.on_duplicate;
         config.quic = self.quic.settings();
