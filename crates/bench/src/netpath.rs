@@ -119,3 +119,28 @@ impl EmulatedPath {
 pub fn enter(ns: &str) -> Result<()> {
     packet::enter_netns(ns).with_context(|| format!("entering network namespace {ns}"))
 }
+
+/// Removes the namespaces this process created (`aw-<pid>-…`), for a bench interrupted by a
+/// signal, when their owners' destructors will not run. Returns how many were removed.
+pub fn remove_own_namespaces() -> usize {
+    let prefix = format!("{}{}-", packet::NS_PREFIX, std::process::id());
+    let Ok(names) = packet::list_namespaces() else {
+        return 0;
+    };
+    names
+        .iter()
+        .filter(|n| n.starts_with(&prefix))
+        .filter(|n| {
+            std::process::Command::new("ip")
+                .args(["netns", "del", n.as_str()])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .count()
+}
+
+/// Removes namespaces left behind by benches or netsim runs that were killed (their pid is
+/// gone). Best effort: without the privileges it does nothing.
+pub fn remove_stale_namespaces() -> Vec<String> {
+    packet::cleanup_stale(packet::NS_PREFIX).unwrap_or_default()
+}

@@ -223,7 +223,9 @@ pub struct ProcessUsage {
     pub cpu_seconds: f64,
     /// CPU seconds divided by wall seconds (1.0 = one core busy).
     pub cores_busy: f64,
-    /// Peak resident set size during the run, bytes.
+    /// Peak resident set size from the start of the cell (for the hub: of its process) to the
+    /// end of the closed-loop window, bytes; later phases (open loop, probe, 0-RTT
+    /// reconnects) are not included.
     pub peak_rss_bytes: u64,
 }
 

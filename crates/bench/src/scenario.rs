@@ -284,6 +284,10 @@ struct CpuWindow {
     agents: f64,
     emulator: f64,
     hub: Option<f64>,
+    /// Peak RSS of the hub process from its start to the end of the window.
+    hub_peak_rss: Option<u64>,
+    /// Peak RSS of this process from the cell's start to the end of the window.
+    agents_peak_rss: Option<u64>,
 }
 
 impl CpuWindow {
@@ -294,6 +298,8 @@ impl CpuWindow {
             agents: (b.process - a.process - emulator).max(0.0),
             emulator,
             hub: a.hub.zip(b.hub).map(|(x, y)| (y - x).max(0.0)),
+            hub_peak_rss: None,
+            agents_peak_rss: None,
         }
     }
 }
@@ -446,7 +452,12 @@ async fn client_side(config: &CellConfig, ready: &ServerReady) -> Result<ClientO
         tokio::time::sleep_until(measure_start).await;
         let a = CpuSnapshot::take(hub_pid);
         tokio::time::sleep_until(measure_end).await;
-        CpuWindow::between(a, CpuSnapshot::take(hub_pid))
+        let mut w = CpuWindow::between(a, CpuSnapshot::take(hub_pid));
+        // Peak memory with every agent connected and the load running, read before the later
+        // phases (the probe's bulk, the 0-RTT reconnects) can raise it.
+        w.hub_peak_rss = hub_pid.and_then(resources::peak_rss_bytes);
+        w.agents_peak_rss = resources::peak_rss_bytes(std::process::id());
+        w
     });
     let closed = drive_load(config, &clients, &worker_ids, measure_start, measure_end).await;
     let cpu = sampler.await.ok();
@@ -549,11 +560,20 @@ fn assemble(
     };
     let hub = match launcher {
         HubLauncher::InProcess => None,
-        HubLauncher::Process(_) => cpu
-            .and_then(|w| w.hub)
-            .map(|h| usage(h, hub_peak_rss.unwrap_or(0))),
+        HubLauncher::Process(_) => cpu.and_then(|w| w.hub).map(|h| {
+            usage(
+                h,
+                cpu.and_then(|w| w.hub_peak_rss)
+                    .or(hub_peak_rss)
+                    .unwrap_or(0),
+            )
+        }),
     };
-    let agents = usage(cpu.map_or(0.0, |w| w.agents), agents_peak_rss);
+    let agents = usage(
+        cpu.map_or(0.0, |w| w.agents),
+        cpu.and_then(|w| w.agents_peak_rss)
+            .unwrap_or(agents_peak_rss),
+    );
     let per_response = |cpu_s: f64| cpu_s * 1e6 / (c.answered.max(1) as f64);
     let resources = Resources {
         hub_mode: launcher.mode(),

@@ -11,6 +11,7 @@
 //! (for CPU readings) and its peak memory at the end.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
@@ -304,7 +305,17 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 BenchTransport::QuicLanes => "lanes",
                 _ => "per-message",
             };
-            let mut child = Command::new(exe)
+            let mut command = Command::new(exe);
+            // The hub dies with the thread that started it, even if the bench is killed.
+            // SAFETY: the closure runs between fork and exec and only calls prctl(2), which is
+            // async-signal-safe, and allocates nothing.
+            unsafe {
+                command.pre_exec(|| {
+                    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                        .map_err(std::io::Error::from)
+                });
+            }
+            let mut child = command
                 .arg("hub")
                 .args(["--listen", &listen])
                 .arg("--cert-dir")

@@ -283,6 +283,17 @@ async fn bench(a: BenchArgs) -> Result<()> {
         eprintln!("WARNING: DEBUG build: these numbers are meaningless (--allow-debug)");
     }
     let config = a.config()?;
+    for name in agentwire_bench::netpath::remove_stale_namespaces() {
+        eprintln!("removed network namespace {name} left behind by an earlier run");
+    }
+    // Interrupted: remove this run's namespaces (their destructors will not run); the hub
+    // processes die with us.
+    tokio::spawn(async {
+        wait_for_signal().await;
+        let n = agentwire_bench::netpath::remove_own_namespaces();
+        eprintln!("interrupted: removed {n} network namespace(s); partial results are not written");
+        std::process::exit(130);
+    });
     let exe = std::env::current_exe().context("finding this executable to run the hub")?;
     let launcher = agentwire_bench::HubLauncher::Process(exe);
     let no_progress = a.no_progress;
@@ -451,16 +462,30 @@ async fn until_stopped(
     interval: Option<Duration>,
     mut tick: impl FnMut() -> Result<()>,
 ) -> Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate =
-        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut ticker = tokio::time::interval(interval.unwrap_or(Duration::from_secs(3600)));
     ticker.tick().await;
+    let stop = wait_for_signal();
+    tokio::pin!(stop);
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => return Ok(()),
-            _ = terminate.recv() => return Ok(()),
+            _ = &mut stop => return Ok(()),
             _ = ticker.tick(), if interval.is_some() => tick()?,
+        }
+    }
+}
+
+/// Waits for Ctrl-C or SIGTERM (forever if the handlers cannot be installed).
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
         }
     }
 }
