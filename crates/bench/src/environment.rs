@@ -4,6 +4,7 @@
 //! Every probe is best-effort: a missing file or tool gives `None`, never an error. This module
 //! must not measure anything or influence the run.
 
+use std::collections::BTreeMap;
 use std::process::Command;
 
 use serde::Serialize;
@@ -27,6 +28,68 @@ pub struct Environment {
     pub build_profile: &'static str,
     /// Operating system and architecture this binary was built for.
     pub target: String,
+    /// agentwire's version and the locked versions of the crates that decide the numbers
+    /// (quinn, rustls, h2, tokio, tungstenite …).
+    pub crate_versions: BTreeMap<String, String>,
+    /// Socket buffers, UDP offloads and TCP congestion control of this machine.
+    pub network: NetworkEnvironment,
+}
+
+/// What the machine's network stack offers the transports.
+#[derive(Debug, Clone, Serialize)]
+pub struct NetworkEnvironment {
+    /// `net.core.rmem_max`, bytes.
+    pub rmem_max: Option<u64>,
+    /// `net.core.wmem_max`, bytes.
+    pub wmem_max: Option<u64>,
+    /// The UDP buffers a QUIC socket with agentwire's default settings actually got (send,
+    /// receive; bytes as read back from the kernel).
+    pub quic_udp_buffers: Option<(usize, usize)>,
+    /// Segments per UDP GSO send quinn detected on a loopback socket (1 = no GSO).
+    pub udp_gso_segments: Option<usize>,
+    /// Segments per UDP GRO receive quinn detected on a loopback socket (1 = no GRO).
+    pub udp_gro_segments: Option<usize>,
+    /// `net.ipv4.tcp_congestion_control`.
+    pub tcp_congestion_control: Option<String>,
+}
+
+impl NetworkEnvironment {
+    /// Probes this machine (best effort; nothing that fails is an error).
+    pub fn detect() -> Self {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+        };
+        let probe = agentwire::QuicSettings::default()
+            .bind_udp(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+            .ok();
+        let (gso, gro) = probe
+            .as_ref()
+            .and_then(|(sock, _)| quinn::udp::UdpSocketState::new(sock.into()).ok())
+            .map(|state| (state.max_gso_segments(), state.gro_segments()))
+            .unzip();
+        NetworkEnvironment {
+            rmem_max: read("/proc/sys/net/core/rmem_max").and_then(|s| s.parse().ok()),
+            wmem_max: read("/proc/sys/net/core/wmem_max").and_then(|s| s.parse().ok()),
+            quic_udp_buffers: probe.as_ref().map(|(_, b)| (b.send, b.recv)),
+            udp_gso_segments: gso,
+            udp_gro_segments: gro,
+            tcp_congestion_control: read("/proc/sys/net/ipv4/tcp_congestion_control"),
+        }
+    }
+}
+
+/// The crate versions recorded at build time, plus agentwire's own.
+fn crate_versions() -> BTreeMap<String, String> {
+    let mut map: BTreeMap<String, String> = env!("AGENTWIRE_BUILD_CRATE_VERSIONS")
+        .split(';')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    map.insert("agentwire".into(), env!("CARGO_PKG_VERSION").into());
+    map
 }
 
 /// `"debug"` when this crate was compiled with debug assertions, else `"release"`.
@@ -57,6 +120,8 @@ impl Environment {
             rustc: command_line_output("rustc", &["--version"]),
             build_profile: build_profile(),
             target: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
+            crate_versions: crate_versions(),
+            network: NetworkEnvironment::detect(),
         }
     }
 }
@@ -113,5 +178,16 @@ mod tests {
         let env = Environment::detect();
         assert!(env.cores >= 1);
         assert!(env.build_profile == "debug" || env.build_profile == "release");
+        // The versions come from this workspace's Cargo.lock.
+        assert!(
+            env.crate_versions.contains_key("quinn"),
+            "{:?}",
+            env.crate_versions
+        );
+        assert!(env.crate_versions.contains_key("rustls"));
+        assert_eq!(env.crate_versions["agentwire"], env!("CARGO_PKG_VERSION"));
+        // Loopback UDP always binds; quinn reports at least one segment per send.
+        assert!(env.network.udp_gso_segments.is_some_and(|n| n >= 1));
+        assert!(env.network.quic_udp_buffers.is_some());
     }
 }

@@ -322,6 +322,10 @@ impl Table {
     }
 }
 
+fn opt_int(v: Option<u64>) -> String {
+    v.map_or(NONE.to_owned(), |v| v.to_string())
+}
+
 /// Cells that were asked to run (not skipped), in run order.
 fn measured(report: &Report) -> impl Iterator<Item = &CellSummary> {
     report.cells.iter().filter(|c| c.skipped.is_none())
@@ -386,6 +390,40 @@ fn document<'a>(report: &Report, charts: &'a [Chart]) -> Vec<Block<'a>> {
         ("rustc", opt_str(&env.rustc)),
         ("build profile", env.build_profile.to_owned()),
         ("target", env.target.clone()),
+        (
+            "crate versions",
+            env.crate_versions
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        (
+            "net.core.rmem_max / wmem_max",
+            format!(
+                "{} / {}",
+                opt_int(env.network.rmem_max),
+                opt_int(env.network.wmem_max)
+            ),
+        ),
+        (
+            "QUIC UDP buffers granted (send / recv)",
+            env.network
+                .quic_udp_buffers
+                .map_or(NONE.to_owned(), |(s, r)| format!("{s} / {r}")),
+        ),
+        (
+            "UDP GSO / GRO segments",
+            format!(
+                "{} / {}",
+                opt_int(env.network.udp_gso_segments.map(|v| v as u64)),
+                opt_int(env.network.udp_gro_segments.map(|v| v as u64))
+            ),
+        ),
+        (
+            "TCP congestion control",
+            opt_str(&env.network.tcp_congestion_control),
+        ),
     ] {
         t.rows.push(vec![k.to_owned(), v]);
     }
@@ -1681,6 +1719,15 @@ mod tests {
                 rustc: Some("rustc 1.95.0".into()),
                 build_profile: "release",
                 target: "linux-x86_64".into(),
+                crate_versions: [("quinn".to_owned(), "0.11.12".to_owned())].into(),
+                network: crate::environment::NetworkEnvironment {
+                    rmem_max: Some(212_992),
+                    wmem_max: None,
+                    quic_udp_buffers: Some((4_194_304, 4_194_304)),
+                    udp_gso_segments: Some(64),
+                    udp_gro_segments: Some(64),
+                    tcp_congestion_control: Some("cubic".into()),
+                },
             },
             hub_mode: "process",
             config: BenchConfig::default(),
