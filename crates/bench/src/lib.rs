@@ -45,6 +45,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use agentwire::CongestionControl;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
@@ -102,6 +103,10 @@ pub struct BenchConfig {
     pub repetitions: usize,
     /// Seed of the emulated links.
     pub seed: u64,
+    /// Congestion control of QUIC connections.
+    pub quic_cc: CongestionControl,
+    /// TCP congestion control inside emulated paths (`None`: the kernel's default).
+    pub tcp_cc: Option<String>,
 }
 
 /// In-flight bytes a cell aims for when the window is picked automatically.
@@ -165,6 +170,8 @@ impl BenchConfig {
             request_timeout_ms: 10_000,
             repetitions: 3,
             seed: 1,
+            quic_cc: CongestionControl::Cubic,
+            tcp_cc: None,
         }
     }
 
@@ -195,6 +202,8 @@ impl BenchConfig {
             request_timeout_ms: 30_000,
             repetitions: 5,
             seed: 1,
+            quic_cc: CongestionControl::Cubic,
+            tcp_cc: None,
         }
     }
 
@@ -212,6 +221,8 @@ impl BenchConfig {
             request_timeout_ms: 30_000,
             repetitions: 5,
             seed: 1,
+            quic_cc: CongestionControl::Cubic,
+            tcp_cc: None,
         }
     }
 
@@ -282,6 +293,8 @@ impl BenchConfig {
                     } else {
                         0
                     },
+                    quic_cc: self.quic_cc,
+                    tcp_cc: self.tcp_cc.clone(),
                 });
             }
         }

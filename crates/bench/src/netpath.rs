@@ -36,14 +36,22 @@ impl EmulatedPath {
         packet::check_privileges().map_err(|e| e.to_string())
     }
 
-    /// Creates the namespaces and starts impairing both directions with `profile`.
-    pub fn start(profile: &NetworkProfile, seed: u64) -> Result<Self> {
+    /// Creates the namespaces (with TCP congestion control `tcp_cc` in both, if given) and
+    /// starts impairing both directions with `profile`.
+    pub fn start(profile: &NetworkProfile, seed: u64, tcp_cc: Option<&str>) -> Result<Self> {
         let spec = profile
             .one_way_spec()
             .ok_or_else(|| anyhow!("network {profile} needs no emulator"))?;
         let parsed = Spec::parse(&spec).map_err(|e| anyhow!("netsim spec {spec:?}: {e}"))?;
         packet::check_privileges().context("netsim packet mode")?;
         let topology = Topology::new().context("creating the network namespaces")?;
+        if let Some(cc) = tcp_cc {
+            for ns in [topology.client_ns(), topology.server_ns()] {
+                topology
+                    .set_tcp_congestion_control(ns, cc)
+                    .with_context(|| format!("setting TCP congestion control {cc} in {ns}"))?;
+            }
+        }
         let stage = PacketStage::start(
             &topology,
             parsed.impairment.clone(),

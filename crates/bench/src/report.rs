@@ -541,6 +541,13 @@ fn config_table(report: &Report) -> Table {
             ),
         ),
         ("emulated-loss seed", c.seed.to_string()),
+        ("QUIC congestion control", c.quic_cc.to_string()),
+        (
+            "TCP congestion control in emulated paths",
+            c.tcp_cc
+                .clone()
+                .unwrap_or_else(|| "the kernel's default".to_owned()),
+        ),
         (
             "windows of the cells",
             join(distinct(&|cc| cc.window.to_string())),
@@ -1647,6 +1654,8 @@ mod tests {
             network: network(net),
             open_loop_ms: 0,
             priority_probe_ms: 0,
+            quic_cc: Default::default(),
+            tcp_cc: None,
         }
     }
 

@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use agentwire::transport::TransportKind;
 use agentwire::{
-    Agent, AgentError, AgentHandle, AgentOptions, Connector, Destination, Kind, Priority,
-    StreamMapping,
+    Agent, AgentError, AgentHandle, AgentOptions, CongestionControl, Connector, Destination, Kind,
+    Priority, StreamMapping,
 };
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
@@ -156,6 +156,11 @@ pub struct CellConfig {
     pub open_loop_ms: u64,
     /// Length of the priority / head-of-line probe, milliseconds (0 = none).
     pub priority_probe_ms: u64,
+    /// Congestion control of QUIC connections (hub and agents).
+    pub quic_cc: CongestionControl,
+    /// TCP congestion control set inside the emulated path's namespaces (`None`: the
+    /// kernel's default; loopback cells always use the host's setting).
+    pub tcp_cc: Option<String>,
 }
 
 impl CellConfig {
@@ -213,7 +218,11 @@ pub fn run_cell(config: &CellConfig, launcher: &HubLauncher, seed: u64) -> Resul
     let path = if config.network.is_loopback() {
         None
     } else {
-        Some(EmulatedPath::start(&config.network, seed)?)
+        Some(EmulatedPath::start(
+            &config.network,
+            seed,
+            config.tcp_cc.as_deref(),
+        )?)
     };
     let me = std::process::id();
     resources::reset_peak_rss(me);
@@ -226,6 +235,7 @@ pub fn run_cell(config: &CellConfig, launcher: &HubLauncher, seed: u64) -> Resul
             None => "127.0.0.1".to_owned(),
         },
         launcher: launcher.clone(),
+        quic_cc: config.quic_cc,
     })
     .context("starting the hub and workers")?;
     let ready = server.ready.clone();
@@ -346,6 +356,7 @@ fn client_options(config: &CellConfig, ready: &ServerReady, id: &str) -> AgentOp
     o.stream_mapping = config.transport.mapping();
     o.connect_timeout = connect_timeout(config);
     o.zero_rtt = config.transport.kind() == TransportKind::Quic;
+    o.quic.congestion = config.quic_cc;
     o
 }
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 use agentwire::hub::{Hub, HubConfig, Listener};
 use agentwire::metrics::HubMetrics;
 use agentwire::tls::{self, HubIdentity};
-use agentwire::{Agent, AgentOptions, HubTrust, HubUrl, Kind};
+use agentwire::{Agent, AgentOptions, CongestionControl, HubTrust, HubUrl, Kind};
 use anyhow::{anyhow, bail, Context, Result};
 use tokio::task::JoinSet;
 
@@ -64,6 +64,8 @@ pub struct ServerSpec {
     pub host: String,
     /// How to run the hub.
     pub launcher: HubLauncher,
+    /// Congestion control of the hub's and the workers' QUIC connections.
+    pub quic_cc: CongestionControl,
 }
 
 /// The running server side, as the clients see it.
@@ -276,6 +278,8 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 handshake_timeout: START_TIMEOUT,
                 ..HubConfig::default()
             };
+            let mut config = config;
+            config.quic.congestion = spec.quic_cc;
             let url = HubUrl::parse(&listen).map_err(|e| anyhow!(e))?;
             let hub = Hub::new(config, HubMetrics::new());
             let listener = match hub.listen(&url, Some(&identity)).await {
@@ -324,6 +328,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 // A thousand agents connecting at once over an emulated 100 ms path on two
                 // cores can take longer than the default 10 s; the bench measures how long.
                 .args(["--handshake-timeout-ms", "60000"])
+                .args(["--cc", &spec.quic_cc.to_string()])
                 .env("RUST_LOG", "warn")
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -394,6 +399,7 @@ async fn connect_workers(spec: &ServerSpec, ready: &ServerReady) -> Result<Vec<A
         );
         o.stream_mapping = spec.transport.mapping();
         o.connect_timeout = START_TIMEOUT;
+        o.quic.congestion = spec.quic_cc;
         connecting.spawn(async move { Agent::connect(o).await });
     }
     let mut agents = Vec::with_capacity(spec.workers);

@@ -26,6 +26,8 @@ fn tiny(transport: BenchTransport) -> BenchConfig {
         request_timeout_ms: 30_000,
         repetitions: 2,
         seed: 1,
+        quic_cc: Default::default(),
+        tcp_cc: None,
     }
 }
 

@@ -39,6 +39,8 @@ fn tiny_report() -> Report {
         request_timeout_ms: 30_000,
         repetitions: 2,
         seed: 1,
+        quic_cc: Default::default(),
+        tcp_cc: None,
     };
     agentwire_bench::run(
         &config,

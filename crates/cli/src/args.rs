@@ -539,6 +539,12 @@ pub struct BenchArgs {
     /// Seed of the emulated links' loss.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Congestion control of the QUIC cells (hub and agents): cubic, newreno or bbr.
+    #[arg(long, default_value = "cubic")]
+    pub quic_cc: CongestionControl,
+    /// TCP congestion control inside the emulated paths' namespaces (default: the kernel's).
+    #[arg(long, value_parser = ["bbr", "cubic", "reno"])]
+    pub tcp_cc: Option<String>,
     /// Directory for the results: bench-<unix-seconds>.json, report.md, report.html, charts/.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
@@ -610,6 +616,8 @@ impl BenchArgs {
         if let Some(r) = self.repetitions {
             config.repetitions = r;
         }
+        config.quic_cc = self.quic_cc;
+        config.tcp_cc.clone_from(&self.tcp_cc);
         config.validate()?;
         Ok(config)
     }

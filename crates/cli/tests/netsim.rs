@@ -119,7 +119,21 @@ fn assert_report(v: &Value, mode: &str, exited_ok: bool) {
         v["rtt"]
     );
     assert_eq!(num(v, &["loss", "packets"]), 2000.0);
-    assert_eq!(v["loss"]["pass"], true, "loss check failed: {}", v["loss"]);
+    // The model's own drops (seeded) must fall in the binomial bounds. Datagrams the kernel
+    // dropped on a busy machine (`other_lost`) make the tool report a failure, rightly, but
+    // they say nothing about the emulator, so the test only checks they are accounted for.
+    let model = num(v, &["loss", "model_dropped"]);
+    assert!(
+        (num(v, &["loss", "bound_lo"])..=num(v, &["loss", "bound_hi"])).contains(&model),
+        "model drops out of bounds: {}",
+        v["loss"]
+    );
+    assert_eq!(
+        num(v, &["loss", "lost"]),
+        model + num(v, &["loss", "other_lost"]),
+        "{}",
+        v["loss"]
+    );
     // The rate may be noisy on a busy machine: only require that it was measured.
     assert!(num(v, &["rate", "measured_mbit"]) > 0.0, "{}", v["rate"]);
     assert!(
