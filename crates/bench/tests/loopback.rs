@@ -2,33 +2,15 @@
 //! lanes, HTTP/2 and WebSocket over TLS, a Unix socket). These check behaviour (every request
 //! accounted for, the transport recorded, JSON shape), never speed.
 
+mod common;
+
 use agentwire_bench::{
     run, write_report, BenchConfig, BenchTransport, HubLauncher, NetworkProfile, Progress, Report,
-    Scenario, SCHEMA,
+    SCHEMA,
 };
 
 fn tiny(transport: BenchTransport) -> BenchConfig {
-    BenchConfig {
-        preset: "custom".into(),
-        transports: vec![transport],
-        scenarios: vec![Scenario {
-            agents: 2,
-            size: 100,
-            network: NetworkProfile::loopback(),
-            priority_probe: true,
-        }],
-        window: Some(4),
-        warmup_ms: 100,
-        duration_ms: 300,
-        open_loop_ms: 300,
-        priority_probe_ms: 300,
-        // Generous, so a slow machine gets slow answers rather than errors.
-        request_timeout_ms: 30_000,
-        repetitions: 2,
-        seed: 1,
-        quic_cc: Default::default(),
-        tcp_cc: None,
-    }
+    common::tiny(&[transport])
 }
 
 fn run_collecting(config: &BenchConfig) -> (Report, Vec<Progress>) {

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agentwire_bench::{
-    report, BenchConfig, BenchTransport, HubLauncher, NetworkProfile, Report, Scenario,
-};
+mod common;
+
+use agentwire_bench::{report, BenchTransport, HubLauncher, Report};
 
 /// How long the browser may take before it is killed and the test fails.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -21,27 +21,7 @@ const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
 /// tables and charts render too). Kept in one place: when `run`'s signature changes, only
 /// this changes.
 fn tiny_report() -> Report {
-    let config = BenchConfig {
-        preset: "custom".into(),
-        transports: vec![BenchTransport::Quic, BenchTransport::Wss],
-        scenarios: vec![Scenario {
-            agents: 2,
-            size: 100,
-            network: NetworkProfile::loopback(),
-            priority_probe: true,
-        }],
-        window: Some(4),
-        warmup_ms: 100,
-        duration_ms: 300,
-        open_loop_ms: 300,
-        priority_probe_ms: 300,
-        // Generous, so a slow machine gets slow answers rather than errors.
-        request_timeout_ms: 30_000,
-        repetitions: 2,
-        seed: 1,
-        quic_cc: Default::default(),
-        tcp_cc: None,
-    };
+    let config = common::tiny(&[BenchTransport::Quic, BenchTransport::Wss]);
     agentwire_bench::run(
         &config,
         &HubLauncher::InProcess,

@@ -1,0 +1,29 @@
+//! Shared by the bench's integration tests: the tiny configuration they run.
+
+use agentwire_bench::{BenchConfig, BenchTransport, NetworkProfile, Scenario};
+
+/// Two clients × 100 B over loopback on `transports`, 2 repetitions of 300 ms (after 100 ms
+/// of warm-up), with a 300 ms open-loop phase and priority probe. Seconds, not minutes.
+pub fn tiny(transports: &[BenchTransport]) -> BenchConfig {
+    BenchConfig {
+        preset: "custom".into(),
+        transports: transports.to_vec(),
+        scenarios: vec![Scenario {
+            agents: 2,
+            size: 100,
+            network: NetworkProfile::loopback(),
+            priority_probe: true,
+        }],
+        window: Some(4),
+        warmup_ms: 100,
+        duration_ms: 300,
+        open_loop_ms: 300,
+        priority_probe_ms: 300,
+        // Generous, so a slow machine gets slow answers rather than errors.
+        request_timeout_ms: 30_000,
+        repetitions: 2,
+        seed: 1,
+        quic_cc: Default::default(),
+        tcp_cc: None,
+    }
+}
