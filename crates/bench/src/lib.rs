@@ -45,7 +45,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agentwire::CongestionControl;
+use agentwire::{CongestionControl, QuicSettings};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
@@ -105,6 +105,8 @@ pub struct BenchConfig {
     pub seed: u64,
     /// Congestion control of QUIC connections.
     pub quic_cc: CongestionControl,
+    /// Concurrent QUIC streams each side lets its peer open (per direction type).
+    pub quic_max_streams: u32,
     /// TCP congestion control inside emulated paths (`None`: the kernel's default).
     pub tcp_cc: Option<String>,
 }
@@ -171,6 +173,7 @@ impl BenchConfig {
             repetitions: 3,
             seed: 1,
             quic_cc: CongestionControl::Cubic,
+            quic_max_streams: QuicSettings::default().max_concurrent_uni_streams,
             tcp_cc: None,
         }
     }
@@ -203,6 +206,7 @@ impl BenchConfig {
             repetitions: 5,
             seed: 1,
             quic_cc: CongestionControl::Cubic,
+            quic_max_streams: QuicSettings::default().max_concurrent_uni_streams,
             tcp_cc: None,
         }
     }
@@ -222,6 +226,7 @@ impl BenchConfig {
             repetitions: 5,
             seed: 1,
             quic_cc: CongestionControl::Cubic,
+            quic_max_streams: QuicSettings::default().max_concurrent_uni_streams,
             tcp_cc: None,
         }
     }
@@ -259,6 +264,9 @@ impl BenchConfig {
         if self.duration_ms == 0 {
             bail!("duration must be at least 1 ms");
         }
+        if self.quic_max_streams == 0 {
+            bail!("QUIC concurrent streams must be at least 1");
+        }
         if self.repetitions == 0 || self.repetitions > 100 {
             bail!("repetitions {} is out of range (1..=100)", self.repetitions);
         }
@@ -294,6 +302,7 @@ impl BenchConfig {
                         0
                     },
                     quic_cc: self.quic_cc,
+                    quic_max_streams: self.quic_max_streams,
                     tcp_cc: self.tcp_cc.clone(),
                 });
             }

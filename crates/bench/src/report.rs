@@ -543,6 +543,10 @@ fn config_table(report: &Report) -> Table {
         ("emulated-loss seed", c.seed.to_string()),
         ("QUIC congestion control", c.quic_cc.to_string()),
         (
+            "QUIC concurrent streams per peer",
+            c.quic_max_streams.to_string(),
+        ),
+        (
             "TCP congestion control in emulated paths",
             c.tcp_cc
                 .clone()
@@ -1655,6 +1659,7 @@ mod tests {
             open_loop_ms: 0,
             priority_probe_ms: 0,
             quic_cc: Default::default(),
+            quic_max_streams: 4096,
             tcp_cc: None,
         }
     }

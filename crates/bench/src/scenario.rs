@@ -158,6 +158,8 @@ pub struct CellConfig {
     pub priority_probe_ms: u64,
     /// Congestion control of QUIC connections (hub and agents).
     pub quic_cc: CongestionControl,
+    /// Concurrent QUIC streams each side lets its peer open, per direction type.
+    pub quic_max_streams: u32,
     /// TCP congestion control set inside the emulated path's namespaces (`None`: the
     /// kernel's default; loopback cells always use the host's setting).
     pub tcp_cc: Option<String>,
@@ -236,6 +238,7 @@ pub fn run_cell(config: &CellConfig, launcher: &HubLauncher, seed: u64) -> Resul
         },
         launcher: launcher.clone(),
         quic_cc: config.quic_cc,
+        quic_max_streams: config.quic_max_streams,
     })
     .context("starting the hub and workers")?;
     let ready = server.ready.clone();
@@ -357,6 +360,8 @@ fn client_options(config: &CellConfig, ready: &ServerReady, id: &str) -> AgentOp
     o.connect_timeout = connect_timeout(config);
     o.zero_rtt = config.transport.kind() == TransportKind::Quic;
     o.quic.congestion = config.quic_cc;
+    o.quic.max_concurrent_uni_streams = config.quic_max_streams;
+    o.quic.max_concurrent_bidi_streams = config.quic_max_streams;
     o
 }
 

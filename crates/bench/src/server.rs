@@ -66,6 +66,8 @@ pub struct ServerSpec {
     pub launcher: HubLauncher,
     /// Congestion control of the hub's and the workers' QUIC connections.
     pub quic_cc: CongestionControl,
+    /// Concurrent QUIC streams the hub and the workers let their peers open.
+    pub quic_max_streams: u32,
 }
 
 /// The running server side, as the clients see it.
@@ -280,6 +282,8 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
             };
             let mut config = config;
             config.quic.congestion = spec.quic_cc;
+            config.quic.max_concurrent_uni_streams = spec.quic_max_streams;
+            config.quic.max_concurrent_bidi_streams = spec.quic_max_streams;
             let url = HubUrl::parse(&listen).map_err(|e| anyhow!(e))?;
             let hub = Hub::new(config, HubMetrics::new());
             let listener = match hub.listen(&url, Some(&identity)).await {
@@ -329,6 +333,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 // cores can take longer than the default 10 s; the bench measures how long.
                 .args(["--handshake-timeout-ms", "60000"])
                 .args(["--cc", &spec.quic_cc.to_string()])
+                .args(["--max-streams", &spec.quic_max_streams.to_string()])
                 .env("RUST_LOG", "warn")
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -400,6 +405,8 @@ async fn connect_workers(spec: &ServerSpec, ready: &ServerReady) -> Result<Vec<A
         o.stream_mapping = spec.transport.mapping();
         o.connect_timeout = START_TIMEOUT;
         o.quic.congestion = spec.quic_cc;
+        o.quic.max_concurrent_uni_streams = spec.quic_max_streams;
+        o.quic.max_concurrent_bidi_streams = spec.quic_max_streams;
         connecting.spawn(async move { Agent::connect(o).await });
     }
     let mut agents = Vec::with_capacity(spec.workers);

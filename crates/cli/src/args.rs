@@ -542,6 +542,10 @@ pub struct BenchArgs {
     /// Congestion control of the QUIC cells (hub and agents): cubic, newreno or bbr.
     #[arg(long, default_value = "cubic")]
     pub quic_cc: CongestionControl,
+    /// Concurrent QUIC streams each side lets its peer open (hub and agents; default: the
+    /// library's default).
+    #[arg(long)]
+    pub quic_max_streams: Option<u32>,
     /// TCP congestion control inside the emulated paths' namespaces (default: the kernel's).
     #[arg(long, value_parser = ["bbr", "cubic", "reno"])]
     pub tcp_cc: Option<String>,
@@ -617,6 +621,9 @@ impl BenchArgs {
             config.repetitions = r;
         }
         config.quic_cc = self.quic_cc;
+        if let Some(n) = self.quic_max_streams {
+            config.quic_max_streams = n;
+        }
         config.tcp_cc.clone_from(&self.tcp_cc);
         config.validate()?;
         Ok(config)

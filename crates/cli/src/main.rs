@@ -294,7 +294,12 @@ async fn bench(a: BenchArgs) -> Result<()> {
         eprintln!("interrupted: removed {n} network namespace(s); partial results are not written");
         std::process::exit(130);
     });
-    let exe = std::env::current_exe().context("finding this executable to run the hub")?;
+    // The hub runs this very binary: /proc/self/exe stays valid even if the file is rebuilt
+    // while a long run is going on (the path would then name a different binary).
+    let exe = std::path::PathBuf::from("/proc/self/exe");
+    if !exe.exists() {
+        bail!("/proc/self/exe is missing: the bench needs Linux's /proc to start its hub");
+    }
     let launcher = agentwire_bench::HubLauncher::Process(exe);
     let no_progress = a.no_progress;
     let command_line: Vec<String> = std::env::args().collect();

@@ -24,6 +24,7 @@ pub fn tiny(transports: &[BenchTransport]) -> BenchConfig {
         repetitions: 2,
         seed: 1,
         quic_cc: Default::default(),
+        quic_max_streams: 4096,
         tcp_cc: None,
     }
 }
