@@ -735,9 +735,10 @@ pub fn render_table(report: &Report) -> String {
     out
 }
 
-/// The report as pretty JSON.
+/// The report as compact JSON (one line: the raw histograms make pretty-printed reports six
+/// times larger; `jq .` pretty-prints it).
 pub fn to_json(report: &Report) -> Result<String> {
-    serde_json::to_string_pretty(report).context("serialising the report")
+    serde_json::to_string(report).context("serialising the report")
 }
 
 /// Writes the report to `dir/bench-<unix-seconds>.json` (creating `dir`) and returns the path.

@@ -172,8 +172,10 @@ pub struct QuicArgs {
     /// QUIC keep-alive interval in milliseconds (0 = off).
     #[arg(long, default_value_t = 10_000)]
     pub keep_alive_ms: u64,
-    /// Unidirectional streams the peer may open concurrently.
-    #[arg(long, default_value_t = 4096)]
+    /// Streams the peer may have open at once, for each type (unidirectional and
+    /// bidirectional); more wait for credit. quinn allocates their state up front, so this
+    /// sets the memory per connection.
+    #[arg(long, default_value_t = 256)]
     pub max_streams: u32,
     /// Per-stream flow-control window, bytes.
     #[arg(long, default_value_t = 2 * 1024 * 1024)]
