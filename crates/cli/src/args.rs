@@ -46,6 +46,17 @@ pub enum Command {
     ///
     /// Example: agentwire bench --agents 10,100 --sizes 1024 --transports quic,h2 --out bench-out
     Bench(BenchArgs),
+    /// Serve the files of a directory over HTTP/3 (UDP) and HTTP/2 + HTTP/1.1 (TCP, TLS 1.3)
+    /// on the same port, from memory; for `agentwire load` and other HTTP load tools.
+    /// Runs until Ctrl-C.
+    ///
+    /// Example: agentwire serve --root www --listen 127.0.0.1:8443 --cert-dir certs --generate
+    Serve(ServeArgs),
+    /// Load an HTTP server: many connections and requests over h3, h2 or http/1.1, closed
+    /// loop or at a fixed rate; reports requests/s, errors by kind and latency percentiles.
+    ///
+    /// Example: agentwire load https://127.0.0.1:8443/1k.bin --proto h3 --duration 3s --insecure --json
+    Load(LoadArgs),
     /// Network emulation between real agentwire endpoints (delay, jitter, loss, rate …).
     ///
     /// Example: agentwire netsim relay --listen 127.0.0.1:4434 --to 127.0.0.1:4433 --udp --spec "delay=25ms,loss=1%"
@@ -629,5 +640,132 @@ impl BenchArgs {
         config.tcp_cc.clone_from(&self.tcp_cc);
         config.validate()?;
         Ok(config)
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Directory whose files are served (all loaded into memory at start; up to 4 GiB).
+    #[arg(long)]
+    pub root: PathBuf,
+    /// Address for both listeners: UDP for HTTP/3, TCP (same port) for HTTP/2 and HTTP/1.1.
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    pub listen: SocketAddr,
+    /// Directory holding hub.pem and hub.key (see `agentwire cert`).
+    #[arg(long)]
+    pub cert_dir: PathBuf,
+    /// First write the standard benchmark files into --root: 630b.bin, 1k.bin, 5k.bin,
+    /// 10k.bin, 15k.bin, 100k.bin, 1m.bin, 2m.bin, 10m.bin (deterministic content).
+    #[arg(long)]
+    pub generate: bool,
+    /// Runtime worker threads: 1 = a single-threaded runtime (for per-core comparisons);
+    /// 0 = one per CPU.
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+}
+
+impl ServeArgs {
+    pub fn config(&self) -> agentwire_load::serve::ServeConfig {
+        let mut c =
+            agentwire_load::serve::ServeConfig::new(self.root.clone(), self.cert_dir.clone());
+        c.listen = self.listen;
+        c.threads = self.threads;
+        c.generate = self.generate;
+        c
+    }
+}
+
+fn parse_duration_arg(s: &str) -> Result<Duration, String> {
+    agentwire_load::parse_duration(s)
+}
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// https:// URLs to request, in turn (all on the same server).
+    #[arg(required = true)]
+    pub urls: Vec<String>,
+    /// Protocol: h3, h2 or http1.1.
+    #[arg(long, default_value = "h3")]
+    pub proto: agentwire_load::Proto,
+    /// Client threads, each with its own single-threaded runtime (and, for h3, UDP socket).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Connections per thread.
+    #[arg(long, default_value_t = 1)]
+    pub connections: usize,
+    /// Requests in flight per connection (http1.1: must be 1; use more --connections).
+    #[arg(long, default_value_t = 1)]
+    pub streams: usize,
+    /// Requests per connection before it is replaced by a new one; 0 = unlimited, 1 = every
+    /// request pays a full handshake (no TLS resumption).
+    #[arg(long, default_value_t = 0)]
+    pub max_requests_per_conn: u64,
+    /// Stop after this many requests (default: --duration 10s).
+    #[arg(long, conflicts_with = "duration")]
+    pub requests: Option<u64>,
+    /// Stop after this long, e.g. 3s, 500ms, 1m (default: 10s).
+    #[arg(long, value_parser = parse_duration_arg)]
+    pub duration: Option<Duration>,
+    /// Run this long before measuring (not counted, not part of --requests).
+    #[arg(long, value_parser = parse_duration_arg, default_value = "0s")]
+    pub warmup: Duration,
+    /// Open loop: this many requests per second in all, latency timed from each request's
+    /// intended send time. Without it: closed loop.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// CA certificate that signed the server's certificate (e.g. CERTS/ca.pem).
+    #[arg(long, conflicts_with = "insecure")]
+    pub ca: Option<PathBuf>,
+    /// Accept any server certificate. For testing only.
+    #[arg(long)]
+    pub insecure: bool,
+    /// TLS server name (default: the URL's host).
+    #[arg(long)]
+    pub server_name: Option<String>,
+    /// Most time a connection may take (TCP + TLS, or the QUIC handshake).
+    #[arg(long, value_parser = parse_duration_arg, default_value = "5s")]
+    pub connect_timeout: Duration,
+    /// Most time a request may take, body included.
+    #[arg(long, value_parser = parse_duration_arg, default_value = "10s")]
+    pub timeout: Duration,
+    /// Per-stream flow-control window for h2 and h3, bytes.
+    #[arg(long, default_value_t = 2 * 1024 * 1024)]
+    pub stream_window: u32,
+    /// Per-connection flow-control window for h2 and h3, bytes.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    pub conn_window: u32,
+    /// Print one JSON object (schema agentwire-load/1) on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl LoadArgs {
+    pub fn config(&self) -> Result<agentwire_load::load::LoadConfig> {
+        use agentwire_load::load::{Limit, LoadConfig, Trust};
+        let mut c = LoadConfig::new(self.urls.clone());
+        c.proto = self.proto;
+        c.threads = self.threads;
+        c.connections = self.connections;
+        c.streams = self.streams;
+        c.max_requests_per_conn = self.max_requests_per_conn;
+        c.limit = match (self.requests, self.duration) {
+            (Some(n), _) => Limit::Requests(n),
+            (None, Some(d)) => Limit::Duration(d),
+            (None, None) => Limit::Duration(Duration::from_secs(10)),
+        };
+        c.warmup = self.warmup;
+        c.rate = self.rate;
+        c.trust = match (&self.ca, self.insecure) {
+            (Some(ca), _) => Trust::Ca(ca.clone()),
+            (None, true) => Trust::Insecure,
+            (None, false) => Trust::NoCa,
+        };
+        c.server_name.clone_from(&self.server_name);
+        c.connect_timeout = self.connect_timeout;
+        c.request_timeout = self.timeout;
+        c.stream_window = self.stream_window;
+        c.conn_window = self.conn_window;
+        c.validate()?;
+        Ok(c)
     }
 }

@@ -14,24 +14,36 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 use args::{
-    AgentArgs, BenchArgs, CertArgs, Cli, Command, HubArgs, NetsimCommand, RelayArgs, SendArgs,
+    AgentArgs, BenchArgs, CertArgs, Cli, Command, HubArgs, LoadArgs, NetsimCommand, RelayArgs,
+    SendArgs, ServeArgs,
 };
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let result = match cli.command {
+        // These two build their own runtimes (thread counts are part of what they measure).
+        Command::Serve(a) => serve(a),
+        Command::Load(a) => load(a),
+        command => run_async(command),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the subcommands that share one multi-threaded runtime.
+fn run_async(command: Command) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = runtime.block_on(async {
-        match cli.command {
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        match command {
             Command::Cert(a) => cert(a),
             Command::Hub(a) => hub(a).await,
             Command::Agent(a) => agent(a).await,
@@ -40,15 +52,60 @@ fn main() -> ExitCode {
             Command::Netsim(NetsimCommand::Relay(a)) => netsim_relay(a).await,
             Command::Netsim(NetsimCommand::Up(a)) => netsim::up(a).await,
             Command::Netsim(NetsimCommand::Check(a)) => netsim::check(a).await,
+            Command::Serve(_) | Command::Load(_) => {
+                bail!("serve and load start their own runtimes; they are run from main")
+            }
         }
-    });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+    })
+}
+
+/// `agentwire serve`: starts the file server (see `agentwire_load::serve`) and waits for
+/// Ctrl-C or SIGTERM.
+fn serve(a: ServeArgs) -> Result<()> {
+    let server = agentwire_load::serve::start(a.config())?;
+    println!(
+        "serving {} on https://{} (h3 on UDP, h2 and http/1.1 on TCP)",
+        a.root.display(),
+        server.local_addr()
+    );
+    let waiter = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the signal runtime")?;
+    waiter.block_on(wait_for_signal());
+    server.stop();
+    Ok(())
+}
+
+/// `agentwire load`: runs the load generator (see `agentwire_load::load`) and prints its
+/// report; fails when no request succeeded.
+fn load(a: LoadArgs) -> Result<()> {
+    // With --insecure, building the TLS configuration warns loudly on stderr.
+    let config = a.config()?;
+    let report = agentwire_load::load::run(&config)?;
+    if a.json {
+        println!("{}", agentwire_load::report::to_json(&report)?);
+        for (kind, n) in &report.errors_by_kind {
+            let example = report.error_examples.get(kind).map(String::as_str);
+            eprintln!("{kind}: {n} error(s), e.g. {}", example.unwrap_or("?"));
         }
+    } else {
+        print!("{}", agentwire_load::report::render_text(&report));
     }
+    if report.succeeded == 0 {
+        let first = report
+            .error_examples
+            .iter()
+            .next()
+            .map(|(k, e)| format!(": {k}: {e}"))
+            .unwrap_or_default();
+        bail!(
+            "no request succeeded ({} sent, {} failed){first}",
+            report.requests,
+            report.errors
+        );
+    }
+    Ok(())
 }
 
 fn init_tracing(verbose: u8) {
