@@ -204,10 +204,8 @@ impl BenchConfig {
             priority_probe_ms: 4000,
             request_timeout_ms: 30_000,
             repetitions: 5,
-            seed: 1,
-            quic_cc: CongestionControl::Cubic,
-            quic_max_streams: QuicSettings::default().max_concurrent_uni_streams,
-            tcp_cc: None,
+            // Seed, congestion control and stream limits as in the quick preset.
+            ..BenchConfig::quick()
         }
     }
 
@@ -224,10 +222,8 @@ impl BenchConfig {
             priority_probe_ms: 2000,
             request_timeout_ms: 30_000,
             repetitions: 5,
-            seed: 1,
-            quic_cc: CongestionControl::Cubic,
-            quic_max_streams: QuicSettings::default().max_concurrent_uni_streams,
-            tcp_cc: None,
+            // Seed, congestion control and stream limits as in the quick preset.
+            ..BenchConfig::quick()
         }
     }
 
