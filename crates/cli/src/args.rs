@@ -57,6 +57,14 @@ pub enum Command {
     ///
     /// Example: agentwire load https://127.0.0.1:8443/1k.bin --proto h3 --duration 3s --insecure --json
     Load(LoadArgs),
+    /// A curl-scorecard style comparison of h3, h2 and http/1.1: handshakes, serial and
+    /// parallel downloads, requests/s at several parallelisms, two load rounds, long and
+    /// short connections. Starts its own server unless --url is given; writes scorecard.json
+    /// and scorecard.md into --out and prints the table; exits non-zero if any scenario had
+    /// errors.
+    ///
+    /// Example: agentwire scorecard --quick --out scorecard-out
+    Scorecard(ScorecardArgs),
     /// Network emulation between real agentwire endpoints (delay, jitter, loss, rate …).
     ///
     /// Example: agentwire netsim relay --listen 127.0.0.1:4434 --to 127.0.0.1:4433 --udp --spec "delay=25ms,loss=1%"
@@ -767,5 +775,79 @@ impl LoadArgs {
         c.conn_window = self.conn_window;
         c.validate()?;
         Ok(c)
+    }
+}
+
+fn parse_proto_arg(s: &str) -> Result<agentwire_load::Proto, String> {
+    s.parse()
+}
+
+#[derive(Args, Debug)]
+pub struct ScorecardArgs {
+    /// Measure another server at https://HOST:PORT (it must serve the standard files, e.g.
+    /// `agentwire serve --generate`). Default: start our own server in this process.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// With --url: CA certificate that signed the server's certificate.
+    #[arg(long, requires = "url", conflicts_with = "insecure")]
+    pub ca: Option<PathBuf>,
+    /// With --url: accept any server certificate. For testing only.
+    #[arg(long, requires = "url")]
+    pub insecure: bool,
+    /// Protocols, in column order.
+    #[arg(long, value_delimiter = ',', value_parser = parse_proto_arg, default_value = "h3,h2,http1.1")]
+    pub protos: Vec<agentwire_load::Proto>,
+    /// Scaled-down counts (x10 downloads, 2 s windows, round 1 = 20,000 requests, round 2 =
+    /// 40 requests): about two minutes for three protocols on two cores.
+    #[arg(long)]
+    pub quick: bool,
+    /// Scale by name: full, quick or tiny (tiny is for tests: seconds, not meaningful).
+    #[arg(long, hide = true, conflicts_with = "quick")]
+    pub scale: Option<String>,
+    /// Directory for scorecard.json and scorecard.md.
+    #[arg(long, default_value = "scorecard-out")]
+    pub out: PathBuf,
+    /// Print the JSON (schema agentwire-scorecard/1) on stdout instead of the Markdown table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ScorecardArgs {
+    pub fn config(&self) -> Result<agentwire_load::scorecard::ScorecardConfig> {
+        use agentwire_load::load::Trust;
+        use agentwire_load::scorecard::{Scale, ScorecardConfig, ScorecardTarget};
+        let scale = match (&self.scale, self.quick) {
+            (Some(name), _) => match Scale::by_name(name) {
+                Some(s) => s,
+                None => bail!("--scale must be full, quick or tiny, not {name:?}"),
+            },
+            (None, true) => Scale::quick(),
+            (None, false) => Scale::full(),
+        };
+        let target = match &self.url {
+            None => ScorecardTarget::InProcess,
+            Some(url) => ScorecardTarget::Url {
+                url: url.clone(),
+                trust: match (&self.ca, self.insecure) {
+                    (Some(ca), _) => Trust::Ca(ca.clone()),
+                    (None, true) => Trust::Insecure,
+                    (None, false) => Trust::NoCa,
+                },
+            },
+        };
+        let mut protos: Vec<agentwire_load::Proto> = Vec::new();
+        for p in &self.protos {
+            if !protos.contains(p) {
+                protos.push(*p);
+            }
+        }
+        if protos.is_empty() {
+            bail!("--protos needs at least one of h3, h2, http1.1");
+        }
+        Ok(ScorecardConfig {
+            target,
+            protos,
+            scale,
+        })
     }
 }

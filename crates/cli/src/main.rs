@@ -15,7 +15,7 @@ use clap::Parser;
 
 use args::{
     AgentArgs, BenchArgs, CertArgs, Cli, Command, HubArgs, LoadArgs, NetsimCommand, RelayArgs,
-    SendArgs, ServeArgs,
+    ScorecardArgs, SendArgs, ServeArgs,
 };
 
 fn main() -> ExitCode {
@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         // These two build their own runtimes (thread counts are part of what they measure).
         Command::Serve(a) => serve(a),
         Command::Load(a) => load(a),
+        Command::Scorecard(a) => scorecard(a),
         command => run_async(command),
     };
     match result {
@@ -52,8 +53,8 @@ fn run_async(command: Command) -> Result<()> {
             Command::Netsim(NetsimCommand::Relay(a)) => netsim_relay(a).await,
             Command::Netsim(NetsimCommand::Up(a)) => netsim::up(a).await,
             Command::Netsim(NetsimCommand::Check(a)) => netsim::check(a).await,
-            Command::Serve(_) | Command::Load(_) => {
-                bail!("serve and load start their own runtimes; they are run from main")
+            Command::Serve(_) | Command::Load(_) | Command::Scorecard(_) => {
+                bail!("serve, load and scorecard start their own runtimes; they are run from main")
             }
         }
     })
@@ -103,6 +104,69 @@ fn load(a: LoadArgs) -> Result<()> {
             "no request succeeded ({} sent, {} failed){first}",
             report.requests,
             report.errors
+        );
+    }
+    Ok(())
+}
+
+/// `agentwire scorecard`: runs the scorecard (see `agentwire_load::scorecard`), writes
+/// scorecard.json and scorecard.md into --out, prints the table (or the JSON), and fails
+/// after writing everything if any scenario had errors.
+fn scorecard(a: ScorecardArgs) -> Result<()> {
+    use agentwire_load::scorecard;
+    let config = a.config()?;
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("creating the output directory {}", a.out.display()))?;
+    let mut progress = |r: &scorecard::ScenarioRun| {
+        let problems = r.problems();
+        eprintln!(
+            "  {:<18} {:<8} {:>9.1} req/s {:>9.2} MB/s {:>7} requests{}",
+            r.scenario,
+            r.proto.name(),
+            r.rps,
+            r.mb_per_s,
+            r.requests,
+            if problems > 0 {
+                format!("  {problems} ERROR(S)")
+            } else {
+                String::new()
+            }
+        );
+    };
+    eprintln!(
+        "scorecard ({}) for {}:",
+        config.scale.name,
+        config
+            .protos
+            .iter()
+            .map(|p| p.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let card = scorecard::run(&config, &mut progress)?;
+    let json = scorecard::to_json(&card)?;
+    let md = scorecard::render_markdown(&card);
+    let json_path = a.out.join("scorecard.json");
+    let md_path = a.out.join("scorecard.md");
+    std::fs::write(&json_path, format!("{json}\n"))
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    std::fs::write(&md_path, &md).with_context(|| format!("writing {}", md_path.display()))?;
+    if a.json {
+        println!("{json}");
+    } else {
+        print!("{md}");
+    }
+    eprintln!(
+        "wrote {} and {} ({:.1} s)",
+        json_path.display(),
+        md_path.display(),
+        card.elapsed_s
+    );
+    if card.total_errors > 0 {
+        bail!(
+            "{} error(s) in the scorecard (see the Errors section of {})",
+            card.total_errors,
+            md_path.display()
         );
     }
     Ok(())

@@ -13,6 +13,9 @@
 //!   statuses, errors by kind, throughput, HDR percentiles of connect time, time to first byte
 //!   and request time, handshakes per second, CPU seconds and peak memory ([`report`]).
 //!
+//! [`scorecard`] puts the two together: a fixed set of scenarios over h3, h2 and http/1.1
+//! side by side (curl-scorecard style), each a [`load::run`], as JSON and a Markdown table.
+//!
 //! This crate must not print on its hot paths, must not panic on anything that comes from the
 //! network, a file or a flag, and must not leave anything running: every loop it starts is
 //! bounded in time and in count and stops by itself. Parsing command lines is the `agentwire`
@@ -37,6 +40,7 @@
 pub mod files;
 pub mod load;
 pub mod report;
+pub mod scorecard;
 pub mod serve;
 
 mod client;

@@ -100,6 +100,10 @@ pub struct LoadConfig {
     pub stream_window: u32,
     /// Per-connection flow-control window (HTTP/2 and QUIC), bytes.
     pub conn_window: u32,
+    /// Closed loop: no request starts after this long measured, whatever [`LoadConfig::limit`]
+    /// says (a cap on a run limited by a request count; `None`: no cap). A run cut short
+    /// by it reports fewer requests than asked for.
+    pub deadline: Option<Duration>,
 }
 
 /// Most threads a run may use.
@@ -134,6 +138,7 @@ impl LoadConfig {
             request_timeout: Duration::from_secs(10),
             stream_window: 2 * 1024 * 1024,
             conn_window: 32 * 1024 * 1024,
+            deadline: None,
         }
     }
 
@@ -170,6 +175,9 @@ impl LoadConfig {
         }
         if self.connect_timeout.is_zero() || self.request_timeout.is_zero() {
             bail!("timeouts must be more than zero");
+        }
+        if self.deadline.is_some_and(|d| d.is_zero()) {
+            bail!("the deadline must be more than zero");
         }
         if self.stream_window == 0 || self.conn_window == 0 || self.conn_window > i32::MAX as u32 {
             bail!("flow-control windows must be 1..=2147483647 bytes");
@@ -274,6 +282,11 @@ pub fn run(config: &LoadConfig) -> Result<LoadReport> {
                 .map_err(|_| anyhow!("--requests / --rate is too long a run"))?;
             (None, Some((rate, config.warmup + span)))
         }
+    };
+    let end = match (end, config.deadline) {
+        (Some(e), Some(d)) => Some(e.min(measure_start + d)),
+        (None, Some(d)) => Some(measure_start + d),
+        (e, None) => e,
     };
     let budget = match config.limit {
         Limit::Requests(n) => n,

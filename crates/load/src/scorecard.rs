@@ -1,0 +1,1104 @@
+//! `agentwire scorecard`: the same fixed set of HTTP scenarios over h3, h2 and http/1.1 side
+//! by side, in the spirit of curl's scorecard, built entirely from [`crate::load::run`] runs
+//! against our own in-process [`crate::serve`] server (or another server that serves the
+//! standard files, see [`crate::files::STANDARD_FILES`]).
+//!
+//! The scenarios, each run once per protocol (interleaved: scenario by scenario, so slow
+//! drift of the machine hits every protocol alike):
+//!
+//! 1. handshakes: short connections, one 1 KB request each (connect p50/p99, handshakes/s);
+//! 2. serial downloads of 10 KB, 100 KB, 1 MB and 10 MB on one connection, one stream;
+//! 3. the same downloads all in parallel on one connection (http/1.1: one connection each);
+//! 4. requests/s for 10 KB at several parallelisms (streams on one connection; http/1.1:
+//!    connections);
+//! 5. round 1, many 630-byte requests over many connections × streams; round 2, 10 MB
+//!    requests over fewer connections × streams;
+//! 6. long-connection requests/s for 5 KB, 15 KB and 2 MB, and short connections (one request
+//!    each) for 1 KB.
+//!
+//! How many of everything is a [`Scale`] ([`Scale::full`], [`Scale::quick`], [`Scale::tiny`]),
+//! recorded in the result. Every scenario is bounded in count and in time
+//! ([`Scale::scenario_timeout`]); a run cut short, a run that could not start and every
+//! failed request are counted in [`Scorecard::total_errors`] and shown in the Markdown
+//! ([`render_markdown`]) — never dropped.
+//!
+//! This module must not print (progress goes through a callback, rendering is the caller's),
+//! must not write a second HTTP client (it only configures `load::run`), and must not leave
+//! anything behind: the in-process server and its temporary directory end with [`run`].
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use serde::{Serialize, Serializer};
+
+use crate::load::{self, Limit, LoadConfig, Trust};
+use crate::report::LoadReport;
+use crate::serve::{self, ServeConfig};
+use crate::Proto;
+
+/// Schema name of the JSON scorecard.
+pub const SCHEMA: &str = "agentwire-scorecard/1";
+
+fn ser_secs<S: Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// How many of everything the scorecard runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scale {
+    /// `full`, `quick`, `tiny` or a caller's name.
+    pub name: String,
+    /// Scenario 1: short connections (1 request of 1 KB each).
+    pub handshakes: u64,
+    /// Scenarios 2 and 3: downloads of each size (serially; then all in parallel).
+    pub downloads: u64,
+    /// Scenarios 2 and 3: the files downloaded.
+    pub download_files: Vec<String>,
+    /// Scenario 4: parallelisms measured for 10 KB.
+    pub parallelism: Vec<usize>,
+    /// Scenarios 4 and 6: length of each requests/s measurement, seconds.
+    #[serde(rename = "rps_window_s", serialize_with = "ser_secs")]
+    pub rps_window: Duration,
+    /// Scenario 5, round 1: 630-byte requests in all.
+    pub round1_requests: u64,
+    /// Scenario 5, round 1: connections.
+    pub round1_connections: usize,
+    /// Scenario 5, round 1: streams per connection.
+    pub round1_streams: usize,
+    /// Scenario 5, round 2: 10 MB requests in all.
+    pub round2_requests: u64,
+    /// Scenario 5, round 2: connections.
+    pub round2_connections: usize,
+    /// Scenario 5, round 2: streams per connection.
+    pub round2_streams: usize,
+    /// Most time any one scenario run may take measuring, seconds; a run cut short by it
+    /// counts as an error.
+    #[serde(rename = "scenario_timeout_s", serialize_with = "ser_secs")]
+    pub scenario_timeout: Duration,
+    /// Most time one request may take, seconds.
+    #[serde(rename = "request_timeout_s", serialize_with = "ser_secs")]
+    pub request_timeout: Duration,
+}
+
+impl Scale {
+    fn standard(name: &str) -> Scale {
+        Scale {
+            name: name.into(),
+            handshakes: 1000,
+            downloads: 50,
+            download_files: ["10k.bin", "100k.bin", "1m.bin", "10m.bin"]
+                .map(String::from)
+                .to_vec(),
+            parallelism: vec![1, 6, 25, 50, 100],
+            rps_window: Duration::from_secs(10),
+            round1_requests: 1_000_000,
+            round1_connections: 100,
+            round1_streams: 10,
+            round2_requests: 400,
+            round2_connections: 10,
+            round2_streams: 10,
+            scenario_timeout: Duration::from_secs(300),
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// The full scorecard: 1000 handshakes, ×50 downloads, 10 s per requests/s measurement,
+    /// round 1 = 1,000,000 requests, round 2 = 400 × 10 MB.
+    pub fn full() -> Scale {
+        Scale::standard("full")
+    }
+
+    /// About two minutes for three protocols on two cores: 100 handshakes, ×10 downloads,
+    /// 2 s per requests/s measurement, round 1 = 20,000 requests, round 2 = 40 × 10 MB.
+    pub fn quick() -> Scale {
+        Scale {
+            handshakes: 100,
+            downloads: 10,
+            rps_window: Duration::from_secs(2),
+            round1_requests: 20_000,
+            round2_requests: 40,
+            scenario_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(20),
+            ..Scale::standard("quick")
+        }
+    }
+
+    /// Seconds, for tests: a handful of everything, 300 ms per requests/s measurement.
+    pub fn tiny() -> Scale {
+        Scale {
+            handshakes: 5,
+            downloads: 3,
+            parallelism: vec![1, 6],
+            rps_window: Duration::from_millis(300),
+            round1_requests: 200,
+            round1_connections: 4,
+            round1_streams: 5,
+            round2_requests: 2,
+            round2_connections: 2,
+            round2_streams: 1,
+            scenario_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(30),
+            ..Scale::standard("tiny")
+        }
+    }
+
+    /// `full`, `quick` or `tiny`.
+    pub fn by_name(name: &str) -> Option<Scale> {
+        match name {
+            "full" => Some(Scale::full()),
+            "quick" => Some(Scale::quick()),
+            "tiny" => Some(Scale::tiny()),
+            _ => None,
+        }
+    }
+}
+
+/// Which server the scorecard measures.
+#[derive(Debug, Clone)]
+pub enum ScorecardTarget {
+    /// Our own server, started in this process on 127.0.0.1:0 with the standard files and a
+    /// freshly generated certificate, trusted through its freshly generated CA.
+    InProcess,
+    /// Another server at this `https://HOST:PORT` base URL, serving the standard file names.
+    Url {
+        /// Base URL; the file names are appended to it.
+        url: String,
+        /// How its certificate is checked.
+        trust: Trust,
+    },
+}
+
+/// Everything a scorecard run needs.
+#[derive(Debug, Clone)]
+pub struct ScorecardConfig {
+    /// The server.
+    pub target: ScorecardTarget,
+    /// Protocols, in column order.
+    pub protos: Vec<Proto>,
+    /// How many of everything.
+    pub scale: Scale,
+}
+
+/// The machine the scorecard ran on (from [`agentwire_bench::environment::Environment`]).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EnvironmentSummary {
+    /// CPU model, if known.
+    pub cpu_model: Option<String>,
+    /// Logical cores.
+    pub cores: usize,
+    /// Kernel release, if known.
+    pub kernel: Option<String>,
+    /// Git commit of the build, if known.
+    pub git_sha: Option<String>,
+    /// `debug` or `release`.
+    pub build_profile: String,
+    /// Target triple / platform of the build.
+    pub platform: String,
+}
+
+impl EnvironmentSummary {
+    /// Probes this machine (best effort).
+    pub fn detect() -> Self {
+        let e = agentwire_bench::environment::Environment::detect();
+        EnvironmentSummary {
+            cpu_model: e.cpu_model,
+            cores: e.cores,
+            kernel: e.kernel,
+            git_sha: e.git_sha,
+            build_profile: e.build_profile.into(),
+            platform: e.target,
+        }
+    }
+}
+
+/// The server that was measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetInfo {
+    /// `in-process` or `url`.
+    pub kind: String,
+    /// Base URL the files were requested from.
+    pub url: String,
+    /// Certificate verification: `ca` (the generated CA for in-process), `insecure` or `none`.
+    pub verification: String,
+}
+
+/// One table line of a scenario run: a number and how to read it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Metric {
+    /// What it is, with its unit, e.g. `p50 ms`, `req/s`, `MB/s`.
+    pub name: String,
+    /// The value.
+    pub value: f64,
+    /// A rate (more is better): the Markdown shows h3/h2 and h3/http1.1 ratios for it.
+    pub rate: bool,
+}
+
+impl Metric {
+    fn new(name: &str, value: f64, rate: bool) -> Self {
+        Metric {
+            name: name.into(),
+            value,
+            rate,
+        }
+    }
+}
+
+/// One scenario over one protocol: what was asked, and the load report's key numbers.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioRun {
+    /// Scenario id, the same for every protocol, e.g. `serial-10k.bin`, `rps-10k-p25`.
+    pub scenario: String,
+    /// Scenario number, 1 to 6.
+    pub group: u8,
+    /// What it measures, for people.
+    pub title: String,
+    /// Protocol.
+    pub proto: Proto,
+    /// File requested.
+    pub file: String,
+    /// Connections open at once.
+    pub connections: usize,
+    /// Streams (requests in flight) per connection.
+    pub streams: usize,
+    /// Requests per connection before it is replaced (0 = unlimited).
+    pub max_requests_per_conn: u64,
+    /// Requests asked for (count-limited runs).
+    pub requests_asked: Option<u64>,
+    /// Measuring window, seconds (time-limited runs).
+    pub duration_s: Option<f64>,
+    /// A protocol-specific change of the scenario (e.g. http/1.1 using connections for
+    /// parallelism).
+    pub note: Option<String>,
+    /// Requests measured (answered or failed).
+    pub requests: u64,
+    /// 2xx responses.
+    pub succeeded: u64,
+    /// Failed requests and connection attempts, plus non-2xx responses.
+    pub errors: u64,
+    /// Failures by kind (`status-NNN` for non-2xx responses).
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// One message per kind of failure.
+    pub error_examples: BTreeMap<String, String>,
+    /// The run could not be made at all (its error).
+    pub failure: Option<String>,
+    /// A count-limited run stopped by [`Scale::scenario_timeout`] before its count.
+    pub cut_short: bool,
+    /// Measured window, seconds.
+    pub elapsed_s: f64,
+    /// Complete responses per second.
+    pub rps: f64,
+    /// Response body megabytes (10^6 bytes) per second.
+    pub mb_per_s: f64,
+    /// Connections established.
+    pub connections_made: u64,
+    /// Connections established per second.
+    pub handshakes_per_s: f64,
+    /// Connect time p50, milliseconds.
+    pub connect_p50_ms: f64,
+    /// Connect time p99, milliseconds.
+    pub connect_p99_ms: f64,
+    /// Request time mean, milliseconds.
+    pub request_mean_ms: f64,
+    /// Request time p50, milliseconds.
+    pub request_p50_ms: f64,
+    /// Request time p99, milliseconds.
+    pub request_p99_ms: f64,
+    /// Time to first byte p50, milliseconds.
+    pub ttfb_p50_ms: f64,
+    /// The numbers shown in the Markdown table for this run.
+    pub metrics: Vec<Metric>,
+}
+
+impl ScenarioRun {
+    /// Everything that went wrong: failed requests, a failed start, a cut-short run.
+    pub fn problems(&self) -> u64 {
+        self.errors + u64::from(self.failure.is_some()) + u64::from(self.cut_short)
+    }
+}
+
+/// A whole scorecard (JSON schema [`SCHEMA`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Scorecard {
+    /// Always [`SCHEMA`].
+    pub schema: &'static str,
+    /// When it was made, seconds since the Unix epoch.
+    pub generated_unix_s: u64,
+    /// The machine.
+    pub environment: EnvironmentSummary,
+    /// The server.
+    pub target: TargetInfo,
+    /// How many of everything.
+    pub scale: Scale,
+    /// Protocols, in column order.
+    pub protos: Vec<Proto>,
+    /// Every scenario × protocol, in the order run.
+    pub runs: Vec<ScenarioRun>,
+    /// Sum of [`ScenarioRun::problems`] over every run.
+    pub total_errors: u64,
+    /// Wall time of the whole scorecard, seconds.
+    pub elapsed_s: f64,
+}
+
+/// What one scenario asks for, before the protocol adjusts it.
+struct Spec {
+    scenario: String,
+    group: u8,
+    title: String,
+    file: &'static str,
+    connections: usize,
+    streams: usize,
+    max_per_conn: u64,
+    limit: Limit,
+    metrics: fn(&ScenarioRun) -> Vec<Metric>,
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+fn handshake_metrics(r: &ScenarioRun) -> Vec<Metric> {
+    vec![
+        Metric::new("connect p50 ms", r.connect_p50_ms, false),
+        Metric::new("connect p99 ms", r.connect_p99_ms, false),
+        Metric::new("handshakes/s", r.handshakes_per_s, true),
+    ]
+}
+
+fn download_metrics(r: &ScenarioRun) -> Vec<Metric> {
+    vec![
+        Metric::new("mean ms", r.request_mean_ms, false),
+        Metric::new("p50 ms", r.request_p50_ms, false),
+        Metric::new("p99 ms", r.request_p99_ms, false),
+        Metric::new("MB/s", r.mb_per_s, true),
+    ]
+}
+
+fn rps_metrics(r: &ScenarioRun) -> Vec<Metric> {
+    vec![Metric::new("req/s", r.rps, true)]
+}
+
+fn round_metrics(r: &ScenarioRun) -> Vec<Metric> {
+    vec![
+        Metric::new("req/s", r.rps, true),
+        Metric::new("MB/s", r.mb_per_s, true),
+        Metric::new("p99 ms", r.request_p99_ms, false),
+    ]
+}
+
+fn specs(scale: &Scale) -> Vec<Spec> {
+    let mut out = Vec::new();
+    let window = Limit::Duration(scale.rps_window);
+    let n = scale.downloads;
+    out.push(Spec {
+        scenario: "handshakes".into(),
+        group: 1,
+        title: format!(
+            "1. handshakes: {} connections x 1 request of 1k.bin",
+            scale.handshakes
+        ),
+        file: "1k.bin",
+        connections: 1,
+        streams: 1,
+        max_per_conn: 1,
+        limit: Limit::Requests(scale.handshakes),
+        metrics: handshake_metrics,
+    });
+    let file_name = |f: &str| -> &'static str {
+        crate::files::STANDARD_FILES
+            .iter()
+            .find(|(name, _)| *name == f)
+            .map_or("10k.bin", |(name, _)| name)
+    };
+    for f in &scale.download_files {
+        out.push(Spec {
+            scenario: format!("serial-{f}"),
+            group: 2,
+            title: format!("2. serial {f} x{n} (1 connection, 1 stream)"),
+            file: file_name(f),
+            connections: 1,
+            streams: 1,
+            max_per_conn: 0,
+            limit: Limit::Requests(n),
+            metrics: download_metrics,
+        });
+    }
+    let parallel = usize::try_from(n).unwrap_or(1).max(1);
+    for f in &scale.download_files {
+        out.push(Spec {
+            scenario: format!("parallel-{f}"),
+            group: 3,
+            title: format!("3. parallel {f} x{n} (1 connection, {parallel} streams)"),
+            file: file_name(f),
+            connections: 1,
+            streams: parallel,
+            max_per_conn: 0,
+            limit: Limit::Requests(n),
+            metrics: download_metrics,
+        });
+    }
+    for &p in &scale.parallelism {
+        out.push(Spec {
+            scenario: format!("rps-10k-p{p}"),
+            group: 4,
+            title: format!(
+                "4. 10k.bin at parallelism {p} (1 connection, {p} stream{}), {:.1} s",
+                if p == 1 { "" } else { "s" },
+                scale.rps_window.as_secs_f64()
+            ),
+            file: "10k.bin",
+            connections: 1,
+            streams: p.max(1),
+            max_per_conn: 0,
+            limit: window,
+            metrics: rps_metrics,
+        });
+    }
+    out.push(Spec {
+        scenario: "round1-630b".into(),
+        group: 5,
+        title: format!(
+            "5. round 1: {} x 630b.bin over {} connections x {} streams",
+            scale.round1_requests, scale.round1_connections, scale.round1_streams
+        ),
+        file: "630b.bin",
+        connections: scale.round1_connections,
+        streams: scale.round1_streams,
+        max_per_conn: 0,
+        limit: Limit::Requests(scale.round1_requests),
+        metrics: round_metrics,
+    });
+    out.push(Spec {
+        scenario: "round2-10m".into(),
+        group: 5,
+        title: format!(
+            "5. round 2: {} x 10m.bin over {} connections x {} streams",
+            scale.round2_requests, scale.round2_connections, scale.round2_streams
+        ),
+        file: "10m.bin",
+        connections: scale.round2_connections,
+        streams: scale.round2_streams,
+        max_per_conn: 0,
+        limit: Limit::Requests(scale.round2_requests),
+        metrics: round_metrics,
+    });
+    for f in ["5k.bin", "15k.bin", "2m.bin"] {
+        out.push(Spec {
+            scenario: format!("long-{f}"),
+            group: 6,
+            title: format!(
+                "6. long connection {f} (1 connection, 1 stream), {:.1} s",
+                scale.rps_window.as_secs_f64()
+            ),
+            file: f,
+            connections: 1,
+            streams: 1,
+            max_per_conn: 0,
+            limit: window,
+            metrics: rps_metrics,
+        });
+    }
+    out.push(Spec {
+        scenario: "short-1k.bin".into(),
+        group: 6,
+        title: format!(
+            "6. short connections 1k.bin (1 request each), {:.1} s",
+            scale.rps_window.as_secs_f64()
+        ),
+        file: "1k.bin",
+        connections: 1,
+        streams: 1,
+        max_per_conn: 1,
+        limit: window,
+        metrics: rps_metrics,
+    });
+    out
+}
+
+/// Runs one scenario over one protocol. Never fails: a run that cannot be made is recorded
+/// as such.
+fn measure(spec: &Spec, proto: Proto, base: &str, trust: &Trust, scale: &Scale) -> ScenarioRun {
+    let (connections, streams, note) = if proto == Proto::Http11 && spec.streams > 1 {
+        let c = spec.connections.saturating_mul(spec.streams);
+        (
+            c,
+            1,
+            Some(format!(
+                "http/1.1 has no multiplexing: {c} connections x 1 stream instead of {} x {}",
+                spec.connections, spec.streams
+            )),
+        )
+    } else {
+        (spec.connections, spec.streams, None)
+    };
+    let mut config = LoadConfig::new(vec![format!("{base}/{}", spec.file)]);
+    config.proto = proto;
+    config.threads = 1;
+    config.connections = connections;
+    config.streams = streams;
+    config.max_requests_per_conn = spec.max_per_conn;
+    config.limit = spec.limit;
+    config.trust = trust.clone();
+    config.request_timeout = scale.request_timeout;
+    config.deadline = Some(scale.scenario_timeout);
+    let requests_asked = match spec.limit {
+        Limit::Requests(n) => Some(n),
+        Limit::Duration(_) => None,
+    };
+    let mut run = ScenarioRun {
+        scenario: spec.scenario.clone(),
+        group: spec.group,
+        title: spec.title.clone(),
+        proto,
+        file: spec.file.into(),
+        connections,
+        streams,
+        max_requests_per_conn: spec.max_per_conn,
+        requests_asked,
+        duration_s: match spec.limit {
+            Limit::Duration(d) => Some(d.as_secs_f64()),
+            Limit::Requests(_) => None,
+        },
+        note,
+        requests: 0,
+        succeeded: 0,
+        errors: 0,
+        errors_by_kind: BTreeMap::new(),
+        error_examples: BTreeMap::new(),
+        failure: None,
+        cut_short: false,
+        elapsed_s: 0.0,
+        rps: 0.0,
+        mb_per_s: 0.0,
+        connections_made: 0,
+        handshakes_per_s: 0.0,
+        connect_p50_ms: 0.0,
+        connect_p99_ms: 0.0,
+        request_mean_ms: 0.0,
+        request_p50_ms: 0.0,
+        request_p99_ms: 0.0,
+        ttfb_p50_ms: 0.0,
+        metrics: Vec::new(),
+    };
+    match load::run(&config) {
+        Ok(report) => fill(&mut run, &report),
+        Err(e) => run.failure = Some(format!("{e:#}")),
+    }
+    run.metrics = (spec.metrics)(&run);
+    run
+}
+
+fn fill(run: &mut ScenarioRun, r: &LoadReport) {
+    run.requests = r.requests;
+    run.succeeded = r.succeeded;
+    run.errors_by_kind.clone_from(&r.errors_by_kind);
+    run.error_examples.clone_from(&r.error_examples);
+    let mut non_2xx = 0;
+    for (status, n) in &r.status {
+        if !status.starts_with('2') {
+            non_2xx += n;
+            run.errors_by_kind.insert(format!("status-{status}"), *n);
+        }
+    }
+    run.errors = r.errors + non_2xx;
+    run.cut_short = run.requests_asked.is_some_and(|n| r.requests < n);
+    run.elapsed_s = r.elapsed_s;
+    run.rps = r.rps;
+    run.mb_per_s = r.bytes_per_s / 1e6;
+    run.connections_made = r.connections;
+    run.handshakes_per_s = r.handshakes_per_s;
+    run.connect_p50_ms = ms(r.latency.connect.p50_us);
+    run.connect_p99_ms = ms(r.latency.connect.p99_us);
+    run.request_mean_ms = r.latency.request.mean_us / 1000.0;
+    run.request_p50_ms = ms(r.latency.request.p50_us);
+    run.request_p99_ms = ms(r.latency.request.p99_us);
+    run.ttfb_p50_ms = ms(r.latency.ttfb.p50_us);
+}
+
+/// Checks, before any scenario, that every protocol reaches the server (one request; TCP
+/// protocols first, as refusals there are immediate) and then that it serves every file the
+/// scorecard asks for (one request per file on one connection). A failed connection stops the
+/// check at once, so an unreachable server costs at most one connect timeout.
+fn preflight(protos: &[Proto], base: &str, trust: &Trust, files: &[&str]) -> Result<()> {
+    let mut order: Vec<Proto> = protos.to_vec();
+    order.sort_by_key(|p| *p == Proto::H3);
+    for proto in order {
+        let first = files.first().copied().unwrap_or("1k.bin");
+        for check in [&[first][..], files] {
+            let mut config = LoadConfig::new(check.iter().map(|f| format!("{base}/{f}")).collect());
+            config.proto = proto;
+            config.limit = Limit::Requests(check.len() as u64);
+            config.trust = trust.clone();
+            config.connect_timeout = Duration::from_secs(3);
+            config.request_timeout = Duration::from_secs(30);
+            config.deadline = Some(Duration::from_secs(30));
+            let report = load::run(&config).with_context(|| format!("{base} over {proto}"))?;
+            let wanted = check.len() as u64;
+            if report.succeeded != wanted {
+                let why = report
+                    .error_examples
+                    .iter()
+                    .next()
+                    .map(|(k, e)| format!("{k}: {e}"))
+                    .or_else(|| {
+                        report
+                            .status
+                            .iter()
+                            .find(|(s, _)| !s.starts_with('2'))
+                            .map(|(s, _)| {
+                                format!(
+                                    "HTTP status {s} (does it serve the standard files {}?)",
+                                    files.join(" ")
+                                )
+                            })
+                    })
+                    .unwrap_or_else(|| "no answer".into());
+                bail!(
+                    "cannot use {base} over {proto}: {} of {wanted} check request(s) failed: {why}",
+                    wanted - report.succeeded
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs the scorecard: starts the in-process server if asked, checks the target, runs every
+/// scenario for every protocol, calls `progress` after each run, and stops the server.
+/// Errors only when nothing can be measured (bad configuration, server unreachable or not
+/// serving the standard files); errors inside scenarios are recorded in the result.
+pub fn run(config: &ScorecardConfig, progress: &mut dyn FnMut(&ScenarioRun)) -> Result<Scorecard> {
+    if config.protos.is_empty() {
+        bail!("give at least one protocol (h3, h2, http1.1)");
+    }
+    let started = Instant::now();
+    let scale = &config.scale;
+    if scale.handshakes == 0
+        || scale.downloads == 0
+        || scale.round1_requests == 0
+        || scale.round2_requests == 0
+        || scale.rps_window.is_zero()
+        || scale.scenario_timeout.is_zero()
+    {
+        bail!("every count and time of the scale must be more than zero");
+    }
+    // Keep the temporary directory and server alive until the end of the run.
+    let mut _dir: Option<tempfile::TempDir> = None;
+    let mut server: Option<serve::ServerHandle> = None;
+    let (base, trust, target) = match &config.target {
+        ScorecardTarget::InProcess => {
+            let dir = tempfile::tempdir().context("creating a temporary directory")?;
+            let certs: PathBuf = dir.path().join("certs");
+            let bundle = agentwire::tls::generate(&agentwire::tls::default_hub_names())
+                .context("generating a certificate")?;
+            agentwire::tls::write_cert_dir(&certs, &bundle, false)
+                .with_context(|| format!("writing certificates into {}", certs.display()))?;
+            let mut sc = ServeConfig::new(dir.path().join("www"), certs.clone());
+            sc.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+            sc.generate = true;
+            let handle = serve::start(sc).context("starting the in-process server")?;
+            let base = format!("https://{}", handle.local_addr());
+            server = Some(handle);
+            _dir = Some(dir);
+            (
+                base.clone(),
+                Trust::Ca(certs.join("ca.pem")),
+                TargetInfo {
+                    kind: "in-process".into(),
+                    url: base,
+                    verification: "ca".into(),
+                },
+            )
+        }
+        ScorecardTarget::Url { url, trust } => {
+            let base = url.trim_end_matches('/').to_owned();
+            if !base.starts_with("https://") {
+                bail!("{url}: the scorecard needs an https://HOST:PORT URL");
+            }
+            let verification = match trust {
+                Trust::Ca(_) => "ca",
+                Trust::Insecure => "insecure",
+                Trust::NoCa => "none",
+            };
+            (
+                base.clone(),
+                trust.clone(),
+                TargetInfo {
+                    kind: "url".into(),
+                    url: base,
+                    verification: verification.into(),
+                },
+            )
+        }
+    };
+    let specs = specs(scale);
+    let mut files: Vec<&str> = specs.iter().map(|s| s.file).collect();
+    files.sort_unstable();
+    files.dedup();
+    preflight(&config.protos, &base, &trust, &files)?;
+    let mut runs = Vec::new();
+    for spec in &specs {
+        for &proto in &config.protos {
+            let r = measure(spec, proto, &base, &trust, scale);
+            progress(&r);
+            runs.push(r);
+        }
+    }
+    if let Some(s) = server {
+        s.stop();
+    }
+    let total_errors = runs.iter().map(ScenarioRun::problems).sum();
+    Ok(Scorecard {
+        schema: SCHEMA,
+        generated_unix_s: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        environment: EnvironmentSummary::detect(),
+        target,
+        scale: scale.clone(),
+        protos: config.protos.clone(),
+        runs,
+        total_errors,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The scorecard as one JSON object.
+pub fn to_json(card: &Scorecard) -> serde_json::Result<String> {
+    serde_json::to_string_pretty(card)
+}
+
+fn fmt_value(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1000.0 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 && a.is_finite() => format!("{:.2}", a / b),
+        _ => "-".into(),
+    }
+}
+
+/// The scorecard as Markdown: a header with the machine and target, one table with a row per
+/// scenario and metric and a column per protocol (plus h3/h2 and h3/http1.1 ratios on rate
+/// rows, when those protocols were measured), the protocol-specific notes, and every error.
+pub fn render_markdown(card: &Scorecard) -> String {
+    let mut out = String::new();
+    let e = &card.environment;
+    let s = &card.scale;
+    let _ = writeln!(out, "## agentwire scorecard ({})\n", s.name);
+    let _ = writeln!(
+        out,
+        "{} {} ({}), {} cores{}{}, {} build; target: {} {} (verification: {}); took {:.1} s\n",
+        SCHEMA,
+        e.platform,
+        e.cpu_model.as_deref().unwrap_or("unknown CPU"),
+        e.cores,
+        e.kernel
+            .as_deref()
+            .map(|k| format!(", kernel {k}"))
+            .unwrap_or_default(),
+        e.git_sha
+            .as_deref()
+            .map(|g| format!(", git {}", g.get(..10).unwrap_or(g)))
+            .unwrap_or_default(),
+        e.build_profile,
+        card.target.kind,
+        card.target.url,
+        card.target.verification,
+        card.elapsed_s,
+    );
+    let _ = writeln!(
+        out,
+        "Scale {}: {} handshakes, downloads x{}, requests/s windows of {:.1} s, round 1 = {} x 630b.bin over {}x{}, round 2 = {} x 10m.bin over {}x{}, at most {:.0} s per run.\n",
+        s.name,
+        s.handshakes,
+        s.downloads,
+        s.rps_window.as_secs_f64(),
+        s.round1_requests,
+        s.round1_connections,
+        s.round1_streams,
+        s.round2_requests,
+        s.round2_connections,
+        s.round2_streams,
+        s.scenario_timeout.as_secs_f64(),
+    );
+    let has = |p: Proto| card.protos.contains(&p);
+    let mut ratios: Vec<(Proto, &str)> = Vec::new();
+    if has(Proto::H3) && has(Proto::H2) {
+        ratios.push((Proto::H2, "h3/h2"));
+    }
+    if has(Proto::H3) && has(Proto::Http11) {
+        ratios.push((Proto::Http11, "h3/http1.1"));
+    }
+    out.push_str("| scenario | metric |");
+    for p in &card.protos {
+        let _ = write!(out, " {p} |");
+    }
+    for (_, name) in &ratios {
+        let _ = write!(out, " {name} |");
+    }
+    out.push_str("\n|---|---|");
+    for _ in 0..card.protos.len() + ratios.len() {
+        out.push_str("--:|");
+    }
+    out.push('\n');
+    // Rows in order of first appearance: (scenario, metric).
+    let mut rows: Vec<(&str, &str, &str, bool)> = Vec::new();
+    for r in &card.runs {
+        for m in &r.metrics {
+            if !rows
+                .iter()
+                .any(|(sc, name, _, _)| *sc == r.scenario && *name == m.name)
+            {
+                rows.push((&r.scenario, &m.name, &r.title, m.rate));
+            }
+        }
+    }
+    let mut last_title = "";
+    for (scenario, metric, title, rate) in rows {
+        let value = |p: Proto| -> Option<(f64, u64, bool)> {
+            let r = card
+                .runs
+                .iter()
+                .find(|r| r.proto == p && r.scenario == scenario)?;
+            let m = r.metrics.iter().find(|m| m.name == metric)?;
+            Some((m.value, r.problems(), r.failure.is_some()))
+        };
+        let shown_title = if title == last_title { "" } else { title };
+        last_title = title;
+        let _ = write!(out, "| {shown_title} | {metric} |");
+        for &p in &card.protos {
+            let cell = match value(p) {
+                None => "-".to_string(),
+                Some((_, _, true)) => "failed".to_string(),
+                Some((v, 0, _)) => fmt_value(v),
+                Some((v, n, _)) => format!("{} ({n} err)", fmt_value(v)),
+            };
+            let _ = write!(out, " {cell} |");
+        }
+        for (other, _) in &ratios {
+            let cell = if rate {
+                ratio(value(Proto::H3).map(|v| v.0), value(*other).map(|v| v.0))
+            } else {
+                String::new()
+            };
+            let _ = write!(out, " {cell} |");
+        }
+        out.push('\n');
+    }
+    let mut notes: Vec<&str> = Vec::new();
+    for r in &card.runs {
+        if let Some(n) = r.note.as_deref() {
+            if !notes.contains(&n) {
+                notes.push(n);
+            }
+        }
+    }
+    if !notes.is_empty() {
+        out.push_str("\nNotes:\n");
+        for r in &card.runs {
+            if let Some(n) = r.note.as_deref() {
+                let _ = writeln!(out, "- {} {}: {n}", r.scenario, r.proto);
+            }
+        }
+    }
+    if card.total_errors == 0 {
+        out.push_str("\nErrors: none.\n");
+    } else {
+        let _ = writeln!(out, "\nErrors: {} in all.", card.total_errors);
+        for r in card.runs.iter().filter(|r| r.problems() > 0) {
+            let _ = write!(out, "- {} {}:", r.scenario, r.proto);
+            if let Some(f) = &r.failure {
+                let _ = write!(out, " could not run: {f};");
+            }
+            if r.cut_short {
+                let _ = write!(
+                    out,
+                    " cut short by the {:.0} s limit ({} of {} requests);",
+                    s.scenario_timeout.as_secs_f64(),
+                    r.requests,
+                    r.requests_asked.unwrap_or(0)
+                );
+            }
+            for (kind, n) in &r.errors_by_kind {
+                let example = r
+                    .error_examples
+                    .get(kind)
+                    .map(|e| format!(" (e.g. {e})"))
+                    .unwrap_or_default();
+                let _ = write!(out, " {kind}: {n}{example};");
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_of(scenario: &str, proto: Proto, metrics: Vec<Metric>) -> ScenarioRun {
+        ScenarioRun {
+            scenario: scenario.into(),
+            group: 4,
+            title: format!("title of {scenario}"),
+            proto,
+            file: "10k.bin".into(),
+            connections: 1,
+            streams: 1,
+            max_requests_per_conn: 0,
+            requests_asked: None,
+            duration_s: Some(1.0),
+            note: None,
+            requests: 10,
+            succeeded: 10,
+            errors: 0,
+            errors_by_kind: BTreeMap::new(),
+            error_examples: BTreeMap::new(),
+            failure: None,
+            cut_short: false,
+            elapsed_s: 1.0,
+            rps: 10.0,
+            mb_per_s: 0.1,
+            connections_made: 1,
+            handshakes_per_s: 1.0,
+            connect_p50_ms: 1.0,
+            connect_p99_ms: 1.0,
+            request_mean_ms: 1.0,
+            request_p50_ms: 1.0,
+            request_p99_ms: 1.0,
+            ttfb_p50_ms: 1.0,
+            metrics,
+        }
+    }
+
+    #[test]
+    fn markdown_has_a_column_per_protocol_and_ratios_on_rates() {
+        let mut h1 = run_of(
+            "rps",
+            Proto::Http11,
+            vec![
+                Metric::new("req/s", 500.0, true),
+                Metric::new("p99 ms", 4.0, false),
+            ],
+        );
+        h1.note = Some("http/1.1 has no multiplexing".into());
+        h1.errors = 2;
+        h1.errors_by_kind.insert("timeout".into(), 2);
+        h1.error_examples
+            .insert("timeout".into(), "no complete response".into());
+        let runs = vec![
+            run_of(
+                "rps",
+                Proto::H3,
+                vec![
+                    Metric::new("req/s", 1500.0, true),
+                    Metric::new("p99 ms", 2.0, false),
+                ],
+            ),
+            run_of(
+                "rps",
+                Proto::H2,
+                vec![
+                    Metric::new("req/s", 1000.0, true),
+                    Metric::new("p99 ms", 3.0, false),
+                ],
+            ),
+            h1,
+        ];
+        let card = Scorecard {
+            schema: SCHEMA,
+            generated_unix_s: 0,
+            environment: EnvironmentSummary {
+                cores: 2,
+                build_profile: "debug".into(),
+                platform: "x86_64-linux".into(),
+                ..Default::default()
+            },
+            target: TargetInfo {
+                kind: "in-process".into(),
+                url: "https://127.0.0.1:1".into(),
+                verification: "ca".into(),
+            },
+            scale: Scale::tiny(),
+            protos: vec![Proto::H3, Proto::H2, Proto::Http11],
+            total_errors: runs.iter().map(ScenarioRun::problems).sum(),
+            runs,
+            elapsed_s: 1.0,
+        };
+        let md = render_markdown(&card);
+        assert!(
+            md.contains("| scenario | metric | h3 | h2 | http1.1 | h3/h2 | h3/http1.1 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| title of rps | req/s | 1500 | 1000 | 500.0 (2 err) | 1.50 | 3.00 |"),
+            "{md}"
+        );
+        // Latency rows get no ratio, and the title is not repeated.
+        assert!(
+            md.contains("|  | p99 ms | 2.00 | 3.00 | 4.00 (2 err) |  |  |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- rps http1.1: http/1.1 has no multiplexing"),
+            "{md}"
+        );
+        assert!(md.contains("Errors: 2 in all."), "{md}");
+        assert!(
+            md.contains("timeout: 2 (e.g. no complete response)"),
+            "{md}"
+        );
+
+        // Without h3 there are no ratio columns; a failed run says so.
+        let mut two = card.clone();
+        two.protos = vec![Proto::H2, Proto::Http11];
+        two.runs.retain(|r| r.proto != Proto::H3);
+        two.runs[0].failure = Some("boom".into());
+        let md = render_markdown(&two);
+        assert!(
+            md.contains("| scenario | metric | h2 | http1.1 |\n"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| title of rps | req/s | failed | 500.0 (2 err) |"),
+            "{md}"
+        );
+        assert!(md.contains("could not run: boom"), "{md}");
+    }
+
+    #[test]
+    fn ratios_handle_zero_and_missing() {
+        assert_eq!(ratio(Some(3.0), Some(0.0)), "-");
+        assert_eq!(ratio(None, Some(1.0)), "-");
+        assert_eq!(ratio(Some(1.0), Some(4.0)), "0.25");
+    }
+
+    #[test]
+    fn every_scale_has_every_scenario() {
+        for scale in [Scale::full(), Scale::quick(), Scale::tiny()] {
+            let specs = specs(&scale);
+            for group in 1..=6 {
+                assert!(specs.iter().any(|s| s.group == group), "{}", scale.name);
+            }
+            assert_eq!(
+                specs.len(),
+                1 + 2 * scale.download_files.len() + scale.parallelism.len() + 2 + 4
+            );
+        }
+        assert_eq!(Scale::full().round1_requests, 1_000_000);
+        assert_eq!(Scale::quick().round1_requests, 20_000);
+        assert!(Scale::by_name("nope").is_none());
+    }
+}
