@@ -360,6 +360,10 @@ async fn accept_quic(
                             return;
                         }
                         let _ = stream.finish().await;
+                        // The request is answered: tell the client we read no more of it with
+                        // H3_NO_ERROR (RFC 9114, 4.1), instead of the bare 0 quinn would send
+                        // when the unread receive side is dropped.
+                        stream.stop_sending(h3::error::Code::H3_NO_ERROR);
                     });
                 }
             };
