@@ -252,22 +252,13 @@ pub fn run_cell(config: &CellConfig, launcher: &HubLauncher, seed: u64) -> Resul
         .join()
         .map_err(|_| anyhow!("the client side panicked"))
         .and_then(|r| r);
-    let done = server.stop();
+    server.stop();
     let emulator = path.as_ref().map(EmulatedPath::record);
     if let Some(failure) = path.as_ref().and_then(EmulatedPath::failure) {
         bail!("the emulator failed during the cell: {failure}");
     }
     let outcome = outcome?;
-    let agents_peak = resources::peak_rss_bytes(me).unwrap_or(0);
-    Ok(assemble(
-        config,
-        launcher,
-        &path,
-        outcome,
-        emulator,
-        done.hub_peak_rss_bytes,
-        agents_peak,
-    ))
+    Ok(assemble(config, launcher, &path, outcome, emulator))
 }
 
 /// CPU readings at one instant: this process, the emulator's threads in it, the hub process.
@@ -557,8 +548,6 @@ fn assemble(
     path: &Option<EmulatedPath>,
     outcome: ClientOutcome,
     emulator: Option<EmulatorRecord>,
-    hub_peak_rss: Option<u64>,
-    agents_peak_rss: u64,
 ) -> CellResult {
     let c = &outcome.closed;
     let secs = (config.duration_ms.max(1)) as f64 / 1000.0;
@@ -576,19 +565,13 @@ fn assemble(
     };
     let hub = match launcher {
         HubLauncher::InProcess => None,
-        HubLauncher::Process(_) => cpu.and_then(|w| w.hub).map(|h| {
-            usage(
-                h,
-                cpu.and_then(|w| w.hub_peak_rss)
-                    .or(hub_peak_rss)
-                    .unwrap_or(0),
-            )
-        }),
+        HubLauncher::Process(_) => cpu
+            .and_then(|w| w.hub)
+            .map(|h| usage(h, cpu.and_then(|w| w.hub_peak_rss).unwrap_or(0))),
     };
     let agents = usage(
         cpu.map_or(0.0, |w| w.agents),
-        cpu.and_then(|w| w.agents_peak_rss)
-            .unwrap_or(agents_peak_rss),
+        cpu.and_then(|w| w.agents_peak_rss).unwrap_or(0),
     );
     let per_response = |cpu_s: f64| cpu_s * 1e6 / (c.answered.max(1) as f64);
     let resources = Resources {

@@ -7,8 +7,8 @@
 //! or inside this process ([`HubLauncher::InProcess`], for library tests that have no
 //! `agentwire` binary at hand). Either way it is the real hub on real sockets.
 //!
-//! This module must not drive load or measure requests; it reports only the hub's process id
-//! (for CPU readings) and its peak memory at the end.
+//! This module must not drive load or measure requests; it reports only the hub's process id,
+//! which the client side reads CPU and peak memory from.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt as _;
@@ -81,19 +81,12 @@ pub struct ServerReady {
     pub hub_pid: Option<u32>,
 }
 
-/// What the server side reports when stopped.
-#[derive(Debug, Clone, Default)]
-pub struct ServerDone {
-    /// The hub process's peak RSS, bytes (read just before it is stopped).
-    pub hub_peak_rss_bytes: Option<u64>,
-}
-
 /// A started server side; [`stop`](Self::stop) ends it.
 pub struct ServerSide {
     /// How to reach it.
     pub ready: ServerReady,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<ServerDone>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ServerSide {
@@ -124,19 +117,18 @@ impl ServerSide {
         })
     }
 
-    /// Closes the workers, stops the hub and reports its peak memory.
-    pub fn stop(mut self) -> ServerDone {
-        self.finish()
+    /// Closes the workers and stops the hub.
+    pub fn stop(mut self) {
+        self.finish();
     }
 
-    fn finish(&mut self) -> ServerDone {
+    fn finish(&mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -166,20 +158,15 @@ impl RunningHub {
         }
     }
 
-    fn stop(self) -> ServerDone {
+    fn stop(self) {
         match self {
             RunningHub::InProcess { hub, listener } => {
                 hub.shutdown();
                 listener.close();
-                ServerDone::default()
             }
             RunningHub::Process { mut child, .. } => {
-                let peak = crate::resources::peak_rss_bytes(child.id());
                 let _ = child.kill();
                 let _ = child.wait();
-                ServerDone {
-                    hub_peak_rss_bytes: peak,
-                }
             }
         }
     }
@@ -189,11 +176,11 @@ fn server_thread(
     spec: ServerSpec,
     ready_tx: mpsc::Sender<Result<ServerReady>>,
     stop_rx: tokio::sync::oneshot::Receiver<()>,
-) -> ServerDone {
+) {
     if let Some(ns) = &spec.netns {
         if let Err(e) = crate::netpath::enter(ns) {
             let _ = ready_tx.send(Err(e));
-            return ServerDone::default();
+            return;
         }
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -205,7 +192,7 @@ fn server_thread(
         Ok(rt) => rt,
         Err(e) => {
             let _ = ready_tx.send(Err(anyhow!(e).context("building the server-side runtime")));
-            return ServerDone::default();
+            return;
         }
     };
     rt.block_on(async move {
@@ -216,14 +203,14 @@ fn server_thread(
             Ok(d) => d,
             Err(e) => {
                 let _ = ready_tx.send(Err(anyhow!(e).context("creating a temporary directory")));
-                return ServerDone::default();
+                return;
             }
         };
         let (hub, ready) = match start_hub(&spec, dir.path()).await {
             Ok(v) => v,
             Err(e) => {
                 let _ = ready_tx.send(Err(e));
-                return ServerDone::default();
+                return;
             }
         };
         let mut echo = JoinSet::new();
@@ -231,7 +218,8 @@ fn server_thread(
             Ok(w) => w,
             Err(e) => {
                 let _ = ready_tx.send(Err(e));
-                return hub.stop();
+                hub.stop();
+                return;
             }
         };
         let mut handles = Vec::new();
@@ -252,9 +240,8 @@ fn server_thread(
         }
         crate::scenario::close_all(handles).await;
         echo.abort_all();
-        let done = hub.stop();
+        hub.stop();
         drop(dir);
-        done
     })
 }
 
