@@ -705,9 +705,18 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 1)]
     pub streams: usize,
     /// Requests per connection before it is replaced by a new one; 0 = unlimited, 1 = every
-    /// request pays a full handshake (no TLS resumption).
+    /// request pays a handshake (a full one unless --resume).
     #[arg(long, default_value_t = 0)]
     pub max_requests_per_conn: u64,
+    /// Keep the TLS session tickets servers send and resume sessions with them on new
+    /// connections (the report counts full and resumed handshakes).
+    #[arg(long)]
+    pub resume: bool,
+    /// h3 only: send the first requests of a new connection as 0-RTT data when a ticket
+    /// allows it (implies --resume; the report counts accepted and rejected 0-RTT). Requests
+    /// in rejected 0-RTT data are sent again, not counted as errors.
+    #[arg(long = "0rtt")]
+    pub zero_rtt: bool,
     /// Stop after this many requests (default: --duration 10s).
     #[arg(long, conflicts_with = "duration")]
     pub requests: Option<u64>,
@@ -742,7 +751,7 @@ pub struct LoadArgs {
     /// Per-connection flow-control window for h2 and h3, bytes.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
     pub conn_window: u32,
-    /// Print one JSON object (schema agentwire-load/1) on stdout instead of the summary.
+    /// Print one JSON object (schema agentwire-load/2) on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
 }
@@ -756,6 +765,8 @@ impl LoadArgs {
         c.connections = self.connections;
         c.streams = self.streams;
         c.max_requests_per_conn = self.max_requests_per_conn;
+        c.resume = self.resume || self.zero_rtt;
+        c.zero_rtt = self.zero_rtt;
         c.limit = match (self.requests, self.duration) {
             (Some(n), _) => Limit::Requests(n),
             (None, Some(d)) => Limit::Duration(d),

@@ -72,7 +72,7 @@ fn load_measures_serve_over_every_protocol() {
         );
         let json: serde_json::Value = serde_json::from_str(stdout.trim())
             .unwrap_or_else(|e| panic!("{proto}: not one JSON object ({e}): {stdout}"));
-        assert_eq!(json["schema"], "agentwire-load/1");
+        assert_eq!(json["schema"], "agentwire-load/2");
         assert_eq!(json["settings"]["proto"], proto);
         let requests = json["requests"].as_u64().unwrap();
         assert!(requests > 0, "{proto}: {json}");

@@ -701,18 +701,28 @@ const INSECURE_WARNING: &str = "WARNING: TLS certificate verification is DISABLE
      this client will talk to ANY server, including an attacker in the middle. \
      Use a CA file or a sha256 pin instead.";
 
-/// Builds the client TLS config: TLS 1.3 only, ring provider, the given ALPN
-/// protocols, `enable_early_data = true` (for QUIC 0-RTT) and the default
-/// in-memory resumption store.
+/// The check a client makes of the hub's certificate for `trust`: a WebPKI chain to the
+/// given CA(s) and the server name ([`HubTrust::Ca`]), a SHA-256 SPKI pin plus a valid
+/// handshake signature ([`HubTrust::PinnedSpki`]), or only a valid handshake signature
+/// ([`HubTrust::Insecure`], which warns loudly on tracing and stderr each time this is called).
 ///
-/// With [`HubTrust::Insecure`] the config accepts any certificate and this
-/// function warns loudly (`tracing::warn!` and stderr) each time it is called.
-pub fn client_config(trust: &HubTrust, alpn: &[&[u8]]) -> Result<rustls::ClientConfig, TlsError> {
+/// [`client_config`] installs it; callers that need to observe verification (for example to
+/// tell a resumed handshake, which verifies nothing, from a full one) can wrap it.
+///
+/// ```
+/// use agentwire::tls::{generate, server_verifier};
+/// use agentwire::HubTrust;
+///
+/// let bundle = generate(&["127.0.0.1".to_string()])?;
+/// let trust = HubTrust::ca_pem(&bundle.ca_cert_pem)?;
+/// let verifier = server_verifier(&trust)?;
+/// assert!(!verifier.supported_verify_schemes().is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn server_verifier(trust: &HubTrust) -> Result<Arc<dyn ServerCertVerifier>, TlsError> {
     let provider = ring_provider();
     let sigs = || Tls13Signatures(provider.signature_verification_algorithms);
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&[&rustls::version::TLS13])?;
-    let mut config = match trust {
+    Ok(match trust {
         HubTrust::Ca(cas) => {
             if cas.is_empty() {
                 return Err(TlsError::NoCertificate(PathBuf::from("<CA list>")));
@@ -723,27 +733,41 @@ pub fn client_config(trust: &HubTrust, alpn: &[&[u8]]) -> Result<rustls::ClientC
                     TlsError::BadCertificate(format!("CA certificate #{} is unusable: {e}", i + 1))
                 })?;
             }
-            builder.with_root_certificates(roots).with_no_client_auth()
+            rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider.clone(),
+            )
+            .build()
+            .map_err(|e| TlsError::BadCertificate(format!("cannot use the CA list: {e}")))?
         }
-        HubTrust::PinnedSpki(pin) => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(KeyOnlyVerifier {
-                pin: Some(*pin),
-                sigs: sigs(),
-            }))
-            .with_no_client_auth(),
+        HubTrust::PinnedSpki(pin) => Arc::new(KeyOnlyVerifier {
+            pin: Some(*pin),
+            sigs: sigs(),
+        }),
         HubTrust::Insecure => {
             tracing::warn!("{INSECURE_WARNING}");
             eprintln!("{INSECURE_WARNING}");
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(KeyOnlyVerifier {
-                    pin: None,
-                    sigs: sigs(),
-                }))
-                .with_no_client_auth()
+            Arc::new(KeyOnlyVerifier {
+                pin: None,
+                sigs: sigs(),
+            })
         }
-    };
+    })
+}
+
+/// Builds the client TLS config: TLS 1.3 only, ring provider, the given ALPN
+/// protocols, `enable_early_data = true` (for QUIC 0-RTT) and the default
+/// in-memory resumption store. The certificate check is [`server_verifier`].
+///
+/// With [`HubTrust::Insecure`] the config accepts any certificate and this
+/// function warns loudly (`tracing::warn!` and stderr) each time it is called.
+pub fn client_config(trust: &HubTrust, alpn: &[&[u8]]) -> Result<rustls::ClientConfig, TlsError> {
+    let verifier = server_verifier(trust)?;
+    let mut config = rustls::ClientConfig::builder_with_provider(ring_provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     config.enable_early_data = true;
     Ok(config)

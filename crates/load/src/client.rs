@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
+use futures_util::future::{FutureExt, Shared};
 use http::header::{CONTENT_LENGTH, HOST};
 use http::{HeaderMap, Request, Uri};
 use http_body_util::{BodyExt, Empty};
@@ -18,7 +19,8 @@ use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
-use crate::report::{ErrorKind, LoadError};
+use crate::report::{EarlyData, ErrorKind, LoadError};
+use crate::session::TlsSetup;
 use crate::Proto;
 
 /// The HTTP/3 "no error" code (RFC 9114 §8.1), used to close connections cleanly.
@@ -39,18 +41,54 @@ pub(crate) struct Target {
     pub paths: Vec<Uri>,
 }
 
-/// The per-protocol client configuration shared by all connections of a run.
+/// The client configuration shared by all connections of a run.
 #[derive(Clone)]
-pub(crate) enum ClientSetup {
-    /// HTTP/3: a quinn client configuration (TLS inside).
-    H3(quinn::ClientConfig),
-    /// HTTP/2 or HTTP/1.1 over TLS.
-    Tcp {
-        tls: tokio_rustls::TlsConnector,
-        proto: Proto,
-        stream_window: u32,
-        conn_window: u32,
-    },
+pub(crate) struct ClientSetup {
+    /// The protocol spoken.
+    pub proto: Proto,
+    /// TLS: verification, and the run's session tickets when resuming.
+    pub tls: TlsSetup,
+    /// HTTP/3: the QUIC transport settings of every connection.
+    pub quic_transport: Arc<quinn::TransportConfig>,
+    /// HTTP/3: send the first requests as 0-RTT data when a ticket allows it.
+    pub zero_rtt: bool,
+    /// Per-stream flow-control window (HTTP/2), bytes.
+    pub stream_window: u32,
+    /// Per-connection flow-control window (HTTP/2), bytes.
+    pub conn_window: u32,
+}
+
+/// With 0-RTT, the server's answer to a new connection's early data, still to come when the
+/// client may already send.
+pub(crate) struct PendingHandshake {
+    /// Resolves to true when the server accepted the 0-RTT data (false: rejected, or the
+    /// connection was lost before the handshake completed).
+    pub zero_rtt: Option<Shared<quinn::ZeroRttAccepted>>,
+    quic: Option<quinn::Connection>,
+}
+
+impl PendingHandshake {
+    /// Waits (at most `wait`) for the server's answer to the 0-RTT data; `None` if none was
+    /// sent, or the connection was lost (or the handshake did not finish in time) before the
+    /// client could tell.
+    pub(crate) async fn early_data(&self, wait: Duration) -> Option<EarlyData> {
+        let answer = self.zero_rtt.as_ref()?;
+        match tokio::time::timeout(wait, answer.clone()).await {
+            Ok(true) => Some(EarlyData::Accepted),
+            Ok(false) if self.quic.as_ref().is_some_and(handshake_completed) => {
+                Some(EarlyData::Rejected)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// True once the QUIC handshake has completed (the server's identity is known: from its
+/// certificate, or from the resumed session), even if the connection has closed since.
+/// A 0-RTT answer of "false" means rejected only then; before, it means the connection was
+/// lost.
+pub(crate) fn handshake_completed(quic: &quinn::Connection) -> bool {
+    quic.peer_identity().is_some()
 }
 
 /// One established connection.
@@ -90,89 +128,110 @@ pub(crate) struct Response {
     pub first_byte: Instant,
 }
 
-/// Connects to `target`: the QUIC handshake, or TCP + TLS (+ the HTTP/2 preface). The caller
-/// bounds the time.
+/// Connects to `target`: the QUIC handshake, or TCP + TLS (+ the HTTP/2 preface). With
+/// 0-RTT (HTTP/3, a ticket in the store) it returns as soon as requests may be sent, before
+/// the handshake completes. The caller bounds the time.
 pub(crate) async fn connect(
     setup: &ClientSetup,
     endpoint: Option<&quinn::Endpoint>,
     target: &Target,
-) -> Result<Conn, LoadError> {
-    match setup {
-        ClientSetup::H3(config) => {
-            let endpoint =
-                endpoint.ok_or_else(|| LoadError::new(ErrorKind::Other, "no QUIC endpoint"))?;
-            let name = server_name_str(&target.server_name);
-            let connecting = endpoint
-                .connect_with(config.clone(), target.addr, &name)
-                .map_err(|e| LoadError::new(ErrorKind::Connect, format!("cannot connect: {e}")))?;
-            let quic = connecting.await.map_err(|e| quic_connect_error(&e))?;
-            let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(quic.clone()))
-                .await
-                .map_err(|e| {
-                    LoadError::new(ErrorKind::Protocol, format!("HTTP/3 set-up failed: {e}"))
-                })?;
-            let driver = tokio::spawn(async move {
-                let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
-            });
-            Ok(Conn::H3 {
+) -> Result<(Conn, PendingHandshake), LoadError> {
+    let tls = setup.tls.config();
+    if setup.proto == Proto::H3 {
+        let endpoint =
+            endpoint.ok_or_else(|| LoadError::new(ErrorKind::Other, "no QUIC endpoint"))?;
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| {
+            LoadError::new(
+                ErrorKind::Other,
+                format!("the TLS configuration does not suit QUIC: {e}"),
+            )
+        })?;
+        let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+        config.transport_config(setup.quic_transport.clone());
+        let name = server_name_str(&target.server_name);
+        let connecting = endpoint
+            .connect_with(config, target.addr, &name)
+            .map_err(|e| LoadError::new(ErrorKind::Connect, format!("cannot connect: {e}")))?;
+        let (quic, zero_rtt) = if setup.zero_rtt {
+            match connecting.into_0rtt() {
+                Ok((quic, accepted)) => (quic, Some(accepted.shared())),
+                Err(connecting) => (connecting.await.map_err(|e| quic_connect_error(&e))?, None),
+            }
+        } else {
+            (connecting.await.map_err(|e| quic_connect_error(&e))?, None)
+        };
+        let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(quic.clone()))
+            .await
+            .map_err(|e| {
+                LoadError::new(ErrorKind::Protocol, format!("HTTP/3 set-up failed: {e}"))
+            })?;
+        let driver = tokio::spawn(async move {
+            let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+        });
+        let pending = PendingHandshake {
+            zero_rtt,
+            quic: Some(quic.clone()),
+        };
+        return Ok((
+            Conn::H3 {
                 send,
                 quic,
                 _driver: driver,
-            })
-        }
-        ClientSetup::Tcp {
-            tls,
-            proto,
-            stream_window,
-            conn_window,
-        } => {
-            let tcp = TcpStream::connect(target.addr)
-                .await
-                .map_err(|e| tcp_connect_error(&e, target.addr))?;
-            let _ = tcp.set_nodelay(true);
-            let stream = tls
-                .connect(target.server_name.clone(), tcp)
-                .await
-                .map_err(|e| tls_io_error(&e))?;
-            let want: &[u8] = if *proto == Proto::H2 {
-                crate::ALPN_H2
-            } else {
-                crate::ALPN_HTTP11
-            };
-            if stream.get_ref().1.alpn_protocol() != Some(want) {
-                return Err(LoadError::new(
-                    ErrorKind::Tls,
-                    format!(
-                        "the server did not agree to ALPN {:?} (it is not speaking {proto} over TLS)",
-                        String::from_utf8_lossy(want)
-                    ),
-                ));
-            }
-            let io = TokioIo::new(stream);
-            if *proto == Proto::H2 {
-                let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-                    .timer(TokioTimer::new())
-                    .initial_stream_window_size(*stream_window)
-                    .initial_connection_window_size(*conn_window)
-                    .handshake::<_, Empty<Bytes>>(io)
-                    .await
-                    .map_err(|e| classify_hyper(&e))?;
-                let driver = tokio::spawn(async move {
-                    let _ = conn.await;
-                });
-                Ok(Conn::H2 { send, driver })
-            } else {
-                let (send, conn) = hyper::client::conn::http1::Builder::new()
-                    .handshake::<_, Empty<Bytes>>(io)
-                    .await
-                    .map_err(|e| classify_hyper(&e))?;
-                let driver = tokio::spawn(async move {
-                    let _ = conn.await;
-                });
-                Ok(Conn::H1 { send, driver })
-            }
-        }
+            },
+            pending,
+        ));
     }
+    let pending = PendingHandshake {
+        zero_rtt: None,
+        quic: None,
+    };
+    let tcp = TcpStream::connect(target.addr)
+        .await
+        .map_err(|e| tcp_connect_error(&e, target.addr))?;
+    let _ = tcp.set_nodelay(true);
+    let stream = tokio_rustls::TlsConnector::from(tls)
+        .connect(target.server_name.clone(), tcp)
+        .await
+        .map_err(|e| tls_io_error(&e))?;
+    let want: &[u8] = if setup.proto == Proto::H2 {
+        crate::ALPN_H2
+    } else {
+        crate::ALPN_HTTP11
+    };
+    if stream.get_ref().1.alpn_protocol() != Some(want) {
+        return Err(LoadError::new(
+            ErrorKind::Tls,
+            format!(
+                "the server did not agree to ALPN {:?} (it is not speaking {} over TLS)",
+                String::from_utf8_lossy(want),
+                setup.proto
+            ),
+        ));
+    }
+    let io = TokioIo::new(stream);
+    let conn = if setup.proto == Proto::H2 {
+        let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .initial_stream_window_size(setup.stream_window)
+            .initial_connection_window_size(setup.conn_window)
+            .handshake::<_, Empty<Bytes>>(io)
+            .await
+            .map_err(|e| classify_hyper(&e))?;
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Conn::H2 { send, driver }
+    } else {
+        let (send, conn) = hyper::client::conn::http1::Builder::new()
+            .handshake::<_, Empty<Bytes>>(io)
+            .await
+            .map_err(|e| classify_hyper(&e))?;
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Conn::H1 { send, driver }
+    };
+    Ok((conn, pending))
 }
 
 fn server_name_str(name: &ServerName<'static>) -> String {
@@ -233,6 +292,14 @@ impl ConnGuard {
 }
 
 impl Lane {
+    /// The QUIC connection under an HTTP/3 lane.
+    pub(crate) fn quic(&self) -> Option<&quinn::Connection> {
+        match self {
+            Lane::H3 { quic, .. } => Some(quic),
+            Lane::H2(_) | Lane::H1(_) => None,
+        }
+    }
+
     /// True once the connection under this lane is known to be closed.
     pub(crate) fn is_closed(&self) -> bool {
         match self {
@@ -243,49 +310,92 @@ impl Lane {
     }
 
     /// Sends `GET url` and reads the whole body, checking its length against Content-Length.
-    /// The caller bounds the time.
+    /// A request the server cannot have processed (the connection closed before it was
+    /// sent, or a graceful HTTP/2 GOAWAY or REFUSED_STREAM turned it away) comes back as
+    /// [`GetError::NotSent`]; the caller may send it again on another connection. The caller
+    /// bounds the time.
     pub(crate) async fn get(
         &mut self,
         target: &Target,
         index: usize,
-    ) -> Result<Response, LoadError> {
+    ) -> Result<Response, GetError> {
         let i = index % target.uris.len().max(1);
         match self {
             Lane::H3 { send, quic } => {
                 let uri = target.uris.get(i).cloned().unwrap_or_default();
                 let result = h3_get(send, uri).await;
-                result.map_err(|e| match quic.close_reason() {
-                    Some(reason) => quic_request_error(&reason),
-                    None => e,
+                result.map_err(|e| {
+                    GetError::Failed(match quic.close_reason() {
+                        Some(reason) => quic_request_error(&reason),
+                        None => e,
+                    })
                 })
             }
             Lane::H2(send) => {
                 let uri = target.uris.get(i).cloned().unwrap_or_default();
-                send.ready().await.map_err(|e| classify_hyper(&e))?;
-                let req = Request::get(uri)
-                    .body(Empty::new())
-                    .map_err(|e| LoadError::new(ErrorKind::Other, e.to_string()))?;
-                let resp = send
-                    .send_request(req)
+                send.ready()
                     .await
-                    .map_err(|e| classify_hyper(&e))?;
-                read_hyper_body(resp).await
+                    .map_err(|e| GetError::NotSent(classify_hyper(&e)))?;
+                let req = Request::get(uri).body(Empty::new()).map_err(|e| {
+                    GetError::Failed(LoadError::new(ErrorKind::Other, e.to_string()))
+                })?;
+                let resp = send.try_send_request(req).await.map_err(|mut e| {
+                    let unsent = e.take_message().is_some() || turned_away(e.error());
+                    let err = classify_hyper(e.error());
+                    if unsent {
+                        GetError::NotSent(err)
+                    } else {
+                        GetError::Failed(err)
+                    }
+                })?;
+                read_hyper_body(resp).await.map_err(GetError::Failed)
             }
             Lane::H1(send) => {
                 let path = target.paths.get(i).cloned().unwrap_or_default();
-                send.ready().await.map_err(|e| classify_hyper(&e))?;
+                send.ready()
+                    .await
+                    .map_err(|e| GetError::NotSent(classify_hyper(&e)))?;
                 let req = Request::get(path)
                     .header(HOST, target.authority.as_str())
                     .body(Empty::new())
-                    .map_err(|e| LoadError::new(ErrorKind::Other, e.to_string()))?;
-                let resp = send
-                    .send_request(req)
-                    .await
-                    .map_err(|e| classify_hyper(&e))?;
-                read_hyper_body(resp).await
+                    .map_err(|e| {
+                        GetError::Failed(LoadError::new(ErrorKind::Other, e.to_string()))
+                    })?;
+                let resp = send.try_send_request(req).await.map_err(|mut e| {
+                    if e.take_message().is_some() {
+                        GetError::NotSent(classify_hyper(e.error()))
+                    } else {
+                        GetError::Failed(classify_hyper(e.error()))
+                    }
+                })?;
+                read_hyper_body(resp).await.map_err(GetError::Failed)
             }
         }
     }
+}
+
+/// Why a request got no (complete) response.
+#[derive(Debug)]
+pub(crate) enum GetError {
+    /// The server cannot have processed it; it may be sent again elsewhere.
+    NotSent(LoadError),
+    /// It failed: count it.
+    Failed(LoadError),
+}
+
+/// True for an HTTP/2 stream the server turned away unprocessed (RFC 9113 §8.7): above the
+/// last stream id of a graceful GOAWAY, or reset with REFUSED_STREAM.
+fn turned_away(e: &hyper::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(h2e) = s.downcast_ref::<h2::Error>() {
+            let reason = h2e.reason();
+            return (h2e.is_go_away() && h2e.is_remote() && reason == Some(h2::Reason::NO_ERROR))
+                || reason == Some(h2::Reason::REFUSED_STREAM);
+        }
+        source = s.source();
+    }
+    false
 }
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {
@@ -546,19 +656,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
-}
-
-/// The quinn client configuration for HTTP/3 from a rustls configuration.
-pub(crate) fn quic_client_config(
-    tls: rustls::ClientConfig,
-    stream_window: u32,
-    conn_window: u32,
-) -> anyhow::Result<quinn::ClientConfig> {
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
-        .map_err(|e| anyhow::anyhow!("the TLS configuration does not suit QUIC: {e}"))?;
-    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(Arc::new(quic_transport(stream_window, conn_window)?));
-    Ok(config)
 }
 
 /// QUIC transport settings for both sides: agentwire's defaults, no datagrams, the given

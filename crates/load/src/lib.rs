@@ -44,6 +44,7 @@ pub mod scorecard;
 pub mod serve;
 
 mod client;
+mod session;
 
 use std::fmt;
 use std::str::FromStr;

@@ -10,8 +10,7 @@
 //!   silently lowering the rate (no coordinated omission). Time to first byte is measured
 //!   from the actual send.
 //! * `--max-requests-per-conn M` closes a connection after M requests and opens a new one
-//!   (M = 1: every request pays a full handshake; TLS session resumption is off, so each
-//!   handshake is a full one). With `--warmup`, requests and connections started during the
+//!   (M = 1: every request pays a handshake). With `--warmup`, requests and connections started during the
 //!   warm-up are not counted, and do not count against `--requests`.
 //! * A failed connection attempt counts as one failed request (of kind `connect-refused`,
 //!   `connect-timeout`, `tls` …); a closed-loop connection slot then waits (10 ms doubling
@@ -19,9 +18,19 @@
 //!   every request by the request timeout, so a run ends at most that long after its
 //!   duration, and a run limited by `--requests` ends after that many attempts.
 //!
+//! * TLS session resumption is off unless asked for: every handshake is a full one. With
+//!   `--resume` the run keeps the session tickets servers send (one store for all threads)
+//!   and offers them on new connections; with `--0rtt` (HTTP/3) a new connection sends its
+//!   first requests as 0-RTT data when a ticket allows it. The report counts full and
+//!   resumed handshakes and accepted and rejected 0-RTT ([`crate::report::HandshakeCounts`]).
+//! * A request the server cannot have processed is sent again on a new connection and counted
+//!   as `retried`, not as a request or an error: requests in rejected 0-RTT data, HTTP/2
+//!   requests above a graceful GOAWAY's last stream or refused with REFUSED_STREAM, and
+//!   requests the connection closed before sending (an HTTP/1.1 server that closes after its
+//!   keep-alive limit).
+//!
 //! Response bodies are read completely and counted; a body whose length differs from the
-//! response's Content-Length is a `wrong-size` error. `--resume` (TLS resumption) and
-//! `--0rtt` are not part of this version.
+//! response's Content-Length is a `wrong-size` error.
 //!
 //! This module must not print (the caller renders the [`LoadReport`]), and nothing it starts
 //! outlives [`run`].
@@ -33,15 +42,18 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentwire::HubTrust;
 use agentwire_bench::stats::OpenLoopSchedule;
 use anyhow::{anyhow, bail, Context, Result};
+use futures_util::future::Shared;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use http::Uri;
 use rustls_pki_types::ServerName;
 
-use crate::client::{self, ClientSetup, Lane, Target, H3_NO_ERROR};
-use crate::report::{ErrorKind, LoadError, LoadReport, RunSettings, Stats};
+use crate::client::{self, ClientSetup, GetError, Lane, Target, H3_NO_ERROR};
+use crate::report::{
+    EarlyData, ErrorKind, HandshakeCounts, LoadError, LoadReport, RunSettings, Stats,
+};
+use crate::session::TlsSetup;
 use crate::Proto;
 
 /// How the client checks the server's certificate.
@@ -82,6 +94,11 @@ pub struct LoadConfig {
     pub streams: usize,
     /// Requests per connection before it is replaced by a new one (0 = unlimited).
     pub max_requests_per_conn: u64,
+    /// Keep session tickets and resume TLS sessions on new connections.
+    pub resume: bool,
+    /// HTTP/3: send the first requests of a connection as 0-RTT data when possible (needs
+    /// [`LoadConfig::resume`]).
+    pub zero_rtt: bool,
     /// When to stop.
     pub limit: Limit,
     /// Time before measuring starts.
@@ -129,6 +146,8 @@ impl LoadConfig {
             connections: 1,
             streams: 1,
             max_requests_per_conn: 0,
+            resume: false,
+            zero_rtt: false,
             limit: Limit::Duration(Duration::from_secs(10)),
             warmup: Duration::ZERO,
             rate: None,
@@ -173,6 +192,12 @@ impl LoadConfig {
                 bail!("--rate must be a positive number of requests per second");
             }
         }
+        if self.zero_rtt && self.proto != Proto::H3 {
+            bail!("--0rtt works with --proto h3 only (for h2 and http1.1 use --resume)");
+        }
+        if self.zero_rtt && !self.resume {
+            bail!("0-RTT needs session resumption (--resume)");
+        }
         if self.connect_timeout.is_zero() || self.request_timeout.is_zero() {
             bail!("timeouts must be more than zero");
         }
@@ -213,6 +238,8 @@ impl LoadConfig {
                 Trust::Insecure => "insecure",
                 Trust::NoCa => "none",
             },
+            resume: self.resume,
+            zero_rtt: self.zero_rtt,
         }
     }
 }
@@ -229,6 +256,16 @@ impl Budget {
                 n => Some(n - 1),
             })
             .is_ok()
+    }
+
+    /// Gives back a request taken for a request that will be sent again.
+    fn refund(&self) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| match n {
+                u64::MAX => None,
+                n => Some(n + 1),
+            });
     }
 
     fn exhausted(&self) -> bool {
@@ -254,6 +291,11 @@ struct RunCtx {
     next_url: AtomicUsize,
     connect_timeout: Duration,
     request_timeout: Duration,
+    /// Connections established (warm-up included).
+    established: AtomicU64,
+    /// 0-RTT answers: accepted, rejected.
+    zero_rtt_accepted: AtomicU64,
+    zero_rtt_rejected: AtomicU64,
 }
 
 /// What one connection slot (or thread, merged) measured.
@@ -307,6 +349,9 @@ pub fn run(config: &LoadConfig) -> Result<LoadReport> {
         next_url: AtomicUsize::new(0),
         connect_timeout: config.connect_timeout,
         request_timeout: config.request_timeout,
+        established: AtomicU64::new(0),
+        zero_rtt_accepted: AtomicU64::new(0),
+        zero_rtt_rejected: AtomicU64::new(0),
     };
     let cpu_before = agentwire_bench::resources::self_cpu_seconds();
     let results: Vec<Result<SlotResult>> = std::thread::scope(|scope| {
@@ -344,9 +389,16 @@ pub fn run(config: &LoadConfig) -> Result<LoadReport> {
         _ => None,
     };
     let rss = agentwire_bench::resources::peak_rss_bytes(std::process::id());
+    let handshakes = HandshakeCounts::tally(
+        ctx.established.load(Ordering::Relaxed),
+        ctx.setup.tls.verified(),
+        ctx.zero_rtt_accepted.load(Ordering::Relaxed),
+        ctx.zero_rtt_rejected.load(Ordering::Relaxed),
+    );
     Ok(LoadReport::new(
         config.settings(),
         &stats,
+        handshakes,
         elapsed.as_secs_f64(),
         cpu,
         rss,
@@ -422,48 +474,22 @@ fn resolve_target(urls: &[String], server_name: Option<&str>) -> Result<Target> 
     })
 }
 
-/// The client TLS configuration: TLS 1.3, one ALPN protocol, no session resumption and no
-/// early data (every handshake is a full one).
-fn client_tls(trust: &Trust, alpn: &[u8]) -> Result<rustls::ClientConfig> {
-    let mut config = match trust {
-        Trust::Ca(path) => {
-            let trust = HubTrust::ca_file(path)
-                .with_context(|| format!("loading the CA certificate {}", path.display()))?;
-            agentwire::tls::client_config(&trust, &[alpn])?
-        }
-        Trust::Insecure => agentwire::tls::client_config(&HubTrust::Insecure, &[alpn])?,
-        Trust::NoCa => rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_root_certificates(rustls::RootCertStore::empty())
-        .with_no_client_auth(),
-    };
-    config.alpn_protocols = vec![alpn.to_vec()];
-    config.resumption = rustls::client::Resumption::disabled();
-    config.enable_early_data = false;
-    Ok(config)
-}
-
 fn client_setup(config: &LoadConfig) -> Result<ClientSetup> {
     let alpn = match config.proto {
         Proto::H3 => crate::ALPN_H3,
         Proto::H2 => crate::ALPN_H2,
         Proto::Http11 => crate::ALPN_HTTP11,
     };
-    let tls = client_tls(&config.trust, alpn)?;
-    Ok(match config.proto {
-        Proto::H3 => ClientSetup::H3(client::quic_client_config(
-            tls,
+    Ok(ClientSetup {
+        proto: config.proto,
+        tls: TlsSetup::new(&config.trust, alpn, config.resume, config.zero_rtt)?,
+        quic_transport: Arc::new(client::quic_transport(
             config.stream_window,
             config.conn_window,
         )?),
-        proto => ClientSetup::Tcp {
-            tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
-            proto,
-            stream_window: config.stream_window,
-            conn_window: config.conn_window,
-        },
+        zero_rtt: config.zero_rtt,
+        stream_window: config.stream_window,
+        conn_window: config.conn_window,
     })
 }
 
@@ -475,9 +501,9 @@ fn run_thread(ctx: &RunCtx, thread: usize) -> Result<SlotResult> {
         .build()
         .context("cannot start a runtime for a load thread")?;
     let result = rt.block_on(async {
-        let endpoint = match &ctx.setup {
-            ClientSetup::H3(_) => Some(client_endpoint(ctx.target.addr)?),
-            ClientSetup::Tcp { .. } => None,
+        let endpoint = match ctx.setup.proto {
+            Proto::H3 => Some(client_endpoint(ctx.target.addr)?),
+            Proto::H2 | Proto::Http11 => None,
         };
         let mut slots: FuturesUnordered<_> = (0..ctx.connections)
             .map(|c| run_slot(ctx, endpoint.as_ref(), thread * ctx.connections + c))
@@ -618,8 +644,8 @@ async fn run_slot(ctx: &RunCtx, endpoint: Option<&quinn::Endpoint>, slot: usize)
                 format!("no connection within {:?}", ctx.connect_timeout),
             ))
         });
-        let conn = match attempt {
-            Ok(conn) => conn,
+        let (conn, handshake) = match attempt {
+            Ok(connected) => connected,
             Err(e) => {
                 // The attempt was to carry the next request: that request failed.
                 if measured {
@@ -646,6 +672,7 @@ async fn run_slot(ctx: &RunCtx, endpoint: Option<&quinn::Endpoint>, slot: usize)
             }
         };
         backoff = INITIAL_BACKOFF;
+        ctx.established.fetch_add(1, Ordering::Relaxed);
         if measured {
             shared
                 .stats
@@ -657,6 +684,7 @@ async fn run_slot(ctx: &RunCtx, endpoint: Option<&quinn::Endpoint>, slot: usize)
             used: Cell::new(0),
             broken: Cell::new(false),
             prepaid: Cell::new(measured),
+            zero_rtt: handshake.zero_rtt.clone(),
         };
         {
             let mut running: FuturesUnordered<_> = conn_lanes
@@ -665,6 +693,15 @@ async fn run_slot(ctx: &RunCtx, endpoint: Option<&quinn::Endpoint>, slot: usize)
                 .map(|(lane, state)| run_lane(&shared, lane, state, &conn_state))
                 .collect();
             while running.next().await.is_some() {}
+        }
+        match handshake.early_data(ctx.connect_timeout).await {
+            Some(EarlyData::Accepted) => ctx.zero_rtt_accepted.fetch_add(1, Ordering::Relaxed),
+            Some(EarlyData::Rejected) => ctx.zero_rtt_rejected.fetch_add(1, Ordering::Relaxed),
+            Some(EarlyData::NotTried) | None => 0,
+        };
+        if conn_state.prepaid.get() {
+            // The connection ended before its first request went out.
+            ctx.budget.refund();
         }
         guard.close().await;
     }
@@ -682,6 +719,21 @@ struct ConnState {
     broken: Cell<bool>,
     /// The budget token taken when connecting, not yet used by a request.
     prepaid: Cell<bool>,
+    /// HTTP/3 with 0-RTT: the server's answer to the early data.
+    zero_rtt: Option<Shared<quinn::ZeroRttAccepted>>,
+}
+
+/// True when the connection sent 0-RTT data that the server rejected (so requests sent in it
+/// were never processed, whatever error they ended with); waits for the server's answer, at
+/// most the connect timeout.
+async fn zero_rtt_rejected(conn: &ConnState, lane: &Lane, ctx: &RunCtx) -> bool {
+    let (Some(answer), Some(quic)) = (&conn.zero_rtt, lane.quic()) else {
+        return false;
+    };
+    matches!(
+        tokio::time::timeout(ctx.connect_timeout, answer.clone()).await,
+        Ok(false)
+    ) && client::handshake_completed(quic)
 }
 
 /// One stream of a connection: requests one after another (closed loop) or on schedule
@@ -737,12 +789,34 @@ async fn run_lane(
         let outcome = tokio::time::timeout(ctx.request_timeout, lane.get(&ctx.target, index))
             .await
             .unwrap_or_else(|_| {
-                Err(LoadError::new(
+                Err(GetError::Failed(LoadError::new(
                     ErrorKind::Timeout,
                     format!("no complete response within {:?}", ctx.request_timeout),
-                ))
+                )))
             });
         let done = Instant::now();
+        let outcome = match outcome {
+            Err(GetError::Failed(e)) if zero_rtt_rejected(conn, &lane, ctx).await => {
+                Err(GetError::NotSent(e))
+            }
+            other => other,
+        };
+        let outcome = match outcome {
+            Err(GetError::NotSent(why)) => {
+                // The server never processed it: it goes again, on a new connection.
+                if measured {
+                    ctx.budget.refund();
+                    shared.stats.borrow_mut().record_retry(&why);
+                }
+                if let Some(k) = state.k.checked_sub(1).filter(|_| state.schedule.is_some()) {
+                    state.k = k;
+                }
+                broken.set(true);
+                return;
+            }
+            Err(GetError::Failed(e)) => Err(e),
+            Ok(resp) => Ok(resp),
+        };
         match outcome {
             Ok(resp) => {
                 consecutive_errors = 0;

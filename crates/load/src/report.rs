@@ -16,7 +16,61 @@ use serde::Serialize;
 use crate::Proto;
 
 /// Schema name of the JSON report.
-pub const SCHEMA: &str = "agentwire-load/1";
+pub const SCHEMA: &str = "agentwire-load/2";
+
+/// What became of a connection's 0-RTT data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EarlyData {
+    /// None was sent (0-RTT off, or no ticket that allows it).
+    NotTried,
+    /// Sent, and the server accepted it.
+    Accepted,
+    /// Sent, and the server refused it: requests sent in it were sent again.
+    Rejected,
+}
+
+/// The run's TLS handshakes by kind, counted over every connection of the run (warm-up
+/// included; connection attempts that failed are not connections).
+///
+/// A full handshake carries the server's certificate, which the client verifies; a resumed
+/// one does not. So `full` is the number of certificates verified and `resumed` the rest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct HandshakeCounts {
+    /// Connections established.
+    pub connections: u64,
+    /// Full handshakes (certificate sent and verified).
+    pub full: u64,
+    /// Resumed handshakes (session ticket accepted, no certificate).
+    pub resumed: u64,
+    /// Connections whose 0-RTT data the server accepted.
+    pub zero_rtt_accepted: u64,
+    /// Connections whose 0-RTT data the server rejected.
+    pub zero_rtt_rejected: u64,
+}
+
+impl HandshakeCounts {
+    /// From the run's counters: connections established, certificates verified, and 0-RTT
+    /// answers. A certificate verified on an attempt that failed afterwards is not a
+    /// connection, so `full` never exceeds `connections`.
+    ///
+    /// ```
+    /// use agentwire_load::report::HandshakeCounts;
+    /// let c = HandshakeCounts::tally(10, 3, 6, 1);
+    /// assert_eq!((c.full, c.resumed), (3, 7));
+    /// assert_eq!((c.zero_rtt_accepted, c.zero_rtt_rejected), (6, 1));
+    /// assert_eq!(HandshakeCounts::tally(2, 5, 0, 0).full, 2);
+    /// ```
+    pub fn tally(connections: u64, verified: u64, accepted: u64, rejected: u64) -> Self {
+        let full = verified.min(connections);
+        HandshakeCounts {
+            connections,
+            full,
+            resumed: connections - full,
+            zero_rtt_accepted: accepted,
+            zero_rtt_rejected: rejected,
+        }
+    }
+}
 
 /// Why a request (or the connection attempt that was to carry it) failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -139,8 +193,15 @@ pub struct Stats {
     pub request_us: Histogram<u64>,
     /// Time to first byte: from the send to the response's headers.
     pub ttfb_us: Histogram<u64>,
-    /// Connect time: from starting to connect to the end of the TLS or QUIC handshake.
+    /// Connect time: from starting to connect to the end of the TLS or QUIC handshake (with
+    /// 0-RTT: until requests may be sent, which is at once).
     pub connect_us: Histogram<u64>,
+    /// Requests sent again on a new connection because the server cannot have processed
+    /// them (rejected 0-RTT, a graceful GOAWAY, a connection closed before sending); not
+    /// counted as requests or errors.
+    pub retried: u64,
+    /// Why the first retried request had to be sent again.
+    pub retry_example: Option<String>,
 }
 
 impl Default for Stats {
@@ -154,6 +215,8 @@ impl Default for Stats {
             request_us: new_histogram(),
             ttfb_us: new_histogram(),
             connect_us: new_histogram(),
+            retried: 0,
+            retry_example: None,
         }
     }
 }
@@ -173,6 +236,12 @@ impl Stats {
         self.error_examples
             .entry(err.kind)
             .or_insert_with(|| err.message.clone());
+    }
+
+    /// Counts one request that goes again because the server cannot have processed it.
+    pub fn record_retry(&mut self, why: &LoadError) {
+        self.retried += 1;
+        self.retry_example.get_or_insert_with(|| why.to_string());
     }
 
     /// Counts one established connection and its connect time.
@@ -204,6 +273,10 @@ impl Stats {
         }
         self.body_bytes += other.body_bytes;
         self.connections += other.connections;
+        self.retried += other.retried;
+        if self.retry_example.is_none() {
+            self.retry_example.clone_from(&other.retry_example);
+        }
         // Same bounds on both sides: adding cannot fail; saturate rather than panic anyway.
         let _ = self.request_us.add(&other.request_us);
         let _ = self.ttfb_us.add(&other.ttfb_us);
@@ -264,6 +337,10 @@ pub struct RunSettings {
     pub warmup_s: f64,
     /// Certificate verification: `ca`, `insecure` or `none` (every certificate refused).
     pub verification: &'static str,
+    /// TLS session resumption on (`--resume`).
+    pub resume: bool,
+    /// HTTP/3 0-RTT on (`--0rtt`).
+    pub zero_rtt: bool,
 }
 
 /// The result of a load run (JSON schema [`SCHEMA`]).
@@ -301,6 +378,13 @@ pub struct LoadReport {
     pub connections: u64,
     /// Connections established per second.
     pub handshakes_per_s: f64,
+    /// Every connection's handshake by kind (warm-up included).
+    pub handshakes: HandshakeCounts,
+    /// Requests sent again because the server cannot have processed them (see
+    /// [`Stats::retried`]); not in `requests`.
+    pub retried: u64,
+    /// Why the first of them had to be sent again.
+    pub retry_example: Option<String>,
     /// Latency percentiles, microseconds.
     pub latency: Latencies,
     /// CPU seconds (user + system) this process used during the run, warm-up included.
@@ -314,6 +398,7 @@ impl LoadReport {
     pub fn new(
         settings: RunSettings,
         stats: &Stats,
+        handshakes: HandshakeCounts,
         elapsed_s: f64,
         cpu_seconds: Option<f64>,
         peak_rss_bytes: Option<u64>,
@@ -353,6 +438,9 @@ impl LoadReport {
             bytes_per_s: per_second(stats.body_bytes, elapsed_s),
             connections: stats.connections,
             handshakes_per_s: per_second(stats.connections, elapsed_s),
+            handshakes,
+            retried: stats.retried,
+            retry_example: stats.retry_example.clone(),
             latency: Latencies {
                 request: summarize(&stats.request_us),
                 ttfb: summarize(&stats.ttfb_us),
@@ -443,6 +531,29 @@ pub fn render_text(r: &LoadReport) -> String {
         "traffic: {} body bytes; {} connections, {:.2} handshakes/s",
         r.bytes, r.connections, r.handshakes_per_s
     );
+    if s.resume || r.retried > 0 {
+        let h = &r.handshakes;
+        let mut line = format!(
+            "tls (all {} connections): {} full, {} resumed handshakes",
+            h.connections, h.full, h.resumed
+        );
+        if s.zero_rtt {
+            let _ = write!(
+                line,
+                "; 0-RTT {} accepted, {} rejected",
+                h.zero_rtt_accepted, h.zero_rtt_rejected
+            );
+        }
+        if r.retried > 0 {
+            let _ = write!(
+                line,
+                "; {} requests sent again, never processed (e.g. {})",
+                r.retried,
+                r.retry_example.as_deref().unwrap_or("?")
+            );
+        }
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(
         out,
         "{:<14}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
@@ -495,6 +606,8 @@ mod tests {
             duration_s: None,
             warmup_s: 0.0,
             verification: "insecure",
+            resume: false,
+            zero_rtt: false,
         }
     }
 
@@ -515,7 +628,14 @@ mod tests {
         let mut all = Stats::default();
         all.merge(&a);
         all.merge(&b);
-        let r = LoadReport::new(settings(), &all, 2.0, Some(0.5), Some(1 << 20));
+        let r = LoadReport::new(
+            settings(),
+            &all,
+            HandshakeCounts::tally(1, 1, 0, 0),
+            2.0,
+            Some(0.5),
+            Some(1 << 20),
+        );
         assert_eq!(r.schema, SCHEMA);
         assert_eq!(r.responses, 1000);
         assert_eq!(r.succeeded, 990);
@@ -546,7 +666,7 @@ mod tests {
         assert_eq!(r.latency.connect.max_us, 750);
 
         let json: serde_json::Value = serde_json::from_str(&to_json(&r).unwrap()).unwrap();
-        assert_eq!(json["schema"], "agentwire-load/1");
+        assert_eq!(json["schema"], "agentwire-load/2");
         assert_eq!(json["requests"], 1003);
         assert_eq!(json["errors"], 3);
         assert_eq!(json["rps"], 500.0);
@@ -561,7 +681,14 @@ mod tests {
 
     #[test]
     fn an_empty_run_reports_zeros_not_nonsense() {
-        let r = LoadReport::new(settings(), &Stats::default(), 0.0, None, None);
+        let r = LoadReport::new(
+            settings(),
+            &Stats::default(),
+            HandshakeCounts::default(),
+            0.0,
+            None,
+            None,
+        );
         assert_eq!((r.requests, r.responses, r.errors), (0, 0, 0));
         assert_eq!(r.rps, 0.0);
         assert_eq!(r.handshakes_per_s, 0.0);

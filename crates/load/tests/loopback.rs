@@ -1,8 +1,10 @@
 //! `load` against `serve` for real, on loopback: every protocol, exact byte counts, short
 //! connections, open loop, unsafe paths, and failures that must be reported (not hang):
 //! refused connections, untrusted certificates, a server that lies about Content-Length, and
-//! a server that stops in the middle of a run. No assertion depends on speed; the time
-//! bounds only catch hangs.
+//! a server that stops in the middle of a run; session resumption and 0-RTT (accepted, and
+//! rejected by a restarted server); requests a server turns away gracefully (GOAWAY,
+//! `Connection: close`), which go again instead of counting as errors. No assertion depends
+//! on speed; the time bounds only catch hangs.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -429,5 +431,232 @@ fn a_server_that_stops_mid_run_gives_errors_and_the_run_still_ends() {
         let connect_errors =
             r.errors_of(ErrorKind::ConnectRefused) + r.errors_of(ErrorKind::ConnectTimeout);
         assert!(connect_errors > 0, "{proto}: {:?}", r.errors_by_kind);
+    }
+}
+
+#[test]
+fn without_resume_every_handshake_is_full() {
+    let fx = Fixture::new();
+    let server = fx.serve();
+    for proto in PROTOS {
+        let mut c = fx.config(&server, proto, &["/630b.bin"]);
+        c.max_requests_per_conn = 1;
+        c.limit = Limit::Requests(10);
+        let r = run(&c);
+        clean(&r);
+        assert_eq!(r.handshakes.full, 10, "{proto}: {:?}", r.handshakes);
+        assert_eq!(r.handshakes.resumed, 0, "{proto}");
+        assert_eq!(r.retried, 0, "{proto}");
+    }
+}
+
+#[test]
+fn resume_uses_session_tickets_on_every_protocol() {
+    let fx = Fixture::new();
+    let server = fx.serve();
+    for proto in PROTOS {
+        let mut c = fx.config(&server, proto, &["/630b.bin"]);
+        c.max_requests_per_conn = 1;
+        c.resume = true;
+        c.limit = Limit::Requests(20);
+        let r = run(&c);
+        clean(&r);
+        let h = r.handshakes;
+        assert_eq!(h.connections, 20, "{proto}: {h:?}");
+        assert_eq!(h.full + h.resumed, h.connections, "{proto}: {h:?}");
+        // The first connection has no ticket yet; later ones have the tickets the server sent.
+        assert!(h.full >= 1, "{proto}: {h:?}");
+        assert!(h.resumed >= 1, "{proto}: {h:?}");
+        assert_eq!(h.zero_rtt_accepted + h.zero_rtt_rejected, 0, "{proto}");
+    }
+}
+
+#[test]
+fn zero_rtt_requests_are_accepted_by_serve() {
+    let fx = Fixture::new();
+    let server = fx.serve();
+    let mut c = fx.config(&server, Proto::H3, &["/1k.bin"]);
+    c.max_requests_per_conn = 1;
+    c.resume = true;
+    c.zero_rtt = true;
+    c.limit = Limit::Requests(20);
+    let r = run(&c);
+    clean(&r);
+    let h = r.handshakes;
+    assert_eq!(r.responses, 20);
+    assert!(h.zero_rtt_accepted >= 1, "{h:?}");
+    assert_eq!(h.zero_rtt_rejected, 0, "{h:?}");
+    assert!(
+        h.resumed >= h.zero_rtt_accepted,
+        "accepted 0-RTT is a resumption: {h:?}"
+    );
+    assert_eq!(r.bytes, 20 * size_of("1k.bin"));
+}
+
+#[test]
+fn zero_rtt_needs_h3_and_resume() {
+    let fx = Fixture::new();
+    let server = fx.serve();
+    let mut c = fx.config(&server, Proto::H2, &["/1k.bin"]);
+    c.resume = true;
+    c.zero_rtt = true;
+    let e = load::run(&c).unwrap_err().to_string();
+    assert!(e.contains("h3"), "{e}");
+    c.proto = Proto::H3;
+    c.resume = false;
+    let e = load::run(&c).unwrap_err().to_string();
+    assert!(e.contains("--resume"), "{e}");
+}
+
+#[test]
+fn requests_in_rejected_zero_rtt_are_sent_again_not_lost() {
+    let fx = Fixture::new();
+    let port = free_port();
+    let start = |fx: &Fixture| {
+        let mut config = ServeConfig::new(fx.root(), fx.certs());
+        config.listen = format!("127.0.0.1:{port}").parse().unwrap();
+        config.threads = 1;
+        config.generate = true;
+        serve::start(config).unwrap()
+    };
+    let first = start(&fx);
+    let mut c = fx.config(&first, Proto::H3, &["/1k.bin"]);
+    c.max_requests_per_conn = 1;
+    c.resume = true;
+    c.zero_rtt = true;
+    c.limit = Limit::Duration(Duration::from_millis(2500));
+    c.connect_timeout = Duration::from_millis(300);
+    // Open loop, so that the few attempts that fail while the server restarts use up only a
+    // few of the old tickets (rustls keeps 8; every attempt takes one).
+    c.rate = Some(40.0);
+    let runner = std::thread::spawn(move || load::run(&c));
+    std::thread::sleep(Duration::from_millis(800));
+    first.stop();
+    // A new server process knows none of the old tickets: it must reject their 0-RTT data.
+    let second = start(&fx);
+    let r = runner.join().unwrap().unwrap();
+    second.stop();
+    let h = r.handshakes;
+    assert!(h.zero_rtt_accepted >= 1, "{h:?}");
+    assert!(h.zero_rtt_rejected >= 1, "{h:?} {:?}", r.error_examples);
+    assert!(
+        r.retried >= 1,
+        "rejected 0-RTT requests go again: {}",
+        r.retried
+    );
+    assert!(
+        r.retry_example.as_deref().is_some_and(|e| !e.is_empty()),
+        "{:?}",
+        r.retry_example
+    );
+    assert_eq!(r.errors_of(ErrorKind::WrongSize), 0);
+    assert!(r.responses > 0);
+}
+
+/// A server for tests that ends every connection gracefully after `per_conn` responses of
+/// 100 bytes, the way servers with a keep-alive limit do (nginx's `keepalive_requests`):
+/// HTTP/2 with a graceful GOAWAY, HTTP/1.1 with `Connection: close`. Stops by itself after
+/// `HANG_GUARD`.
+fn keepalive_limited_server(certs: &Path, per_conn: usize) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let identity = agentwire::tls::HubIdentity::from_dir(certs).unwrap();
+    let tls = agentwire::tls::server_config(
+        &identity,
+        &[agentwire_load::ALPN_H2, agentwire_load::ALPN_HTTP11],
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let tcp = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = tcp.local_addr().unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    std::thread::spawn(move || {
+        rt.block_on(async move {
+            let _ = tokio::time::timeout(HANG_GUARD, async move {
+                while let Ok((stream, _)) = tcp.accept().await {
+                    let acceptor = acceptor.clone();
+                    tokio::spawn(async move {
+                        let Ok(mut tls) = acceptor.accept(stream).await else {
+                            return;
+                        };
+                        if tls.get_ref().1.alpn_protocol() == Some(agentwire_load::ALPN_H2) {
+                            let Ok(mut conn) = h2::server::handshake(tls).await else {
+                                return;
+                            };
+                            let mut served = 0;
+                            while let Some(Ok((_, mut respond))) = conn.accept().await {
+                                let resp = http::Response::builder()
+                                    .status(200)
+                                    .header("content-length", "100")
+                                    .body(())
+                                    .unwrap();
+                                if let Ok(mut body) = respond.send_response(resp, false) {
+                                    let _ = body.send_data(bytes::Bytes::from(vec![b'x'; 100]), true);
+                                }
+                                served += 1;
+                                if served == per_conn {
+                                    conn.graceful_shutdown();
+                                }
+                            }
+                            return;
+                        }
+                        for served in 1..=per_conn {
+                            let mut request = Vec::new();
+                            let mut buf = [0u8; 1024];
+                            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                                match tls.read(&mut buf).await {
+                                    Ok(0) | Err(_) => return,
+                                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                                }
+                            }
+                            let close = if served == per_conn { "close" } else { "keep-alive" };
+                            let mut reply = format!(
+                                "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: {close}\r\n\r\n"
+                            )
+                            .into_bytes();
+                            reply.extend_from_slice(&[b'x'; 100]);
+                            if tls.write_all(&reply).await.is_err() {
+                                return;
+                            }
+                        }
+                        let _ = tls.shutdown().await;
+                    });
+                }
+            })
+            .await;
+        });
+    });
+    addr
+}
+
+#[test]
+fn requests_a_server_turns_away_gracefully_are_sent_again_not_errors() {
+    let fx = Fixture::new();
+    let addr = keepalive_limited_server(&fx.certs(), 5);
+    for (proto, streams) in [(Proto::H2, 8), (Proto::Http11, 1)] {
+        let mut c = LoadConfig::new(vec![format!("https://{addr}/x")]);
+        c.proto = proto;
+        c.trust = Trust::Ca(fx.ca());
+        c.streams = streams;
+        c.limit = Limit::Requests(60);
+        let r = run(&c);
+        clean(&r);
+        assert_eq!(r.responses, 60, "{proto}");
+        assert_eq!(r.bytes, 60 * 100, "{proto}");
+        // HTTP/2: the requests already in flight when the GOAWAY comes are still answered.
+        let least = 60 / (5 + streams as u64 - 1);
+        assert!(
+            r.connections >= least,
+            "{proto}: {} connections",
+            r.connections
+        );
+        assert!(
+            r.retried > 0,
+            "{proto}: the turned-away requests went again"
+        );
     }
 }
