@@ -914,6 +914,51 @@ struct LineSeriesSpec {
     points: Vec<(f64, f64)>,
 }
 
+/// One series of a grouped bar chart drawn by [`grouped_bars_svg`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarSeries {
+    /// Legend text.
+    pub label: String,
+    /// One value per group; `None` draws no bar.
+    pub values: Vec<Option<f64>>,
+}
+
+/// Grouped bars as a standalone SVG document (900 x 480): one group per entry of `groups`,
+/// one bar per series in each, coloured in series order, with a legend. `None` when there is
+/// nothing to draw (no groups, or no finite non-negative value).
+///
+/// ```
+/// use agentwire_bench::report::{grouped_bars_svg, BarSeries};
+/// let svg = grouped_bars_svg(
+///     "req/s",
+///     "scenario",
+///     "requests per second",
+///     &["p1".to_string(), "p6".to_string()],
+///     &[BarSeries { label: "h3".into(), values: vec![Some(10.0), Some(30.0)] }],
+/// )
+/// .unwrap();
+/// assert!(svg.starts_with("<svg") && svg.contains("<rect"));
+/// assert!(grouped_bars_svg("x", "x", "y", &[], &[]).is_none());
+/// ```
+pub fn grouped_bars_svg(
+    caption: &str,
+    x_desc: &str,
+    y_desc: &str,
+    groups: &[String],
+    series: &[BarSeries],
+) -> Option<String> {
+    let specs: Vec<BarSeriesSpec> = series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| BarSeriesSpec {
+            label: s.label.clone(),
+            color: palette(i),
+            values: s.values.clone(),
+        })
+        .collect();
+    bar_chart(caption, x_desc, y_desc, groups, &specs)
+}
+
 struct BarSeriesSpec {
     label: String,
     color: RGBColor,

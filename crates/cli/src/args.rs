@@ -815,7 +815,23 @@ pub struct ScorecardArgs {
     /// Scale by name: full, quick or tiny (tiny is for tests: seconds, not meaningful).
     #[arg(long, hide = true, conflicts_with = "quick")]
     pub scale: Option<String>,
-    /// Directory for scorecard.json and scorecard.md.
+    /// Client threads for scenarios with several connections (spread evenly; default 1).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Process id of the server (on this machine): its CPU time per scenario is measured
+    /// and shown as server CPU microseconds per request.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// The server's name in the report and in --compare tables (default: the URL, or
+    /// "agentwire serve").
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Instead of measuring: put these scorecard.json files side by side (one table per
+    /// protocol, a column per server, the first file's ratio to the best of the others) and
+    /// write compare.md and charts into --out.
+    #[arg(long, num_args = 1.., value_name = "SCORECARD_JSON", conflicts_with_all = ["url", "quick", "scale"])]
+    pub compare: Vec<PathBuf>,
+    /// Directory for scorecard.json, scorecard.md and the charts (or compare.md).
     #[arg(long, default_value = "scorecard-out")]
     pub out: PathBuf,
     /// Print the JSON (schema agentwire-scorecard/1) on stdout instead of the Markdown table.
@@ -859,6 +875,9 @@ impl ScorecardArgs {
             target,
             protos,
             scale,
+            threads: self.threads,
+            server_pid: self.server_pid,
+            label: self.label.clone(),
         })
     }
 }

@@ -109,14 +109,62 @@ fn load(a: LoadArgs) -> Result<()> {
     Ok(())
 }
 
+/// Writes each chart into `dir` and links it from `md`.
+fn write_charts(
+    dir: &std::path::Path,
+    charts: &[agentwire_load::compare::Chart],
+    md: &mut String,
+) -> Result<()> {
+    if !charts.is_empty() {
+        md.push_str(
+            "
+Charts:
+
+",
+        );
+    }
+    for c in charts {
+        let path = dir.join(&c.file);
+        std::fs::write(&path, &c.svg).with_context(|| format!("writing {}", path.display()))?;
+        md.push_str(&format!(
+            "![{}]({})
+",
+            c.title, c.file
+        ));
+    }
+    Ok(())
+}
+
+/// `agentwire scorecard --compare A.json B.json …`: the scorecards side by side, into
+/// --out/compare.md (printed too) and charts.
+fn scorecard_compare(a: &ScorecardArgs) -> Result<()> {
+    use agentwire_load::compare;
+    let cards = a
+        .compare
+        .iter()
+        .map(|p| compare::CardView::load(p))
+        .collect::<Result<Vec<_>>>()?;
+    let sources: Vec<String> = a.compare.iter().map(|p| p.display().to_string()).collect();
+    let mut md = compare::compare_markdown(&cards, &sources);
+    write_charts(&a.out, &compare::compare_charts(&cards), &mut md)?;
+    let path = a.out.join("compare.md");
+    std::fs::write(&path, &md).with_context(|| format!("writing {}", path.display()))?;
+    print!("{md}");
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
 /// `agentwire scorecard`: runs the scorecard (see `agentwire_load::scorecard`), writes
 /// scorecard.json and scorecard.md into --out, prints the table (or the JSON), and fails
 /// after writing everything if any scenario had errors.
 fn scorecard(a: ScorecardArgs) -> Result<()> {
-    use agentwire_load::scorecard;
-    let config = a.config()?;
+    use agentwire_load::{compare, scorecard};
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("creating the output directory {}", a.out.display()))?;
+    if !a.compare.is_empty() {
+        return scorecard_compare(&a);
+    }
+    let config = a.config()?;
     let mut progress = |r: &scorecard::ScenarioRun| {
         let problems = r.problems();
         eprintln!(
@@ -145,7 +193,9 @@ fn scorecard(a: ScorecardArgs) -> Result<()> {
     );
     let card = scorecard::run(&config, &mut progress)?;
     let json = scorecard::to_json(&card)?;
-    let md = scorecard::render_markdown(&card);
+    let mut md = scorecard::render_markdown(&card);
+    let charts = compare::card_charts(&compare::CardView::of(&card)?);
+    write_charts(&a.out, &charts, &mut md)?;
     let json_path = a.out.join("scorecard.json");
     let md_path = a.out.join("scorecard.md");
     std::fs::write(&json_path, format!("{json}\n"))

@@ -9,45 +9,7 @@
 
 mod common;
 
-use common::{run, spawn, text, wait_for, Running};
-
-/// `agentwire cert` into a temporary directory, then `agentwire serve --generate` on a free
-/// port; returns the server, its address and the directory.
-fn start_server() -> (Running, String, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = dir.path().join("certs");
-    let root = dir.path().join("www");
-    let out = run(&["cert", "--out", certs.to_str().unwrap()]);
-    assert!(out.status.success(), "cert failed: {}", text(&out.stderr));
-    let (server, lines) = spawn(&[
-        "serve",
-        "--root",
-        root.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--cert-dir",
-        certs.to_str().unwrap(),
-        "--generate",
-        "--threads",
-        "1",
-    ]);
-    let line = wait_for(&lines, "serving ");
-    let addr = line
-        .split("https://")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap()
-        .to_owned();
-    assert_eq!(
-        line,
-        format!(
-            "serving {} on https://{addr} (h3 on UDP, h2 and http/1.1 on TCP)",
-            root.display()
-        )
-    );
-    assert!(root.join("10m.bin").exists(), "--generate wrote nothing");
-    (server, addr, dir)
-}
+use common::{run, start_server, text};
 
 #[test]
 fn load_measures_serve_over_every_protocol() {
@@ -172,4 +134,38 @@ fn bad_load_flags_are_refused_clearly() {
     ]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("/nonexistent-agentwire-root"));
+}
+
+#[test]
+fn load_resumes_sessions_and_sends_0rtt_on_request() {
+    let (_server, addr, dir) = start_server();
+    let url = format!("https://{addr}/1k.bin");
+    let ca = dir.path().join("certs").join("ca.pem");
+    let out = run(&[
+        "load",
+        &url,
+        "--proto",
+        "h3",
+        "--0rtt",
+        "--max-requests-per-conn",
+        "1",
+        "--requests",
+        "20",
+        "--ca",
+        ca.to_str().unwrap(),
+        "--json",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["settings"]["resume"], true, "--0rtt implies --resume");
+    assert_eq!(json["settings"]["zero_rtt"], true);
+    assert_eq!(json["succeeded"], 20);
+    let h = &json["handshakes"];
+    assert_eq!(h["connections"], 20);
+    assert!(h["resumed"].as_u64().unwrap() > 0, "{h}");
+    assert!(h["zero_rtt_accepted"].as_u64().unwrap() > 0, "{h}");
+    let out = run(&["load", &url, "--proto", "h2", "--0rtt", "--insecure"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("--0rtt works with --proto h3 only"));
 }

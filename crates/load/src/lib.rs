@@ -14,7 +14,8 @@
 //!   and request time, handshakes per second, CPU seconds and peak memory ([`report`]).
 //!
 //! [`scorecard`] puts the two together: a fixed set of scenarios over h3, h2 and http/1.1
-//! side by side (curl-scorecard style), each a [`load::run`], as JSON and a Markdown table.
+//! side by side (curl-scorecard style), each a [`load::run`], as JSON, a Markdown table and
+//! charts; [`compare`] puts the scorecards of several servers side by side.
 //!
 //! This crate must not print on its hot paths, must not panic on anything that comes from the
 //! network, a file or a flag, and must not leave anything running: every loop it starts is
@@ -37,6 +38,7 @@
 
 #![warn(missing_docs)]
 
+pub mod compare;
 pub mod files;
 pub mod load;
 pub mod report;

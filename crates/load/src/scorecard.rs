@@ -34,6 +34,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 use serde::{Serialize, Serializer};
 
+use agentwire_bench::resources;
+
 use crate::load::{self, Limit, LoadConfig, Trust};
 use crate::report::LoadReport;
 use crate::serve::{self, ServeConfig};
@@ -180,6 +182,29 @@ pub struct ScorecardConfig {
     pub protos: Vec<Proto>,
     /// How many of everything.
     pub scale: Scale,
+    /// Client threads for scenarios with several connections (their connections are spread
+    /// over up to this many threads; a one-connection scenario always uses one thread).
+    pub threads: usize,
+    /// The server's process id, to measure the CPU time it spends on each scenario (a server
+    /// on this machine; see [`ScenarioRun::server_cpu_s`]).
+    pub server_pid: Option<u32>,
+    /// A name for the server in reports and comparisons (default: `agentwire serve` for the
+    /// in-process server, else the URL).
+    pub label: Option<String>,
+}
+
+impl ScorecardConfig {
+    /// Our in-process server, over `protos`, at `scale`, one client thread.
+    pub fn in_process(protos: Vec<Proto>, scale: Scale) -> Self {
+        ScorecardConfig {
+            target: ScorecardTarget::InProcess,
+            protos,
+            scale,
+            threads: 1,
+            server_pid: None,
+            label: None,
+        }
+    }
 }
 
 /// The machine the scorecard ran on (from [`agentwire_bench::environment::Environment`]).
@@ -217,6 +242,12 @@ impl EnvironmentSummary {
 /// The server that was measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct TargetInfo {
+    /// Its name in reports and comparisons.
+    pub label: String,
+    /// Its process id, when its CPU time was measured.
+    pub server_pid: Option<u32>,
+    /// Client threads for scenarios with several connections.
+    pub client_threads: usize,
     /// `in-process` or `url`.
     pub kind: String,
     /// Base URL the files were requested from.
@@ -263,6 +294,8 @@ pub struct ScenarioRun {
     pub connections: usize,
     /// Streams (requests in flight) per connection.
     pub streams: usize,
+    /// Client threads the connections were spread over.
+    pub threads: usize,
     /// Requests per connection before it is replaced (0 = unlimited).
     pub max_requests_per_conn: u64,
     /// Requests asked for (count-limited runs).
@@ -308,6 +341,14 @@ pub struct ScenarioRun {
     pub request_p99_ms: f64,
     /// Time to first byte p50, milliseconds.
     pub ttfb_p50_ms: f64,
+    /// CPU seconds (user + system) the server process used during the run (with
+    /// [`ScorecardConfig::server_pid`]).
+    pub server_cpu_s: Option<f64>,
+    /// Server CPU microseconds per successful request.
+    pub server_us_per_request: Option<f64>,
+    /// CPU seconds the load generator used during the run (measuring another server only:
+    /// with the in-process server, the process's time is both sides').
+    pub client_cpu_s: Option<f64>,
     /// The numbers shown in the Markdown table for this run.
     pub metrics: Vec<Metric>,
 }
@@ -517,9 +558,26 @@ fn specs(scale: &Scale) -> Vec<Spec> {
     out
 }
 
+/// The most threads, up to `max`, that divide `connections` evenly (each thread gets the same
+/// number of connections).
+fn spread(connections: usize, max: usize) -> usize {
+    (1..=max.max(1).min(connections.max(1)))
+        .rev()
+        .find(|t| connections % t == 0)
+        .unwrap_or(1)
+}
+
 /// Runs one scenario over one protocol. Never fails: a run that cannot be made is recorded
 /// as such.
-fn measure(spec: &Spec, proto: Proto, base: &str, trust: &Trust, scale: &Scale) -> ScenarioRun {
+fn measure(
+    spec: &Spec,
+    proto: Proto,
+    base: &str,
+    trust: &Trust,
+    config: &ScorecardConfig,
+) -> ScenarioRun {
+    let scale = &config.scale;
+    let load_config_threads = config.threads;
     let (connections, streams, note) = if proto == Proto::Http11 && spec.streams > 1 {
         let c = spec.connections.saturating_mul(spec.streams);
         (
@@ -533,16 +591,17 @@ fn measure(spec: &Spec, proto: Proto, base: &str, trust: &Trust, scale: &Scale) 
     } else {
         (spec.connections, spec.streams, None)
     };
-    let mut config = LoadConfig::new(vec![format!("{base}/{}", spec.file)]);
-    config.proto = proto;
-    config.threads = 1;
-    config.connections = connections;
-    config.streams = streams;
-    config.max_requests_per_conn = spec.max_per_conn;
-    config.limit = spec.limit;
-    config.trust = trust.clone();
-    config.request_timeout = scale.request_timeout;
-    config.deadline = Some(scale.scenario_timeout);
+    let threads = spread(connections, load_config_threads);
+    let mut load = LoadConfig::new(vec![format!("{base}/{}", spec.file)]);
+    load.proto = proto;
+    load.threads = threads;
+    load.connections = connections / threads;
+    load.streams = streams;
+    load.max_requests_per_conn = spec.max_per_conn;
+    load.limit = spec.limit;
+    load.trust = trust.clone();
+    load.request_timeout = scale.request_timeout;
+    load.deadline = Some(scale.scenario_timeout);
     let requests_asked = match spec.limit {
         Limit::Requests(n) => Some(n),
         Limit::Duration(_) => None,
@@ -555,6 +614,7 @@ fn measure(spec: &Spec, proto: Proto, base: &str, trust: &Trust, scale: &Scale) 
         file: spec.file.into(),
         connections,
         streams,
+        threads,
         max_requests_per_conn: spec.max_per_conn,
         requests_asked,
         duration_s: match spec.limit {
@@ -580,15 +640,38 @@ fn measure(spec: &Spec, proto: Proto, base: &str, trust: &Trust, scale: &Scale) 
         request_p50_ms: 0.0,
         request_p99_ms: 0.0,
         ttfb_p50_ms: 0.0,
+        server_cpu_s: None,
+        server_us_per_request: None,
+        client_cpu_s: None,
         metrics: Vec::new(),
     };
-    match load::run(&config) {
-        Ok(report) => fill(&mut run, &report),
+    let server_cpu = || config.server_pid.and_then(resources::process_cpu_seconds);
+    let before = server_cpu();
+    let outcome = load::run(&load);
+    let after = server_cpu();
+    match outcome {
+        Ok(report) => {
+            fill(&mut run, &report);
+            if matches!(config.target, ScorecardTarget::Url { .. }) {
+                run.client_cpu_s = report.cpu_seconds;
+            }
+        }
         Err(e) => run.failure = Some(format!("{e:#}")),
     }
+    if let (Some(a), Some(b)) = (before, after) {
+        let cpu = (b - a).max(0.0);
+        run.server_cpu_s = Some(cpu);
+        run.server_us_per_request = (run.succeeded > 0).then(|| cpu * 1e6 / run.succeeded as f64);
+    }
     run.metrics = (spec.metrics)(&run);
+    if let Some(us) = run.server_us_per_request {
+        run.metrics.push(Metric::new(SERVER_CPU_METRIC, us, false));
+    }
     run
 }
+
+/// The metric name of the server's CPU time per request.
+pub const SERVER_CPU_METRIC: &str = "server CPU us/req";
 
 fn fill(run: &mut ScenarioRun, r: &LoadReport) {
     run.requests = r.requests;
@@ -673,6 +756,14 @@ pub fn run(config: &ScorecardConfig, progress: &mut dyn FnMut(&ScenarioRun)) -> 
     if config.protos.is_empty() {
         bail!("give at least one protocol (h3, h2, http1.1)");
     }
+    if config.threads == 0 || config.threads > load::MAX_THREADS {
+        bail!("--threads must be 1..={}", load::MAX_THREADS);
+    }
+    if let Some(pid) = config.server_pid {
+        if resources::process_cpu_seconds(pid).is_none() {
+            bail!("--server-pid {pid}: no such process to measure (/proc/{pid}/stat)");
+        }
+    }
     let started = Instant::now();
     let scale = &config.scale;
     if scale.handshakes == 0
@@ -706,6 +797,12 @@ pub fn run(config: &ScorecardConfig, progress: &mut dyn FnMut(&ScenarioRun)) -> 
                 base.clone(),
                 Trust::Ca(certs.join("ca.pem")),
                 TargetInfo {
+                    label: config
+                        .label
+                        .clone()
+                        .unwrap_or_else(|| "agentwire serve".into()),
+                    server_pid: None,
+                    client_threads: config.threads,
                     kind: "in-process".into(),
                     url: base,
                     verification: "ca".into(),
@@ -726,6 +823,9 @@ pub fn run(config: &ScorecardConfig, progress: &mut dyn FnMut(&ScenarioRun)) -> 
                 base.clone(),
                 trust.clone(),
                 TargetInfo {
+                    label: config.label.clone().unwrap_or_else(|| base.clone()),
+                    server_pid: config.server_pid,
+                    client_threads: config.threads,
                     kind: "url".into(),
                     url: base,
                     verification: verification.into(),
@@ -741,7 +841,7 @@ pub fn run(config: &ScorecardConfig, progress: &mut dyn FnMut(&ScenarioRun)) -> 
     let mut runs = Vec::new();
     for spec in &specs {
         for &proto in &config.protos {
-            let r = measure(spec, proto, &base, &trust, scale);
+            let r = measure(spec, proto, &base, &trust, config);
             progress(&r);
             runs.push(r);
         }
@@ -957,6 +1057,7 @@ mod tests {
             file: "10k.bin".into(),
             connections: 1,
             streams: 1,
+            threads: 1,
             max_requests_per_conn: 0,
             requests_asked: None,
             duration_s: Some(1.0),
@@ -979,8 +1080,20 @@ mod tests {
             request_p50_ms: 1.0,
             request_p99_ms: 1.0,
             ttfb_p50_ms: 1.0,
+            server_cpu_s: None,
+            server_us_per_request: None,
+            client_cpu_s: None,
             metrics,
         }
+    }
+
+    #[test]
+    fn connections_spread_evenly_over_threads() {
+        assert_eq!(spread(100, 2), 2);
+        assert_eq!(spread(1, 4), 1);
+        assert_eq!(spread(10, 4), 2);
+        assert_eq!(spread(7, 4), 1);
+        assert_eq!(spread(1000, 0), 1);
     }
 
     #[test]
@@ -1027,6 +1140,9 @@ mod tests {
                 ..Default::default()
             },
             target: TargetInfo {
+                label: "agentwire serve".into(),
+                server_pid: None,
+                client_threads: 1,
                 kind: "in-process".into(),
                 url: "https://127.0.0.1:1".into(),
                 verification: "ca".into(),

@@ -4,18 +4,18 @@
 
 use std::time::{Duration, Instant};
 
-use agentwire_load::scorecard::{self, Scale, ScorecardConfig, ScorecardTarget, SCHEMA};
+use agentwire_load::scorecard::{self, Scale, ScorecardConfig, SCHEMA, SERVER_CPU_METRIC};
 use agentwire_load::Proto;
 
 #[test]
 fn tiny_scorecard_runs_every_scenario_for_every_protocol() {
     let protos = vec![Proto::H3, Proto::H2, Proto::Http11];
     let scale = Scale::tiny();
-    let config = ScorecardConfig {
-        target: ScorecardTarget::InProcess,
-        protos: protos.clone(),
-        scale: scale.clone(),
-    };
+    let mut config = ScorecardConfig::in_process(protos.clone(), scale.clone());
+    config.threads = 2;
+    // The in-process server lives in this process: its CPU time is measurable here (with
+    // the client's, so only the mechanism is checked, not the number).
+    config.server_pid = Some(std::process::id());
     let started = Instant::now();
     let mut seen = 0;
     let card = scorecard::run(&config, &mut |_| seen += 1).expect("scorecard runs");
@@ -43,6 +43,15 @@ fn tiny_scorecard_runs_every_scenario_for_every_protocol() {
         assert!(r.failure.is_none() && !r.cut_short, "{what}");
         assert!(r.succeeded > 0, "{what}");
         assert!(!r.metrics.is_empty(), "{what}");
+        assert!(r.server_cpu_s.is_some(), "{what}: server CPU measured");
+        assert!(
+            r.metrics.iter().any(|m| m.name == SERVER_CPU_METRIC),
+            "{what}: server CPU per request shown"
+        );
+        assert!(
+            r.client_cpu_s.is_none(),
+            "{what}: in-process, client CPU not separable"
+        );
         if let Some(n) = r.requests_asked {
             assert_eq!(r.requests, n, "{what}: count-limited runs are exact");
             assert_eq!(r.succeeded, n, "{what}");
@@ -82,6 +91,7 @@ fn tiny_scorecard_runs_every_scenario_for_every_protocol() {
         .find(|r| r.scenario == "round1-630b")
         .unwrap();
     assert_eq!(round1.requests, scale.round1_requests);
+    assert_eq!(round1.threads, 2, "4 connections spread over 2 threads");
     let round2 = card
         .runs
         .iter()
@@ -90,6 +100,8 @@ fn tiny_scorecard_runs_every_scenario_for_every_protocol() {
     assert_eq!(round2.requests, scale.round2_requests);
     assert_eq!(card.total_errors, 0);
     assert_eq!(card.target.kind, "in-process");
+    assert_eq!(card.target.label, "agentwire serve");
+    assert_eq!(card.target.client_threads, 2);
     assert_eq!(card.target.verification, "ca");
 
     let json: serde_json::Value =

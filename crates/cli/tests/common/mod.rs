@@ -77,3 +77,41 @@ pub fn fails_with(args: &[&str], needle: &str) {
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// `agentwire cert` into a temporary directory, then `agentwire serve --generate` on a free
+/// port; returns the server, its address and the directory.
+pub fn start_server() -> (Running, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let root = dir.path().join("www");
+    let out = run(&["cert", "--out", certs.to_str().unwrap()]);
+    assert!(out.status.success(), "cert failed: {}", text(&out.stderr));
+    let (server, lines) = spawn(&[
+        "serve",
+        "--root",
+        root.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--cert-dir",
+        certs.to_str().unwrap(),
+        "--generate",
+        "--threads",
+        "1",
+    ]);
+    let line = wait_for(&lines, "serving ");
+    let addr = line
+        .split("https://")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        line,
+        format!(
+            "serving {} on https://{addr} (h3 on UDP, h2 and http/1.1 on TCP)",
+            root.display()
+        )
+    );
+    assert!(root.join("10m.bin").exists(), "--generate wrote nothing");
+    (server, addr, dir)
+}
