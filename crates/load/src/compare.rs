@@ -360,23 +360,39 @@ pub struct Chart {
     pub svg: String,
 }
 
-/// The kinds of number charted: metric name, file stem, axis text, and which scenarios.
-const FAMILIES: [(&str, &str, &str, fn(&str) -> bool); 3] = [
-    ("req/s", "req-per-s", "requests per second", |s: &str| {
-        !s.starts_with("serial") && !s.starts_with("parallel") && s != "round2-10m"
-    }),
-    ("MB/s", "mb-per-s", "MB per second", |_: &str| true),
-    (
-        SERVER_CPU_METRIC,
-        "server-cpu",
-        "server CPU us per request",
-        |s: &str| {
+/// A kind of number charted: the metric, the file stem, the axis text, and which scenarios
+/// (numbers of very different sizes are kept apart).
+struct Family {
+    metric: &'static str,
+    stem: &'static str,
+    axis: &'static str,
+    keep: fn(&str) -> bool,
+}
+
+const FAMILIES: [Family; 3] = [
+    Family {
+        metric: "req/s",
+        stem: "req-per-s",
+        axis: "requests per second",
+        keep: |s: &str| !s.starts_with("serial") && !s.starts_with("parallel") && s != "round2-10m",
+    },
+    Family {
+        metric: "MB/s",
+        stem: "mb-per-s",
+        axis: "MB per second",
+        keep: |_: &str| true,
+    },
+    Family {
+        metric: SERVER_CPU_METRIC,
+        stem: "server-cpu",
+        axis: "server CPU us per request",
+        keep: |s: &str| {
             s.starts_with("rps")
                 || s.starts_with("long")
                 || s.starts_with("short")
                 || s == "round1-630b"
         },
-    ),
+    },
 ];
 
 /// Scenarios (in order of first appearance) that have `metric` for `proto` in any card.
@@ -405,7 +421,13 @@ fn scenarios_with(
 pub fn compare_charts(cards: &[CardView]) -> Vec<Chart> {
     let mut out = Vec::new();
     for proto in PROTOS {
-        for (metric, stem, axis, keep) in FAMILIES {
+        for Family {
+            metric,
+            stem,
+            axis,
+            keep,
+        } in FAMILIES
+        {
             let groups = scenarios_with(cards, Some(proto), metric, keep);
             let series: Vec<BarSeries> = cards
                 .iter()
@@ -435,7 +457,13 @@ pub fn compare_charts(cards: &[CardView]) -> Vec<Chart> {
 pub fn card_charts(card: &CardView) -> Vec<Chart> {
     let cards = std::slice::from_ref(card);
     let mut out = Vec::new();
-    for (metric, stem, axis, keep) in FAMILIES {
+    for Family {
+        metric,
+        stem,
+        axis,
+        keep,
+    } in FAMILIES
+    {
         let groups = scenarios_with(cards, None, metric, keep);
         let series: Vec<BarSeries> = PROTOS
             .iter()
