@@ -14,7 +14,7 @@ use serde::Serialize;
 pub struct Environment {
     /// `model name` from `/proc/cpuinfo`, if readable.
     pub cpu_model: Option<String>,
-    /// Cores available to this process.
+    /// The machine's online CPUs (whatever this process's affinity allows).
     pub cores: usize,
     /// Kernel release from `/proc/sys/kernel/osrelease`, if readable.
     pub kernel: Option<String>,
@@ -101,14 +101,41 @@ pub fn build_profile() -> &'static str {
     }
 }
 
+/// Counts the CPUs in a kernel CPU list such as `/sys/devices/system/cpu/online` (`0-1`,
+/// `0,2-5`). The machine's CPUs, whatever this process's affinity (`taskset`) allows.
+///
+/// ```
+/// use agentwire_bench::environment::count_cpus;
+/// assert_eq!(count_cpus("0-1\n"), Some(2));
+/// assert_eq!(count_cpus("0,2-5"), Some(5));
+/// assert_eq!(count_cpus("x"), None);
+/// ```
+pub fn count_cpus(list: &str) -> Option<usize> {
+    let mut n = 0;
+    for part in list.trim().split(',') {
+        n += match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                b.checked_sub(a)? + 1
+            }
+            None => {
+                part.parse::<usize>().ok()?;
+                1
+            }
+        };
+    }
+    (n > 0).then_some(n)
+}
+
 impl Environment {
     /// Probes the current machine.
     pub fn detect() -> Self {
         Environment {
             cpu_model: cpu_model(),
-            cores: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
+            cores: std::fs::read_to_string("/sys/devices/system/cpu/online")
+                .ok()
+                .and_then(|s| count_cpus(&s))
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .ok()
                 .map(|s| s.trim().to_owned())

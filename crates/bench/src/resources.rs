@@ -57,9 +57,16 @@ pub fn parse_status_peak_rss(status: &str) -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// CPU seconds used so far by process `pid`.
+/// CPU seconds used so far by process `pid` (all its threads, also those that ended). Read
+/// from the process's CPU-time clock (`clock_getcpuclockid`, nanoseconds) where the kernel
+/// allows it, else from `/proc/PID/stat` (clock ticks, usually 10 ms).
 pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
-    read(&format!("/proc/{pid}/stat")).and_then(|s| parse_stat_cpu_seconds(&s))
+    let precise = i32::try_from(pid).ok().and_then(|p| {
+        let clock = nix::time::clock_getcpuclockid(nix::unistd::Pid::from_raw(p)).ok()?;
+        let t = nix::time::clock_gettime(clock).ok()?;
+        Some(t.tv_sec() as f64 + t.tv_nsec() as f64 / 1e9)
+    });
+    precise.or_else(|| read(&format!("/proc/{pid}/stat")).and_then(|s| parse_stat_cpu_seconds(&s)))
 }
 
 /// CPU seconds used so far by this process.
