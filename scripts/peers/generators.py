@@ -30,7 +30,8 @@ def parse(tool, text):
         m = re.search(r"requests: sent (\d+), finish (\d+), success (\d+)", text)
         if not (m and rps):
             return None
-        return int(m.group(3)), int(m.group(1)) - int(m.group(3)), float(rps.group(1))
+        # sent - finish were still in flight when the duration ended: not failures.
+        return int(m.group(3)), int(m.group(2)) - int(m.group(3)), float(rps.group(1))
     return None
 
 

@@ -6,6 +6,7 @@
 //! and no counting; it must not print, and it must not panic on anything from the network.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,7 @@ use futures_util::future::{FutureExt, Shared};
 use http::header::{CONTENT_LENGTH, HOST};
 use http::{HeaderMap, Request, Uri};
 use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -99,7 +100,8 @@ pub(crate) enum Conn {
         _driver: JoinHandle<()>,
     },
     H2 {
-        send: hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+        send: h2::client::SendRequest<Bytes>,
+        closed: Arc<AtomicBool>,
         driver: JoinHandle<()>,
     },
     H1 {
@@ -115,7 +117,11 @@ pub(crate) enum Lane {
         send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
         quic: quinn::Connection,
     },
-    H2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
+    H2 {
+        send: h2::client::SendRequest<Bytes>,
+        /// Set when the connection's task has ended.
+        closed: Arc<AtomicBool>,
+    },
     H1(hyper::client::conn::http1::SendRequest<Empty<Bytes>>),
 }
 
@@ -208,22 +214,28 @@ pub(crate) async fn connect(
             ),
         ));
     }
-    let io = TokioIo::new(stream);
     let conn = if setup.proto == Proto::H2 {
-        let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .initial_stream_window_size(setup.stream_window)
+        // The h2 crate directly (hyper's client adds a dispatch task and channel per request).
+        let (send, conn) = h2::client::Builder::new()
+            .initial_window_size(setup.stream_window)
             .initial_connection_window_size(setup.conn_window)
-            .handshake::<_, Empty<Bytes>>(io)
+            .handshake::<_, Bytes>(stream)
             .await
-            .map_err(|e| classify_hyper(&e))?;
+            .map_err(|e| classify_h2(&e))?;
+        let closed = Arc::new(AtomicBool::new(false));
+        let done = closed.clone();
         let driver = tokio::spawn(async move {
             let _ = conn.await;
+            done.store(true, Ordering::Release);
         });
-        Conn::H2 { send, driver }
+        Conn::H2 {
+            send,
+            closed,
+            driver,
+        }
     } else {
         let (send, conn) = hyper::client::conn::http1::Builder::new()
-            .handshake::<_, Empty<Bytes>>(io)
+            .handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
             .await
             .map_err(|e| classify_hyper(&e))?;
         let driver = tokio::spawn(async move {
@@ -248,8 +260,17 @@ impl Conn {
     pub(crate) fn into_lanes(self, n: usize) -> (Vec<Lane>, ConnGuard) {
         match self {
             Conn::H1 { send, driver } => (vec![Lane::H1(send)], ConnGuard::Task(driver)),
-            Conn::H2 { send, driver } => (
-                (0..n.max(1)).map(|_| Lane::H2(send.clone())).collect(),
+            Conn::H2 {
+                send,
+                closed,
+                driver,
+            } => (
+                (0..n.max(1))
+                    .map(|_| Lane::H2 {
+                        send: send.clone(),
+                        closed: closed.clone(),
+                    })
+                    .collect(),
                 ConnGuard::Task(driver),
             ),
             Conn::H3 { send, quic, .. } => (
@@ -296,7 +317,7 @@ impl Lane {
     pub(crate) fn quic(&self) -> Option<&quinn::Connection> {
         match self {
             Lane::H3 { quic, .. } => Some(quic),
-            Lane::H2(_) | Lane::H1(_) => None,
+            Lane::H2 { .. } | Lane::H1(_) => None,
         }
     }
 
@@ -304,7 +325,7 @@ impl Lane {
     pub(crate) fn is_closed(&self) -> bool {
         match self {
             Lane::H3 { quic, .. } => quic.close_reason().is_some(),
-            Lane::H2(s) => s.is_closed(),
+            Lane::H2 { closed, .. } => closed.load(Ordering::Acquire),
             Lane::H1(s) => s.is_closed(),
         }
     }
@@ -331,24 +352,26 @@ impl Lane {
                     })
                 })
             }
-            Lane::H2(send) => {
+            Lane::H2 { send, .. } => {
                 let uri = target.uris.get(i).cloned().unwrap_or_default();
-                send.ready()
+                std::future::poll_fn(|cx| send.poll_ready(cx))
                     .await
-                    .map_err(|e| GetError::NotSent(classify_hyper(&e)))?;
-                let req = Request::get(uri).body(Empty::new()).map_err(|e| {
+                    .map_err(|e| GetError::NotSent(classify_h2(&e)))?;
+                let req = Request::get(uri).body(()).map_err(|e| {
                     GetError::Failed(LoadError::new(ErrorKind::Other, e.to_string()))
                 })?;
-                let resp = send.try_send_request(req).await.map_err(|mut e| {
-                    let unsent = e.take_message().is_some() || turned_away(e.error());
-                    let err = classify_hyper(e.error());
-                    if unsent {
-                        GetError::NotSent(err)
+                // An error here means the request did not go out.
+                let (response, _) = send
+                    .send_request(req, true)
+                    .map_err(|e| GetError::NotSent(classify_h2(&e)))?;
+                let resp = response.await.map_err(|e| {
+                    if h2_turned_away(&e) {
+                        GetError::NotSent(classify_h2(&e))
                     } else {
-                        GetError::Failed(err)
+                        GetError::Failed(classify_h2(&e))
                     }
                 })?;
-                read_hyper_body(resp).await.map_err(GetError::Failed)
+                read_h2_body(resp).await.map_err(GetError::Failed)
             }
             Lane::H1(send) => {
                 let path = target.paths.get(i).cloned().unwrap_or_default();
@@ -385,17 +408,30 @@ pub(crate) enum GetError {
 
 /// True for an HTTP/2 stream the server turned away unprocessed (RFC 9113 §8.7): above the
 /// last stream id of a graceful GOAWAY, or reset with REFUSED_STREAM.
-fn turned_away(e: &hyper::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(h2e) = s.downcast_ref::<h2::Error>() {
-            let reason = h2e.reason();
-            return (h2e.is_go_away() && h2e.is_remote() && reason == Some(h2::Reason::NO_ERROR))
-                || reason == Some(h2::Reason::REFUSED_STREAM);
-        }
-        source = s.source();
+fn h2_turned_away(e: &h2::Error) -> bool {
+    let reason = e.reason();
+    (e.is_go_away() && e.is_remote() && reason == Some(h2::Reason::NO_ERROR))
+        || reason == Some(h2::Reason::REFUSED_STREAM)
+}
+
+/// Reads an HTTP/2 response's body, giving the flow-control window back as it goes.
+async fn read_h2_body(resp: http::Response<h2::RecvStream>) -> Result<Response, LoadError> {
+    let first_byte = Instant::now();
+    let status = resp.status().as_u16();
+    let announced = content_length(resp.headers());
+    let mut body = resp.into_body();
+    let mut received = 0u64;
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(|e| body_error(classify_h2(&e), received, announced))?;
+        received += chunk.len() as u64;
+        let _ = body.flow_control().release_capacity(chunk.len());
     }
-    false
+    check_size(received, announced)?;
+    Ok(Response {
+        status,
+        body_bytes: received,
+        first_byte,
+    })
 }
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {
@@ -611,27 +647,8 @@ fn hyper_kind(e: &hyper::Error) -> ErrorKind {
     }
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(s) = source {
-        if let Some(h2e) = s.downcast_ref::<h2::Error>() {
-            if h2e.is_go_away() {
-                return ErrorKind::Closed;
-            }
-            if let Some(reason) = h2e.reason() {
-                return match reason {
-                    h2::Reason::PROTOCOL_ERROR
-                    | h2::Reason::FRAME_SIZE_ERROR
-                    | h2::Reason::COMPRESSION_ERROR
-                    | h2::Reason::FLOW_CONTROL_ERROR => ErrorKind::Protocol,
-                    _ => ErrorKind::Reset,
-                };
-            }
-        }
         if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind as K;
-            return match io.kind() {
-                K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => ErrorKind::Reset,
-                K::TimedOut => ErrorKind::Timeout,
-                _ => ErrorKind::Closed,
-            };
+            return io_kind(io);
         }
         source = s.source();
     }
@@ -642,6 +659,37 @@ fn hyper_kind(e: &hyper::Error) -> ErrorKind {
     } else {
         ErrorKind::Other
     }
+}
+
+fn io_kind(io: &std::io::Error) -> ErrorKind {
+    use std::io::ErrorKind as K;
+    match io.kind() {
+        K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => ErrorKind::Reset,
+        K::TimedOut => ErrorKind::Timeout,
+        _ => ErrorKind::Closed,
+    }
+}
+
+/// Classifies an HTTP/2 error: a GOAWAY or a broken connection is `closed`, a reset stream
+/// `reset`, a violation of the protocol `protocol`.
+pub(crate) fn classify_h2(e: &h2::Error) -> LoadError {
+    let kind = if let Some(io) = e.get_io() {
+        io_kind(io)
+    } else if e.is_go_away() {
+        ErrorKind::Closed
+    } else {
+        match e.reason() {
+            Some(
+                h2::Reason::PROTOCOL_ERROR
+                | h2::Reason::FRAME_SIZE_ERROR
+                | h2::Reason::COMPRESSION_ERROR
+                | h2::Reason::FLOW_CONTROL_ERROR,
+            ) => ErrorKind::Protocol,
+            Some(_) => ErrorKind::Reset,
+            None => ErrorKind::Other,
+        }
+    };
+    LoadError::new(kind, error_chain(e))
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -25,6 +25,7 @@ use std::time::Duration;
 use agentwire::tls::HubIdentity;
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::header::{HeaderValue, ALLOW, ALT_SVC, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{Method, StatusCode};
 use http_body_util::Full;
@@ -360,10 +361,15 @@ async fn accept_quic(
                             return;
                         }
                         let _ = stream.finish().await;
-                        // The request is answered: tell the client we read no more of it with
+                        // The request is answered. A GET's stream normally ends right after its
+                        // headers: if that end is already here, take it, and nothing more needs
+                        // saying. Otherwise tell the client we read no more of it with
                         // H3_NO_ERROR (RFC 9114, 4.1), instead of the bare 0 quinn would send
                         // when the unread receive side is dropped.
-                        stream.stop_sending(h3::error::Code::H3_NO_ERROR);
+                        let ended = matches!(stream.recv_data().now_or_never(), Some(Ok(None)));
+                        if !ended {
+                            stream.stop_sending(h3::error::Code::H3_NO_ERROR);
+                        }
                     });
                 }
             };
