@@ -754,6 +754,9 @@ pub struct LoadArgs {
     /// Print one JSON object (schema agentwire-load/2) on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// No progress bar (there is none anyway when stderr is not a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 impl LoadArgs {

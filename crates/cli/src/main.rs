@@ -82,8 +82,14 @@ fn serve(a: ServeArgs) -> Result<()> {
 /// report; fails when no request succeeded.
 fn load(a: LoadArgs) -> Result<()> {
     // With --insecure, building the TLS configuration warns loudly on stderr.
-    let config = a.config()?;
-    let report = agentwire_load::load::run(&config)?;
+    let mut config = a.config()?;
+    let report = if a.no_progress || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        agentwire_load::load::run(&config)?
+    } else {
+        let live = std::sync::Arc::new(agentwire_load::load::LiveCounts::default());
+        config.live = Some(live.clone());
+        load_with_progress(&config, &live)?
+    };
     if a.json {
         println!("{}", agentwire_load::report::to_json(&report)?);
         for (kind, n) in &report.errors_by_kind {
@@ -107,6 +113,53 @@ fn load(a: LoadArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Runs the load on its own thread while a progress bar on stderr shows time (or requests)
+/// done, responses, errors and the current rate; the bar is cleared at the end.
+fn load_with_progress(
+    config: &agentwire_load::load::LoadConfig,
+    live: &agentwire_load::load::LiveCounts,
+) -> Result<agentwire_load::report::LoadReport> {
+    use agentwire_load::load::Limit;
+    let (length, by_time) = match config.limit {
+        Limit::Duration(d) => (
+            u64::try_from((config.warmup + d).as_millis()).unwrap_or(u64::MAX),
+            true,
+        ),
+        Limit::Requests(n) => (n, false),
+    };
+    let bar = indicatif::ProgressBar::new(length);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:24}] {percent}%  {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let started = std::time::Instant::now();
+    let result = std::thread::scope(|scope| {
+        let worker = scope.spawn(|| agentwire_load::load::run(config));
+        let mut last = (started, 0u64);
+        while !worker.is_finished() {
+            std::thread::sleep(Duration::from_millis(200));
+            let (ok, failed) = live.snapshot();
+            let now = std::time::Instant::now();
+            let rate =
+                (ok - last.1.min(ok)) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-3);
+            last = (now, ok);
+            let done = if by_time {
+                u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+            } else {
+                ok + failed
+            };
+            bar.set_position(done.min(length));
+            bar.set_message(format!("{ok} responses, {failed} errors, {rate:.0} req/s"));
+        }
+        worker
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the load thread panicked")))
+    });
+    bar.finish_and_clear();
+    result
 }
 
 /// Writes each chart into `dir` and links it from `md`.

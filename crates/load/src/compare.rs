@@ -18,7 +18,7 @@ use agentwire_bench::report::{grouped_bars_svg, BarSeries};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::scorecard::{Scorecard, SERVER_CPU_METRIC};
+use crate::scorecard::{fmt_value, Scorecard, SERVER_CPU_METRIC};
 
 /// The protocols, in the order tables and charts show them.
 const PROTOS: [&str; 3] = ["h3", "h2", "http1.1"];
@@ -168,17 +168,6 @@ impl Cell {
             Cell::Value(v, _) => Some(v),
             Cell::Failed => None,
         }
-    }
-}
-
-fn fmt_value(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1000.0 {
-        format!("{v:.0}")
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
     }
 }
 
@@ -416,38 +405,54 @@ fn scenarios_with(
     out
 }
 
+/// One family's bars as a chart, if there is anything to draw.
+fn chart(
+    file: String,
+    title: String,
+    family: &Family,
+    groups: &[String],
+    series: &[BarSeries],
+) -> Option<Chart> {
+    let svg = grouped_bars_svg(&title, "scenario", family.axis, groups, series)?;
+    Some(Chart { file, title, svg })
+}
+
+/// The bars of `cards` for one family: one series per card (labelled by `name`), one value per
+/// scenario in `groups`, all for protocol `proto`.
+fn series_of<'a>(
+    cards: impl Iterator<Item = (&'a CardView, &'a str)>,
+    name: impl Fn(&'a CardView, &'a str) -> String,
+    groups: &[String],
+    metric: &str,
+) -> Vec<BarSeries> {
+    cards
+        .map(|(c, proto)| BarSeries {
+            label: name(c, proto),
+            values: groups
+                .iter()
+                .map(|g| c.value(proto, g, metric).and_then(Cell::number))
+                .collect(),
+        })
+        .collect()
+}
+
 /// Charts of several servers side by side: for each protocol and kind of number (req/s,
 /// MB/s, server CPU per request), one bar per server in each scenario.
 pub fn compare_charts(cards: &[CardView]) -> Vec<Chart> {
     let mut out = Vec::new();
     for proto in PROTOS {
-        for Family {
-            metric,
-            stem,
-            axis,
-            keep,
-        } in FAMILIES
-        {
-            let groups = scenarios_with(cards, Some(proto), metric, keep);
-            let series: Vec<BarSeries> = cards
-                .iter()
-                .filter(|c| c.speaks(proto))
-                .map(|c| BarSeries {
-                    label: c.label().to_owned(),
-                    values: groups
-                        .iter()
-                        .map(|g| c.value(proto, g, metric).and_then(Cell::number))
-                        .collect(),
-                })
-                .collect();
-            let title = format!("{proto}: {metric} by server");
-            if let Some(svg) = grouped_bars_svg(&title, "scenario", axis, &groups, &series) {
-                out.push(Chart {
-                    file: format!("{}-{stem}.svg", proto.replace('.', "")),
-                    title,
-                    svg,
-                });
-            }
+        for family in &FAMILIES {
+            let groups = scenarios_with(cards, Some(proto), family.metric, family.keep);
+            let speaking = cards.iter().filter(|c| c.speaks(proto)).map(|c| (c, proto));
+            let series = series_of(
+                speaking,
+                |c, _| c.label().to_owned(),
+                &groups,
+                family.metric,
+            );
+            let file = format!("{}-{}.svg", proto.replace('.', ""), family.stem);
+            let title = format!("{proto}: {} by server", family.metric);
+            out.extend(chart(file, title, family, &groups, &series));
         }
     }
     out
@@ -455,35 +460,14 @@ pub fn compare_charts(cards: &[CardView]) -> Vec<Chart> {
 
 /// Charts of one scorecard: for each kind of number, one bar per protocol in each scenario.
 pub fn card_charts(card: &CardView) -> Vec<Chart> {
-    let cards = std::slice::from_ref(card);
     let mut out = Vec::new();
-    for Family {
-        metric,
-        stem,
-        axis,
-        keep,
-    } in FAMILIES
-    {
-        let groups = scenarios_with(cards, None, metric, keep);
-        let series: Vec<BarSeries> = PROTOS
-            .iter()
-            .filter(|p| card.speaks(p))
-            .map(|p| BarSeries {
-                label: (*p).to_owned(),
-                values: groups
-                    .iter()
-                    .map(|g| card.value(p, g, metric).and_then(Cell::number))
-                    .collect(),
-            })
-            .collect();
-        let title = format!("{}: {metric} by protocol", card.label());
-        if let Some(svg) = grouped_bars_svg(&title, "scenario", axis, &groups, &series) {
-            out.push(Chart {
-                file: format!("scorecard-{stem}.svg"),
-                title,
-                svg,
-            });
-        }
+    for family in &FAMILIES {
+        let groups = scenarios_with(std::slice::from_ref(card), None, family.metric, family.keep);
+        let protos = PROTOS.iter().filter(|p| card.speaks(p)).map(|p| (card, *p));
+        let series = series_of(protos, |_, p| p.to_owned(), &groups, family.metric);
+        let file = format!("scorecard-{}.svg", family.stem);
+        let title = format!("{}: {} by protocol", card.label(), family.metric);
+        out.extend(chart(file, title, family, &groups, &series));
     }
     out
 }

@@ -117,10 +117,37 @@ pub struct LoadConfig {
     pub stream_window: u32,
     /// Per-connection flow-control window (HTTP/2 and QUIC), bytes.
     pub conn_window: u32,
+    /// Counters the caller can read while the run goes on (for a progress bar); `None`: none
+    /// are kept.
+    pub live: Option<Arc<LiveCounts>>,
     /// Closed loop: no request starts after this long measured, whatever [`LoadConfig::limit`]
     /// says (a cap on a run limited by a request count; `None`: no cap). A run cut short
     /// by it reports fewer requests than asked for.
     pub deadline: Option<Duration>,
+}
+
+/// Measured responses and failures so far, counted as they happen, for showing progress
+/// while [`run`] works (the report's numbers come from its own counts).
+///
+/// ```
+/// use agentwire_load::load::LiveCounts;
+/// let live = LiveCounts::default();
+/// assert_eq!(live.snapshot(), (0, 0));
+/// ```
+#[derive(Debug, Default)]
+pub struct LiveCounts {
+    responses: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl LiveCounts {
+    /// (responses, failures) so far.
+    pub fn snapshot(&self) -> (u64, u64) {
+        (
+            self.responses.load(Ordering::Relaxed),
+            self.errors.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// Most threads a run may use.
@@ -155,6 +182,7 @@ impl LoadConfig {
             server_name: None,
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(10),
+            live: None,
             stream_window: 2 * 1024 * 1024,
             conn_window: 32 * 1024 * 1024,
             deadline: None,
@@ -296,6 +324,17 @@ struct RunCtx {
     /// 0-RTT answers: accepted, rejected.
     zero_rtt_accepted: AtomicU64,
     zero_rtt_rejected: AtomicU64,
+    live: Option<Arc<LiveCounts>>,
+}
+
+impl RunCtx {
+    /// Counts a measured outcome for the caller's progress display.
+    fn tell(&self, ok: bool) {
+        if let Some(live) = &self.live {
+            let counter = if ok { &live.responses } else { &live.errors };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// What one connection slot (or thread, merged) measured.
@@ -352,6 +391,7 @@ pub fn run(config: &LoadConfig) -> Result<LoadReport> {
         established: AtomicU64::new(0),
         zero_rtt_accepted: AtomicU64::new(0),
         zero_rtt_rejected: AtomicU64::new(0),
+        live: config.live.clone(),
     };
     let cpu_before = agentwire_bench::resources::self_cpu_seconds();
     let results: Vec<Result<SlotResult>> = std::thread::scope(|scope| {
@@ -651,6 +691,7 @@ async fn run_slot(ctx: &RunCtx, endpoint: Option<&quinn::Endpoint>, slot: usize)
                 if measured {
                     shared.stats.borrow_mut().record_error(&e);
                     shared.ended(Instant::now());
+                    ctx.tell(false);
                 }
                 if ctx.open_loop.is_some() {
                     if let Some(lane) = lanes
@@ -828,12 +869,14 @@ async fn run_lane(
                         micros(done.saturating_duration_since(from)),
                     );
                     shared.ended(done);
+                    ctx.tell(true);
                 }
             }
             Err(e) => {
                 if measured {
                     shared.stats.borrow_mut().record_error(&e);
                     shared.ended(done);
+                    ctx.tell(false);
                 }
                 consecutive_errors += 1;
                 // HTTP/1.1 cannot go on after a failed exchange; the others go on unless the

@@ -16,6 +16,12 @@
 //! 6. long-connection requests/s for 5 KB, 15 KB and 2 MB, and short connections (one request
 //!    each) for 1 KB.
 //!
+//! With [`ScorecardConfig::server_pid`] (a server on this machine) every run also records
+//! the server's CPU time, shown as server CPU microseconds per request: it ranks servers even
+//! when the client, not the server, limits requests per second. Scenarios with several
+//! connections can spread them over [`ScorecardConfig::threads`] client threads. The
+//! [`crate::compare`] module puts the scorecards of several servers side by side.
+//!
 //! How many of everything is a [`Scale`] ([`Scale::full`], [`Scale::quick`], [`Scale::tiny`]),
 //! recorded in the result. Every scenario is bounded in count and in time
 //! ([`Scale::scenario_timeout`]); a run cut short, a run that could not start and every
@@ -870,7 +876,8 @@ pub fn to_json(card: &Scorecard) -> serde_json::Result<String> {
     serde_json::to_string_pretty(card)
 }
 
-fn fmt_value(v: f64) -> String {
+/// A number for a table: no decimals from 1000 up, one from 100, else two.
+pub(crate) fn fmt_value(v: f64) -> String {
     let a = v.abs();
     if a >= 1000.0 {
         format!("{v:.0}")

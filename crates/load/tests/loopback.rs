@@ -173,9 +173,16 @@ fn a_timed_run_with_warmup_measures_its_window() {
         let mut c = fx.config(&server, proto, &["/5k.bin"]);
         c.limit = Limit::Duration(Duration::from_millis(300));
         c.warmup = Duration::from_millis(100);
+        let live = Arc::new(load::LiveCounts::default());
+        c.live = Some(live.clone());
         let r = run(&c);
         clean(&r);
         assert!(r.responses > 0, "{proto}");
+        assert_eq!(
+            live.snapshot(),
+            (r.responses, r.errors),
+            "{proto}: the live counts (progress bar) match the report"
+        );
         assert_eq!(r.status_count(200), r.responses);
         assert_eq!(r.bytes, r.responses * size_of("5k.bin"));
         // The last request ends after the window closes (it was sent before).
