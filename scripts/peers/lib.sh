@@ -8,7 +8,8 @@
 #   agentwire serve 8443 (h3, h2, http1.1)  ngtcp2 gtlsserver 8444 (h3)
 #   caddy           8445 (h3, h2, http1.1)  nginx             8446 (h2, http1.1)
 #   quic-go         8447 (h3, h2, http1.1)  TQUIC tquic_server 8448 (h3)
-# Needs: AW (agentwire binary), OUT (output dir), ROOTDIR (repo), and log/run from the caller.
+# Needs: AW (agentwire binary), OUT (output dir), ROOTDIR (repo). Commands are appended to
+# $OUT/commands.txt as they run.
 
 SERVER_CORE="${SERVER_CORE:-1}"
 CLIENT_CORE="${CLIENT_CORE:-0}"
@@ -27,7 +28,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-CMDS="$OUT/commands.txt"; : > "$CMDS"
+CMDS="$OUT/commands.txt"
+echo "# $(date -u +%FT%TZ): $0 $*" >> "$CMDS"
 log() { echo "+ $*" | tee -a "$CMDS" >&2; }
 run() { log "$@"; "$@"; }
 
@@ -168,4 +170,9 @@ start_tquic() {
     --root "$TMP/www" --log-level OFF > "$OUT/server-tquic.log" 2>&1 &
   SERVER_PID=$!; SERVER_MAIN=$!; PIDS+=("$SERVER_PID")
   wait_port 8448
+}
+
+# CPU seconds x 100 (clock ticks) used so far by process $1, all threads.
+cpu_ticks() {
+  sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
 }

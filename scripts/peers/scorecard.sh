@@ -4,6 +4,7 @@
 # the same servers, on CPU per request. Loopback only; every run is bounded.
 #
 # Usage: scripts/peers/scorecard.sh OUTDIR [full|quick|tiny]   (default: full)
+#   SECTIONS="cards generators longconn" (the default: all three) picks what runs.
 #   Needs: a release build (cargo build --release -p agentwire-cli), scripts/peers/install.sh
 #   (TQUIC with --with-tquic), Go for quic-go (skipped without it).
 #   Each server runs alone on core $SERVER_CORE (default 1) and the client on core
@@ -18,11 +19,14 @@ AW="${AW:-$ROOTDIR/target/release/agentwire}"
 OUT="${1:?usage: scorecard.sh OUTDIR [full|quick|tiny]}"; mkdir -p "$OUT"; OUT="$(cd "$OUT" && pwd)"
 SCALE="${2:-full}"
 GEN_SECONDS="${GEN_SECONDS:-5}"; GEN_REPEATS="${GEN_REPEATS:-3}"
+LONG_SECONDS="${LONG_SECONDS:-5}"; LONG_ROUNDS="${LONG_ROUNDS:-5}"
+SECTIONS="${SECTIONS:-cards generators longconn}"
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 # shellcheck source=lib.sh
 source "$ROOTDIR/scripts/peers/lib.sh"
 
 {
-  echo "date: $(date -u +%FT%TZ)"
+  echo "== $(date -u +%FT%TZ): sections: $SECTIONS"
   echo "kernel: $(uname -srm)"
   echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') x $(nproc)"
   echo "agentwire: $("$AW" --version) git $(git -C "$ROOTDIR" rev-parse HEAD)"
@@ -32,7 +36,7 @@ source "$ROOTDIR/scripts/peers/lib.sh"
   done
   echo "go: $(go version 2>/dev/null || echo missing)"
   echo "tquic: $("$(tquic_bin tquic_server TQUIC_SERVER)" --version 2>/dev/null || echo missing)"
-} > "$OUT/machine.txt"
+} >> "$OUT/machine.txt"
 cat "$OUT/machine.txt" >&2
 
 prepare_root
@@ -50,6 +54,7 @@ card() { # slug label port protos
 }
 
 # --- 1. The scorecard against each server, alone on its core. ---------------------------------
+if want cards; then
 start_agentwire && card agentwire "agentwire serve" 8443 h3,h2,http1.1; stop_server
 start_gtlsserver && card ngtcp2 "ngtcp2 gtlsserver" 8444 h3; stop_server
 start_caddy && card caddy "Caddy" 8445 h3,h2,http1.1; stop_server
@@ -59,8 +64,11 @@ start_tquic && card tquic "TQUIC tquic_server" 8448 h3; stop_server
 
 log "$AW" scorecard --compare "${CARDS[@]}" --out "$OUT/compare"
 "$AW" scorecard --compare "${CARDS[@]}" --out "$OUT/compare" > /dev/null
+python3 "$ROOTDIR/scripts/peers/headline.py" "$OUT" > "$OUT/headline.md"
+fi
 
 # --- 2. Load generators on the same targets: requests and client CPU. -------------------------
+if want generators; then
 # Same shape for every tool: 1 thread, 4 connections x 16 requests in flight, 5k.bin,
 # $GEN_SECONDS s, repeated $GEN_REPEATS times; client CPU from bash's `time` (user + sys).
 G="$OUT/generators"; mkdir -p "$G"
@@ -92,4 +100,36 @@ start_gtlsserver && generators ngtcp2 8444 "h3"; stop_server
 start_nginx && generators nginx 8446 "h2"; stop_server
 python3 "$ROOTDIR/scripts/peers/generators.py" "$G" > "$G/generators.md"
 cat "$G/generators.md" >&2
+fi
+
+# --- 3. 5 KB over one long connection, every server and protocol interleaved. -----------------
+# The scorecard's long-5k.bin scenario (1 connection x 1 request in flight), but with every
+# server up at once (idle ones cost nothing) and LONG_ROUNDS rounds in which each server x
+# protocol gets one LONG_SECONDS-s run in turn, so that the machine's drift is spread over all
+# of them; the server's CPU ticks (/proc/PID/stat) around each run. Medians over the rounds.
+if want longconn; then
+L="$OUT/longconn"; mkdir -p "$L"; : > "$L/cpu.txt"
+TARGETS=()
+start_agentwire && TARGETS+=("agentwire 8443 h3,h2,http1.1 $SERVER_PID")
+start_gtlsserver && TARGETS+=("ngtcp2 8444 h3 $SERVER_PID")
+start_caddy && TARGETS+=("caddy 8445 h3,h2,http1.1 $SERVER_PID")
+start_nginx && TARGETS+=("nginx 8446 h2,http1.1 $SERVER_PID")
+start_quicgo && TARGETS+=("quicgo 8447 h3,h2,http1.1 $SERVER_PID")
+start_tquic && TARGETS+=("tquic 8448 h3 $SERVER_PID")
+for round in $(seq "$LONG_ROUNDS"); do
+  for t in "${TARGETS[@]}"; do
+    read -r name port protos pid <<< "$t"
+    for proto in ${protos//,/ }; do
+      c0=$(cpu_ticks "$pid")
+      log taskset -c "$CLIENT_CORE" "$AW" load "https://127.0.0.1:$port/5k.bin" --proto "$proto" --duration "${LONG_SECONDS}s" --ca "$TMP/certs/ca.pem" --json
+      timeout $((LONG_SECONDS + 30)) taskset -c "$CLIENT_CORE" "$AW" load "https://127.0.0.1:$port/5k.bin" --proto "$proto" \
+        --duration "${LONG_SECONDS}s" --ca "$TMP/certs/ca.pem" --json > "$L/$name-$proto-$round.json" 2> "$L/$name-$proto-$round.stderr"
+      c1=$(cpu_ticks "$pid")
+      echo "$name $proto $round $c0 $c1" >> "$L/cpu.txt"
+    done
+  done
+done
+python3 "$ROOTDIR/scripts/peers/longconn.py" "$L" > "$L/longconn.md"
+cat "$L/longconn.md" >&2
+fi
 echo "done: $OUT" >&2
