@@ -159,6 +159,9 @@ pub const MAX_STREAMS: usize = 10_000;
 
 const INITIAL_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_millis(200);
+/// Requests a slot sends again in a row (with no response between) before the next one
+/// counts as failed.
+const MAX_RETRIES_IN_A_ROW: u32 = 8;
 /// Failed requests in a row after which a connection is replaced.
 const MAX_CONSECUTIVE_ERRORS: u32 = 8;
 
@@ -610,6 +613,9 @@ struct SlotShared<'a> {
     ctx: &'a RunCtx,
     stats: RefCell<Stats>,
     last: Cell<Option<Instant>>,
+    /// Requests sent again since this slot last had a response: a server that turns every
+    /// request away must not keep a run going for ever.
+    retries_in_a_row: Cell<u32>,
 }
 
 impl SlotShared<'_> {
@@ -625,6 +631,7 @@ async fn run_slot(ctx: &RunCtx, endpoint: Option<&quinn::Endpoint>, slot: usize)
         ctx,
         stats: RefCell::new(Stats::default()),
         last: Cell::new(None),
+        retries_in_a_row: Cell::new(0),
     };
     let mut lanes: Vec<LaneState> = (0..ctx.streams)
         .map(|s| {
@@ -843,7 +850,23 @@ async fn run_lane(
             other => other,
         };
         let outcome = match outcome {
+            // Turned away again and again: from here on it counts as a failure.
+            Err(GetError::NotSent(why))
+                if shared.retries_in_a_row.get() >= MAX_RETRIES_IN_A_ROW =>
+            {
+                Err(LoadError::new(
+                    why.kind,
+                    format!(
+                        "turned away unprocessed {} times in a row: {}",
+                        MAX_RETRIES_IN_A_ROW + 1,
+                        why.message
+                    ),
+                ))
+            }
             Err(GetError::NotSent(why)) => {
+                shared
+                    .retries_in_a_row
+                    .set(shared.retries_in_a_row.get() + 1);
                 // The server never processed it: it goes again, on a new connection.
                 if measured {
                     ctx.budget.refund();
@@ -861,6 +884,7 @@ async fn run_lane(
         match outcome {
             Ok(resp) => {
                 consecutive_errors = 0;
+                shared.retries_in_a_row.set(0);
                 if measured {
                     shared.stats.borrow_mut().record_response(
                         resp.status,

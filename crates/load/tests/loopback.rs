@@ -562,8 +562,9 @@ fn requests_in_rejected_zero_rtt_are_sent_again_not_lost() {
 
 /// A server for tests that ends every connection gracefully after `per_conn` responses of
 /// 100 bytes, the way servers with a keep-alive limit do (nginx's `keepalive_requests`):
-/// HTTP/2 with a graceful GOAWAY, HTTP/1.1 with `Connection: close`. Stops by itself after
-/// `HANG_GUARD`.
+/// HTTP/2 with a graceful GOAWAY, HTTP/1.1 with `Connection: close`. With `per_conn` 0 it
+/// turns every request away: HTTP/2 with REFUSED_STREAM, HTTP/1.1 by closing at once. Stops
+/// by itself after `HANG_GUARD`.
 fn keepalive_limited_server(certs: &Path, per_conn: usize) -> std::net::SocketAddr {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let identity = agentwire::tls::HubIdentity::from_dir(certs).unwrap();
@@ -596,6 +597,10 @@ fn keepalive_limited_server(certs: &Path, per_conn: usize) -> std::net::SocketAd
                             };
                             let mut served = 0;
                             while let Some(Ok((_, mut respond))) = conn.accept().await {
+                                if per_conn == 0 {
+                                    respond.send_reset(h2::Reason::REFUSED_STREAM);
+                                    continue;
+                                }
                                 let resp = http::Response::builder()
                                     .status(200)
                                     .header("content-length", "100")
@@ -609,6 +614,10 @@ fn keepalive_limited_server(certs: &Path, per_conn: usize) -> std::net::SocketAd
                                     conn.graceful_shutdown();
                                 }
                             }
+                            return;
+                        }
+                        if per_conn == 0 {
+                            let _ = tls.shutdown().await;
                             return;
                         }
                         for served in 1..=per_conn {
@@ -665,5 +674,28 @@ fn requests_a_server_turns_away_gracefully_are_sent_again_not_errors() {
             r.retried > 0,
             "{proto}: the turned-away requests went again"
         );
+    }
+}
+
+#[test]
+fn a_server_that_turns_everything_away_ends_the_run_with_errors() {
+    let fx = Fixture::new();
+    let addr = keepalive_limited_server(&fx.certs(), 0);
+    for proto in [Proto::H2, Proto::Http11] {
+        let mut c = LoadConfig::new(vec![format!("https://{addr}/x")]);
+        c.proto = proto;
+        c.trust = Trust::Ca(fx.ca());
+        c.limit = Limit::Requests(3);
+        let r = run(&c);
+        assert_eq!(r.responses, 0, "{proto}");
+        assert_eq!(r.errors, 3, "{proto}: every request fails in the end");
+        if proto == Proto::H2 {
+            // REFUSED_STREAM: certainly unprocessed, so sent again, up to the bound. (An
+            // HTTP/1.1 request on a connection closed under it may have been sent: it fails.)
+            assert!(r.retried >= 8, "{proto}: sent again first: {}", r.retried);
+            let example = r.error_examples.values().next().cloned();
+            let example = example.unwrap_or_default();
+            assert!(example.contains("turned away"), "{proto}: {example}");
+        }
     }
 }
