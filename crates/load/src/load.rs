@@ -27,7 +27,9 @@
 //!   as `retried`, not as a request or an error: requests in rejected 0-RTT data, HTTP/2
 //!   requests above a graceful GOAWAY's last stream or refused with REFUSED_STREAM, and
 //!   requests the connection closed before sending (an HTTP/1.1 server that closes after its
-//!   keep-alive limit).
+//!   keep-alive limit). A slot sends again at most 8 times in a row without a
+//!   response in between; then the request fails, so a server that turns everything away
+//!   still ends the run.
 //!
 //! Response bodies are read completely and counted; a body whose length differs from the
 //! response's Content-Length is a `wrong-size` error.
