@@ -35,12 +35,7 @@ fn hub_and_two_agents_exchange_messages_from_the_cli() {
         certs_s,
     ]);
     let line = wait_for(&hub_out, "hub listening on quic://");
-    let addr = line
-        .split("quic://")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap()
-        .to_owned();
+    let addr = common::addr_after(&line, "quic://");
     let url = format!("quic://{addr}");
     let ca = certs.join("ca.pem");
     let ca_s = ca.to_str().unwrap();

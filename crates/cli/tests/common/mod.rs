@@ -45,6 +45,16 @@ pub fn spawn(args: &[&str]) -> (Running, mpsc::Receiver<String>) {
     (Running(child), rx)
 }
 
+/// The address after `scheme` in a server's "listening" line, up to the next space: the port
+/// the server chose.
+pub fn addr_after(line: &str, scheme: &str) -> String {
+    line.split(scheme)
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no {scheme} address in {line:?}"))
+        .to_owned()
+}
+
 /// Waits for an output line containing `needle` and returns it.
 pub fn wait_for(rx: &mpsc::Receiver<String>, needle: &str) -> String {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -99,12 +109,7 @@ pub fn start_server() -> (Running, String, tempfile::TempDir) {
         "1",
     ]);
     let line = wait_for(&lines, "serving ");
-    let addr = line
-        .split("https://")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap()
-        .to_owned();
+    let addr = addr_after(&line, "https://");
     assert_eq!(
         line,
         format!(
