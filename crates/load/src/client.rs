@@ -42,21 +42,48 @@ pub(crate) struct Target {
     pub paths: Vec<Uri>,
 }
 
-/// The client configuration shared by all connections of a run.
+/// The client configuration shared by all connections of a run, built once.
 #[derive(Clone)]
 pub(crate) struct ClientSetup {
     /// The protocol spoken.
     pub proto: Proto,
     /// TLS: verification, and the run's session tickets when resuming.
     pub tls: TlsSetup,
-    /// HTTP/3: the QUIC transport settings of every connection.
-    pub quic_transport: Arc<quinn::TransportConfig>,
+    /// HTTP/3: the QUIC client configuration (TLS from [`ClientSetup::tls`] inside).
+    pub quic: quinn::ClientConfig,
+    /// HTTP/2 and HTTP/1.1: TLS over TCP (the same TLS configuration).
+    pub tcp_tls: tokio_rustls::TlsConnector,
     /// HTTP/3: send the first requests as 0-RTT data when a ticket allows it.
     pub zero_rtt: bool,
     /// Per-stream flow-control window (HTTP/2), bytes.
     pub stream_window: u32,
     /// Per-connection flow-control window (HTTP/2), bytes.
     pub conn_window: u32,
+}
+
+impl ClientSetup {
+    /// Builds the QUIC and TCP client configurations from `tls`.
+    pub(crate) fn new(
+        proto: Proto,
+        tls: TlsSetup,
+        zero_rtt: bool,
+        stream_window: u32,
+        conn_window: u32,
+    ) -> anyhow::Result<Self> {
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls.config())
+            .map_err(|e| anyhow::anyhow!("the TLS configuration does not suit QUIC: {e}"))?;
+        let mut quic = quinn::ClientConfig::new(Arc::new(crypto));
+        quic.transport_config(Arc::new(quic_transport(stream_window, conn_window)?));
+        Ok(ClientSetup {
+            proto,
+            tcp_tls: tokio_rustls::TlsConnector::from(tls.config()),
+            tls,
+            quic,
+            zero_rtt,
+            stream_window,
+            conn_window,
+        })
+    }
 }
 
 /// With 0-RTT, the server's answer to a new connection's early data, still to come when the
@@ -142,21 +169,12 @@ pub(crate) async fn connect(
     endpoint: Option<&quinn::Endpoint>,
     target: &Target,
 ) -> Result<(Conn, PendingHandshake), LoadError> {
-    let tls = setup.tls.config();
     if setup.proto == Proto::H3 {
         let endpoint =
             endpoint.ok_or_else(|| LoadError::new(ErrorKind::Other, "no QUIC endpoint"))?;
-        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| {
-            LoadError::new(
-                ErrorKind::Other,
-                format!("the TLS configuration does not suit QUIC: {e}"),
-            )
-        })?;
-        let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-        config.transport_config(setup.quic_transport.clone());
         let name = server_name_str(&target.server_name);
         let connecting = endpoint
-            .connect_with(config, target.addr, &name)
+            .connect_with(setup.quic.clone(), target.addr, &name)
             .map_err(|e| LoadError::new(ErrorKind::Connect, format!("cannot connect: {e}")))?;
         let (quic, zero_rtt) = if setup.zero_rtt {
             match connecting.into_0rtt() {
@@ -195,7 +213,8 @@ pub(crate) async fn connect(
         .await
         .map_err(|e| tcp_connect_error(&e, target.addr))?;
     let _ = tcp.set_nodelay(true);
-    let stream = tokio_rustls::TlsConnector::from(tls)
+    let stream = setup
+        .tcp_tls
         .connect(target.server_name.clone(), tcp)
         .await
         .map_err(|e| tls_io_error(&e))?;

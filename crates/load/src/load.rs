@@ -525,17 +525,13 @@ fn client_setup(config: &LoadConfig) -> Result<ClientSetup> {
         Proto::H2 => crate::ALPN_H2,
         Proto::Http11 => crate::ALPN_HTTP11,
     };
-    Ok(ClientSetup {
-        proto: config.proto,
-        tls: TlsSetup::new(&config.trust, alpn, config.resume, config.zero_rtt)?,
-        quic_transport: Arc::new(client::quic_transport(
-            config.stream_window,
-            config.conn_window,
-        )?),
-        zero_rtt: config.zero_rtt,
-        stream_window: config.stream_window,
-        conn_window: config.conn_window,
-    })
+    ClientSetup::new(
+        config.proto,
+        TlsSetup::new(&config.trust, alpn, config.resume, config.zero_rtt)?,
+        config.zero_rtt,
+        config.stream_window,
+        config.conn_window,
+    )
 }
 
 /// One thread: its own current-thread runtime (and, for HTTP/3, its own UDP socket), its
