@@ -91,7 +91,7 @@ impl ClientSetup {
 pub(crate) struct PendingHandshake {
     /// Resolves to true when the server accepted the 0-RTT data (false: rejected, or the
     /// connection was lost before the handshake completed).
-    pub zero_rtt: Option<Shared<quinn::ZeroRttAccepted>>,
+    zero_rtt: Option<Shared<quinn::ZeroRttAccepted>>,
     quic: Option<quinn::Connection>,
 }
 
@@ -103,20 +103,20 @@ impl PendingHandshake {
         let answer = self.zero_rtt.as_ref()?;
         match tokio::time::timeout(wait, answer.clone()).await {
             Ok(true) => Some(EarlyData::Accepted),
-            Ok(false) if self.quic.as_ref().is_some_and(handshake_completed) => {
+            // "false" means rejected only once the handshake has completed (the server's
+            // identity is known, from its certificate or the resumed session), even if the
+            // connection has closed since; before that, the connection was lost.
+            Ok(false)
+                if self
+                    .quic
+                    .as_ref()
+                    .is_some_and(|q| q.peer_identity().is_some()) =>
+            {
                 Some(EarlyData::Rejected)
             }
             _ => None,
         }
     }
-}
-
-/// True once the QUIC handshake has completed (the server's identity is known: from its
-/// certificate, or from the resumed session), even if the connection has closed since.
-/// A 0-RTT answer of "false" means rejected only then; before, it means the connection was
-/// lost.
-pub(crate) fn handshake_completed(quic: &quinn::Connection) -> bool {
-    quic.peer_identity().is_some()
 }
 
 /// One established connection.
@@ -332,14 +332,6 @@ impl ConnGuard {
 }
 
 impl Lane {
-    /// The QUIC connection under an HTTP/3 lane.
-    pub(crate) fn quic(&self) -> Option<&quinn::Connection> {
-        match self {
-            Lane::H3 { quic, .. } => Some(quic),
-            Lane::H2 { .. } | Lane::H1(_) => None,
-        }
-    }
-
     /// True once the connection under this lane is known to be closed.
     pub(crate) fn is_closed(&self) -> bool {
         match self {

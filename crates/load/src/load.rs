@@ -46,12 +46,11 @@ use std::time::{Duration, Instant};
 
 use agentwire_bench::stats::OpenLoopSchedule;
 use anyhow::{anyhow, bail, Context, Result};
-use futures_util::future::Shared;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use http::Uri;
 use rustls_pki_types::ServerName;
 
-use crate::client::{self, ClientSetup, GetError, Lane, Target, H3_NO_ERROR};
+use crate::client::{self, ClientSetup, GetError, Lane, PendingHandshake, Target, H3_NO_ERROR};
 use crate::report::{
     EarlyData, ErrorKind, HandshakeCounts, LoadError, LoadReport, RunSettings, Stats,
 };
@@ -730,7 +729,7 @@ async fn run_slot(ctx: &RunCtx, endpoint: Option<&quinn::Endpoint>, slot: usize)
             used: Cell::new(0),
             broken: Cell::new(false),
             prepaid: Cell::new(measured),
-            zero_rtt: handshake.zero_rtt.clone(),
+            handshake,
         };
         {
             let mut running: FuturesUnordered<_> = conn_lanes
@@ -740,7 +739,7 @@ async fn run_slot(ctx: &RunCtx, endpoint: Option<&quinn::Endpoint>, slot: usize)
                 .collect();
             while running.next().await.is_some() {}
         }
-        match handshake.early_data(ctx.connect_timeout).await {
+        match conn_state.handshake.early_data(ctx.connect_timeout).await {
             Some(EarlyData::Accepted) => ctx.zero_rtt_accepted.fetch_add(1, Ordering::Relaxed),
             Some(EarlyData::Rejected) => ctx.zero_rtt_rejected.fetch_add(1, Ordering::Relaxed),
             Some(EarlyData::NotTried) | None => 0,
@@ -765,21 +764,8 @@ struct ConnState {
     broken: Cell<bool>,
     /// The budget token taken when connecting, not yet used by a request.
     prepaid: Cell<bool>,
-    /// HTTP/3 with 0-RTT: the server's answer to the early data.
-    zero_rtt: Option<Shared<quinn::ZeroRttAccepted>>,
-}
-
-/// True when the connection sent 0-RTT data that the server rejected (so requests sent in it
-/// were never processed, whatever error they ended with); waits for the server's answer, at
-/// most the connect timeout.
-async fn zero_rtt_rejected(conn: &ConnState, lane: &Lane, ctx: &RunCtx) -> bool {
-    let (Some(answer), Some(quic)) = (&conn.zero_rtt, lane.quic()) else {
-        return false;
-    };
-    matches!(
-        tokio::time::timeout(ctx.connect_timeout, answer.clone()).await,
-        Ok(false)
-    ) && client::handshake_completed(quic)
+    /// With 0-RTT: the server's answer to the early data, still to come.
+    handshake: PendingHandshake,
 }
 
 /// One stream of a connection: requests one after another (closed loop) or on schedule
@@ -842,7 +828,11 @@ async fn run_lane(
             });
         let done = Instant::now();
         let outcome = match outcome {
-            Err(GetError::Failed(e)) if zero_rtt_rejected(conn, &lane, ctx).await => {
+            // Requests in rejected 0-RTT data were never processed, whatever error they ended with.
+            Err(GetError::Failed(e))
+                if conn.handshake.early_data(ctx.connect_timeout).await
+                    == Some(EarlyData::Rejected) =>
+            {
                 Err(GetError::NotSent(e))
             }
             other => other,
