@@ -762,7 +762,25 @@ pub fn server_verifier(trust: &HubTrust) -> Result<Arc<dyn ServerCertVerifier>, 
 /// With [`HubTrust::Insecure`] the config accepts any certificate and this
 /// function warns loudly (`tracing::warn!` and stderr) each time it is called.
 pub fn client_config(trust: &HubTrust, alpn: &[&[u8]]) -> Result<rustls::ClientConfig, TlsError> {
-    let verifier = server_verifier(trust)?;
+    client_config_with_verifier(server_verifier(trust)?, alpn)
+}
+
+/// [`client_config`] with a certificate check of the caller's (for example
+/// [`server_verifier`] wrapped to observe it): TLS 1.3 only, ring provider, the given ALPN
+/// protocols, `enable_early_data = true` and the default in-memory resumption store.
+///
+/// ```
+/// use agentwire::tls::{client_config_with_verifier, server_verifier};
+/// use agentwire::HubTrust;
+///
+/// let config = client_config_with_verifier(server_verifier(&HubTrust::Insecure)?, &[b"h3"])?;
+/// assert_eq!(config.alpn_protocols, vec![b"h3".to_vec()]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn client_config_with_verifier(
+    verifier: Arc<dyn ServerCertVerifier>,
+    alpn: &[&[u8]],
+) -> Result<rustls::ClientConfig, TlsError> {
     let mut config = rustls::ClientConfig::builder_with_provider(ring_provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .dangerous()

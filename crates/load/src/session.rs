@@ -47,17 +47,11 @@ impl TlsSetup {
             Trust::NoCa => no_ca_verifier()?,
         };
         let verified = Arc::new(AtomicU64::new(0));
-        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(CountVerifications {
+        let counting = Arc::new(CountVerifications {
             inner: verifier,
             verified: verified.clone(),
-        }))
-        .with_no_client_auth();
-        config.alpn_protocols = vec![alpn.to_vec()];
+        });
+        let mut config = agentwire::tls::client_config_with_verifier(counting, &[alpn])?;
         config.resumption = if resume {
             rustls::client::Resumption::in_memory_sessions(SESSION_CACHE_SERVERS)
         } else {
