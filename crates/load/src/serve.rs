@@ -25,7 +25,8 @@ use std::time::Duration;
 use agentwire::tls::HubIdentity;
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
-use futures_util::FutureExt;
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
 use http::header::{HeaderValue, ALLOW, ALT_SVC, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{Method, StatusCode};
 use http_body_util::Full;
@@ -344,40 +345,55 @@ async fn accept_quic(
                 else {
                     return;
                 };
-                while let Ok(Some(resolver)) = h3_conn.accept().await {
-                    let store = store.clone();
-                    tokio::spawn(async move {
-                        let Ok((req, mut stream)) = resolver.resolve_request().await else {
-                            return;
-                        };
-                        let reply = lookup(&store, req.method(), req.uri().path());
-                        let Ok(head) = reply.head(None).body(()) else {
-                            return;
-                        };
-                        if stream.send_response(head).await.is_err() {
-                            return;
-                        }
-                        if !reply.body.is_empty() && stream.send_data(reply.body).await.is_err() {
-                            return;
-                        }
-                        let _ = stream.finish().await;
-                        // The request is answered. A GET's stream normally ends right after its
-                        // headers: if that end is already here, take it, and nothing more needs
-                        // saying. Otherwise tell the client we read no more of it with
-                        // H3_NO_ERROR (RFC 9114, 4.1), instead of the bare 0 quinn would send
-                        // when the unread receive side is dropped.
-                        let ended = matches!(stream.recv_data().now_or_never(), Some(Ok(None)));
-                        if !ended {
-                            stream.stop_sending(h3::error::Code::H3_NO_ERROR);
-                        }
-                    });
+                // Requests are answered inside this connection's task, not on tasks of their
+                // own: a spawn per request costs more than the answer to a small GET.
+                let mut answers = FuturesUnordered::new();
+                loop {
+                    tokio::select! {
+                        biased;
+                        Some(()) = answers.next(), if !answers.is_empty() => {}
+                        accepted = h3_conn.accept() => match accepted {
+                            Ok(Some(resolver)) => answers.push(answer_h3(resolver, store.clone())),
+                            _ => break,
+                        },
+                    }
                 }
+                while answers.next().await.is_some() {}
             };
             tokio::select! {
                 _ = serve => {}
                 _ = stopped(&mut stop) => {}
             }
         });
+    }
+}
+
+/// Answers one HTTP/3 request.
+async fn answer_h3(
+    resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
+    store: Arc<FileStore>,
+) {
+    let Ok((req, mut stream)) = resolver.resolve_request().await else {
+        return;
+    };
+    let reply = lookup(&store, req.method(), req.uri().path());
+    let Ok(head) = reply.head(None).body(()) else {
+        return;
+    };
+    if stream.send_response(head).await.is_err() {
+        return;
+    }
+    if !reply.body.is_empty() && stream.send_data(reply.body).await.is_err() {
+        return;
+    }
+    let _ = stream.finish().await;
+    // The request is answered. A GET's stream normally ends right after its headers: if that
+    // end is already here, take it, and nothing more needs saying. Otherwise tell the client
+    // we read no more of it with H3_NO_ERROR (RFC 9114, 4.1), instead of the bare 0 quinn
+    // would send when the unread receive side is dropped.
+    let ended = matches!(stream.recv_data().now_or_never(), Some(Ok(None)));
+    if !ended {
+        stream.stop_sending(h3::error::Code::H3_NO_ERROR);
     }
 }
 
