@@ -136,9 +136,10 @@ NC
   [ -n "$SERVER_PID" ] || SERVER_PID=$master
 }
 
-# quic-go h3 + Go net/http h2/http1.1, built from scripts/peers/quicgo (needs Go and the Go
-# module proxy). Returns 1 (and starts nothing) if it cannot be built.
-start_quicgo() {
+# Builds scripts/peers/quicgo into $TMP/quicgo-server (a quic-go server, and an HTTP/3 client
+# mode). Needs Go and the Go module proxy. Returns 1 if it cannot be built.
+build_quicgo() {
+  [ -x "$TMP/quicgo-server" ] && return 0
   command -v go >/dev/null || { echo "no Go: quic-go skipped" >&2; return 1; }
   log "(cd $ROOTDIR/scripts/peers/quicgo && go build -o $TMP/quicgo-server .)"
   if ! (cd "$ROOTDIR/scripts/peers/quicgo" && timeout 300 go build -o "$TMP/quicgo-server" .) > "$OUT/quicgo-build.log" 2>&1; then
@@ -146,6 +147,12 @@ start_quicgo() {
     return 1
   fi
   (cd "$ROOTDIR/scripts/peers/quicgo" && go list -m github.com/quic-go/quic-go && go version) >> "$OUT/quicgo-build.log" 2>&1
+}
+
+# quic-go h3 + Go net/http h2/http1.1 (build_quicgo). Returns 1 (and starts nothing) if it
+# cannot be built.
+start_quicgo() {
+  build_quicgo || return 1
   log taskset -c "$SERVER_CORE" "$TMP/quicgo-server" 127.0.0.1:8447 "$TMP/www" "$TMP/certs/hub.pem" "$TMP/certs/hub.key"
   taskset -c "$SERVER_CORE" "$TMP/quicgo-server" 127.0.0.1:8447 "$TMP/www" "$TMP/certs/hub.pem" "$TMP/certs/hub.key" \
     > "$OUT/server-quicgo.log" 2>&1 &

@@ -5,7 +5,8 @@
 # there, TQUIC if installed (install.sh --with-tquic).
 # Load: agentwire load URL --duration 3s --json --ca ca.pem (certificate verified: every server
 # uses hub.pem/hub.key from `agentwire cert --name 127.0.0.1`). h2load and gtlsclient do not verify.
-# Reverse interop: h2load (HTTP/2) and gtlsclient (ngtcp2, HTTP/3) against agentwire serve.
+# Reverse interop against agentwire serve: h2load (HTTP/2), gtlsclient (ngtcp2, HTTP/3),
+# quic-go's HTTP/3 client (scripts/peers/quicgo, client mode) and tquic_client (if installed).
 # The side-by-side scorecard and the load-generator comparison are scorecard.sh.
 set -uo pipefail
 ROOTDIR="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -45,6 +46,23 @@ log taskset -c 0 gtlsclient -n 100 --exit-on-all-streams-close --no-quic-dump --
 timeout 30 taskset -c 0 gtlsclient -n 100 --exit-on-all-streams-close --no-quic-dump --no-http-dump 127.0.0.1 8443 "https://127.0.0.1:8443/$FILE" \
   2>&1 | grep -E '^http: stream .*:status|rc=|error|ERR' > "$OUT/gtlsclient-agentwire-n100.txt"
 echo "rc=${PIPESTATUS[0]} status-200-count=$(grep -c ':status: 200' "$OUT/gtlsclient-agentwire-n100.txt")" >> "$OUT/gtlsclient-agentwire-n100.txt"
+
+# quic-go's HTTP/3 client (certificate verified), 200 requests on one connection
+if [ -z "${SKIP_QUICGO:-}" ] && build_quicgo; then
+  log taskset -c 0 "$TMP/quicgo-server" client "https://127.0.0.1:8443/$FILE" "$TMP/certs/ca.pem" 200
+  timeout 60 taskset -c 0 "$TMP/quicgo-server" client "https://127.0.0.1:8443/$FILE" "$TMP/certs/ca.pem" 200 \
+    > "$OUT/quicgo-client-agentwire.txt" 2>&1
+  echo "rc=$?" >> "$OUT/quicgo-client-agentwire.txt"
+fi
+# TQUIC's tquic_client (HTTP/3 load generator; does not verify), 2 connections x 8 streams, 3 s
+TQC="$(tquic_bin tquic_client TQUIC_CLIENT)"
+if [ -n "$TQC" ]; then
+  log taskset -c 0 "$TQC" -t 1 --max-concurrent-conns 2 --max-concurrent-requests 8 --max-requests-per-conn 0 --total-requests-per-thread 0 -d 3 --log-level OFF -c 127.0.0.1:8443 "https://127.0.0.1:8443/$FILE"
+  timeout 30 taskset -c 0 "$TQC" -t 1 --max-concurrent-conns 2 --max-concurrent-requests 8 --max-requests-per-conn 0 \
+    --total-requests-per-thread 0 -d 3 --log-level OFF -c 127.0.0.1:8443 "https://127.0.0.1:8443/$FILE" \
+    > "$OUT/tquic_client-agentwire.txt" 2>&1
+  echo "rc=$?" >> "$OUT/tquic_client-agentwire.txt"
+fi
 
 # 3. ngtcp2 gtlsserver (HTTP/3 only)
 start_gtlsserver

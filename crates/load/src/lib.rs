@@ -46,6 +46,7 @@ pub mod scorecard;
 pub mod serve;
 
 mod client;
+mod h3wire;
 mod session;
 
 use std::fmt;

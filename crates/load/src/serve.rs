@@ -1,5 +1,5 @@
-//! The static file server behind `agentwire serve`: HTTP/3 on a UDP port (quinn + h3, ALPN
-//! `h3`) and HTTP/2 and HTTP/1.1 on the TCP port of the same number (hyper's automatic
+//! The static file server behind `agentwire serve`: HTTP/3 on a UDP port (quinn, with the
+//! HTTP/3 framing of [`crate::h3wire`], ALPN `h3`) and HTTP/2 and HTTP/1.1 on the TCP port of the same number (hyper's automatic
 //! connection builder over TLS 1.3, ALPN `h2` and `http/1.1`).
 //!
 //! Files come from a [`FileStore`] loaded into memory once at start (see [`crate::files`]):
@@ -36,6 +36,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::files::{self, FileStore};
+use crate::h3wire::{self, H3Error};
 
 /// Most time a new connection may take to finish its TLS or QUIC handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -339,26 +340,7 @@ async fn accept_quic(
                 let Ok(Ok(conn)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, connecting).await else {
                     return;
                 };
-                let Ok(mut h3_conn) = h3::server::builder()
-                    .build::<_, Bytes>(h3_quinn::Connection::new(conn))
-                    .await
-                else {
-                    return;
-                };
-                // Requests are answered inside this connection's task, not on tasks of their
-                // own: a spawn per request costs more than the answer to a small GET.
-                let mut answers = FuturesUnordered::new();
-                loop {
-                    tokio::select! {
-                        biased;
-                        Some(()) = answers.next(), if !answers.is_empty() => {}
-                        accepted = h3_conn.accept() => match accepted {
-                            Ok(Some(resolver)) => answers.push(answer_h3(resolver, store.clone())),
-                            _ => break,
-                        },
-                    }
-                }
-                while answers.next().await.is_some() {}
+                serve_h3(conn, store).await;
             };
             tokio::select! {
                 _ = serve => {}
@@ -368,33 +350,168 @@ async fn accept_quic(
     }
 }
 
-/// Answers one HTTP/3 request.
+/// Serves HTTP/3 on one QUIC connection until it ends: sends our control stream, reads the
+/// client's unidirectional streams, and answers each request stream. Requests are answered
+/// inside this connection's task, not on tasks of their own: a spawn per request costs more
+/// than the answer to a small GET. A protocol error on a stream resets that stream; one on
+/// the connection closes it with its HTTP/3 error code (other connections go on).
+async fn serve_h3(conn: quinn::Connection, store: Arc<FileStore>) {
+    let Ok(mut control) = conn.open_uni().await else {
+        return;
+    };
+    if control
+        .write_chunk(h3wire::control_stream_preface())
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let critical = Arc::new(CriticalStreams::default());
+    let mut answers = FuturesUnordered::new();
+    let mut uni = FuturesUnordered::new();
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            Some(result) = answers.next(), if !answers.is_empty() => {
+                if let Err(e) = result {
+                    break Err(e);
+                }
+            }
+            Some(result) = uni.next(), if !uni.is_empty() => {
+                if let Err(e) = result {
+                    break Err(e);
+                }
+            }
+            bi = conn.accept_bi() => match bi {
+                Ok((send, recv)) => answers.push(answer_h3(send, recv, store.clone())),
+                Err(_) => break Ok(()),
+            },
+            stream = conn.accept_uni() => match stream {
+                Ok(recv) => uni.push(read_client_uni(recv, critical.clone())),
+                Err(_) => break Ok(()),
+            },
+        }
+    };
+    if let Err(e) = outcome {
+        conn.close(varint(e.code), e.reason.as_bytes());
+    }
+    // Kept open until here: closing our control stream would be an error.
+    drop(control);
+}
+
+fn varint(code: u64) -> quinn::VarInt {
+    quinn::VarInt::from_u64(code).unwrap_or(quinn::VarInt::MAX)
+}
+
+/// Which critical unidirectional streams the client has opened (each at most once).
+#[derive(Default)]
+struct CriticalStreams(std::sync::atomic::AtomicU8);
+
+impl CriticalStreams {
+    /// Records a stream of `kind`; an error if one of that kind was already open.
+    fn open(&self, kind: h3wire::UniKind) -> Result<(), H3Error> {
+        let bit = match kind {
+            h3wire::UniKind::Control => 1,
+            h3wire::UniKind::QpackEncoder => 2,
+            h3wire::UniKind::QpackDecoder => 4,
+            _ => return Ok(()),
+        };
+        let before = self.0.fetch_or(bit, std::sync::atomic::Ordering::Relaxed);
+        if before & bit != 0 {
+            return Err(H3Error {
+                code: h3wire::code::H3_STREAM_CREATION_ERROR,
+                scope: h3wire::Scope::Connection,
+                reason: "a second control or QPACK stream",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Reads one of the client's unidirectional streams until it ends or the connection does.
+async fn read_client_uni(
+    mut recv: quinn::RecvStream,
+    critical: Arc<CriticalStreams>,
+) -> Result<(), H3Error> {
+    let mut reader = h3wire::UniReader::default();
+    loop {
+        match recv.read_chunk(usize::MAX, true).await {
+            Ok(Some(chunk)) => {
+                if let Some(kind) = reader.push(&chunk.bytes)? {
+                    critical.open(kind)?;
+                    if kind == h3wire::UniKind::Unknown {
+                        let _ = recv.stop(varint(h3wire::code::H3_STREAM_CREATION_ERROR));
+                        return Ok(());
+                    }
+                }
+            }
+            Ok(None) | Err(quinn::ReadError::Reset(_)) => {
+                return reader.ended().map_or(Ok(()), Err);
+            }
+            // The connection is gone: nothing more to say on it.
+            Err(_) => return Ok(()),
+        }
+    }
+}
+
+/// Answers one HTTP/3 request stream. Returns an error only for errors that close the
+/// connection; stream errors reset the stream here.
 async fn answer_h3(
-    resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
     store: Arc<FileStore>,
-) {
-    let Ok((req, mut stream)) = resolver.resolve_request().await else {
-        return;
+) -> Result<(), H3Error> {
+    let mut reader = h3wire::RequestReader::default();
+    let head = loop {
+        let failed = match recv.read_chunk(usize::MAX, true).await {
+            Ok(Some(chunk)) => match reader.push(&chunk.bytes) {
+                Ok(h3wire::RequestProgress::Head(head)) => break head,
+                Ok(h3wire::RequestProgress::NeedMore) => continue,
+                Err(e) => e,
+            },
+            Ok(None) => h3wire::RequestReader::incomplete(),
+            // Reset by the client, or the connection is gone.
+            Err(_) => return Ok(()),
+        };
+        if failed.scope == h3wire::Scope::Connection {
+            return Err(failed);
+        }
+        let _ = send.reset(varint(failed.code));
+        let _ = recv.stop(varint(failed.code));
+        return Ok(());
     };
-    let reply = lookup(&store, req.method(), req.uri().path());
-    let Ok(head) = reply.head(None).body(()) else {
-        return;
+    let reply = lookup(&store, &head.method, &head.path);
+    let extra: &[(&str, &str)] = if reply.status == StatusCode::METHOD_NOT_ALLOWED {
+        &[("allow", "GET, HEAD")]
+    } else {
+        &[]
     };
-    if stream.send_response(head).await.is_err() {
-        return;
+    let has_body = !reply.body.is_empty();
+    let response_head = h3wire::response_head(
+        reply.status,
+        reply.length,
+        reply.content_type,
+        extra,
+        has_body.then_some(reply.body.len() as u64),
+    );
+    let mut chunks = [response_head, reply.body];
+    let parts = if has_body { 2 } else { 1 };
+    if send.write_all_chunks(&mut chunks[..parts]).await.is_err() {
+        return Ok(());
     }
-    if !reply.body.is_empty() && stream.send_data(reply.body).await.is_err() {
-        return;
-    }
-    let _ = stream.finish().await;
+    let _ = send.finish();
     // The request is answered. A GET's stream normally ends right after its headers: if that
     // end is already here, take it, and nothing more needs saying. Otherwise tell the client
     // we read no more of it with H3_NO_ERROR (RFC 9114, 4.1), instead of the bare 0 quinn
     // would send when the unread receive side is dropped.
-    let ended = matches!(stream.recv_data().now_or_never(), Some(Ok(None)));
+    let ended = matches!(
+        recv.read_chunk(usize::MAX, true).now_or_never(),
+        Some(Ok(None))
+    );
     if !ended {
-        stream.stop_sending(h3::error::Code::H3_NO_ERROR);
+        let _ = recv.stop(varint(h3wire::code::H3_NO_ERROR));
     }
+    Ok(())
 }
 
 /// The answer to one request, whatever the protocol.

@@ -1,0 +1,1647 @@
+//! The HTTP/3 wire format that `agentwire serve` speaks (RFC 9114), with QPACK (RFC 9204)
+//! limited to its static table: variable-length integers, frames, the server's control-stream
+//! preface, a reader for request streams and one for the client's unidirectional streams, a
+//! QPACK decoder for request header sections and an encoder for response header sections.
+//!
+//! Sans-IO: pure functions and small state machines fed with bytes, no sockets and no tokio,
+//! so that every malformed input can be tested here; `serve` adapts them to quinn streams.
+//! Nothing here may panic or allocate without bound on any input: every malformed input is an
+//! [`H3Error`] that names the RFC error code to send and whether it ends the stream or the
+//! connection.
+//!
+//! What it does not do: the QPACK dynamic table (the SETTINGS we send give it capacity 0, so a
+//! client may not use it), server push, extended CONNECT, HTTP/3 datagrams and trailers. The
+//! client side of `agentwire load` uses the h3 crate instead; this module exists because the
+//! server's per-request cost decides the long-connection requests/s of `agentwire serve`.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{Method, StatusCode};
+
+/// HTTP/3 and QPACK error codes (RFC 9114 section 8.1, RFC 9204 section 6).
+pub(crate) mod code {
+    /// No error: also used to stop reading a request whose answer is complete.
+    pub const H3_NO_ERROR: u64 = 0x100;
+    /// A stream of a type that may not be opened, or a second critical stream.
+    pub const H3_STREAM_CREATION_ERROR: u64 = 0x103;
+    /// A control or QPACK stream was closed or reset.
+    pub const H3_CLOSED_CRITICAL_STREAM: u64 = 0x104;
+    /// A frame that is not allowed where it arrived.
+    pub const H3_FRAME_UNEXPECTED: u64 = 0x105;
+    /// A frame whose layout is wrong.
+    pub const H3_FRAME_ERROR: u64 = 0x106;
+    /// More than the limits allow (header section size, skipped bytes).
+    pub const H3_EXCESSIVE_LOAD: u64 = 0x107;
+    /// A SETTINGS frame with a forbidden or repeated identifier.
+    pub const H3_SETTINGS_ERROR: u64 = 0x109;
+    /// The control stream did not begin with SETTINGS.
+    pub const H3_MISSING_SETTINGS: u64 = 0x10a;
+    /// The request stream ended before a complete request.
+    pub const H3_REQUEST_INCOMPLETE: u64 = 0x10d;
+    /// A malformed request (pseudo-headers wrong, missing or repeated).
+    pub const H3_MESSAGE_ERROR: u64 = 0x10e;
+    /// A header section that cannot be decoded, or one that uses the dynamic table.
+    pub const QPACK_DECOMPRESSION_FAILED: u64 = 0x200;
+}
+
+/// Frame types (RFC 9114 section 7.2).
+mod frame {
+    pub const DATA: u64 = 0x00;
+    pub const HEADERS: u64 = 0x01;
+    pub const CANCEL_PUSH: u64 = 0x03;
+    pub const SETTINGS: u64 = 0x04;
+    pub const PUSH_PROMISE: u64 = 0x05;
+    pub const GOAWAY: u64 = 0x07;
+    pub const MAX_PUSH_ID: u64 = 0x0d;
+    /// Types HTTP/2 used that HTTP/3 reserves: receiving one is an error (section 7.2.8).
+    pub const HTTP2_ONLY: [u64; 4] = [0x02, 0x06, 0x08, 0x09];
+}
+
+/// Unidirectional stream types (RFC 9114 section 6.2, RFC 9204 section 4.2).
+mod stream_type {
+    pub const CONTROL: u64 = 0x00;
+    pub const PUSH: u64 = 0x01;
+    pub const QPACK_ENCODER: u64 = 0x02;
+    pub const QPACK_DECODER: u64 = 0x03;
+}
+
+/// SETTINGS identifiers we send.
+mod setting {
+    pub const QPACK_MAX_TABLE_CAPACITY: u64 = 0x01;
+    pub const MAX_FIELD_SECTION_SIZE: u64 = 0x06;
+    pub const QPACK_BLOCKED_STREAMS: u64 = 0x07;
+}
+
+/// Largest request header section accepted (and announced as SETTINGS_MAX_FIELD_SECTION_SIZE).
+pub(crate) const MAX_FIELD_SECTION: u64 = 16 * 1024;
+/// Most bytes of unknown frames skipped on one stream before it counts as abuse.
+const MAX_SKIPPED: u64 = 64 * 1024;
+/// Largest SETTINGS frame accepted.
+const MAX_SETTINGS_FRAME: u64 = 4 * 1024;
+
+/// Whether an error ends one request stream or the whole connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Reset this stream (and stop reading it); the connection goes on.
+    Stream,
+    /// Close the connection with the code.
+    Connection,
+}
+
+/// A protocol error: the code to send, where it applies, and a reason for the close frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct H3Error {
+    /// One of [`code`].
+    pub code: u64,
+    /// Stream or connection.
+    pub scope: Scope,
+    /// A short reason (sent as the CONNECTION_CLOSE reason).
+    pub reason: &'static str,
+}
+
+impl H3Error {
+    fn conn(code: u64, reason: &'static str) -> Self {
+        H3Error {
+            code,
+            scope: Scope::Connection,
+            reason,
+        }
+    }
+
+    fn stream(code: u64, reason: &'static str) -> Self {
+        H3Error {
+            code,
+            scope: Scope::Stream,
+            reason,
+        }
+    }
+
+    fn qpack(reason: &'static str) -> Self {
+        H3Error::conn(code::QPACK_DECOMPRESSION_FAILED, reason)
+    }
+
+    fn message(reason: &'static str) -> Self {
+        H3Error::stream(code::H3_MESSAGE_ERROR, reason)
+    }
+}
+
+/// Decodes a QUIC variable-length integer (RFC 9000 section 16) from the front of `buf`:
+/// the value and the bytes it took, or `None` if `buf` holds only part of it.
+///
+/// ```ignore
+/// assert_eq!(decode_varint(&[0x40, 0x25]), Some((37, 2)));
+/// ```
+pub(crate) fn decode_varint(buf: &[u8]) -> Option<(u64, usize)> {
+    let first = *buf.first()?;
+    let len = 1usize << (first >> 6);
+    let rest = buf.get(1..len)?;
+    let value = rest
+        .iter()
+        .fold(u64::from(first & 0x3f), |v, b| (v << 8) | u64::from(*b));
+    Some((value, len))
+}
+
+/// Appends `value` (below 2^62) as a QUIC variable-length integer in its shortest form.
+pub(crate) fn encode_varint(value: u64, out: &mut BytesMut) {
+    if value < 1 << 6 {
+        out.put_u8(value as u8);
+    } else if value < 1 << 14 {
+        out.put_u16(0x4000 | value as u16);
+    } else if value < 1 << 30 {
+        out.put_u32(0x8000_0000 | value as u32);
+    } else {
+        out.put_u64(0xc000_0000_0000_0000 | (value & 0x3fff_ffff_ffff_ffff));
+    }
+}
+
+/// The start of a frame: its type, payload length, and how many bytes the two took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FrameHead {
+    ty: u64,
+    len: u64,
+    head_len: usize,
+}
+
+fn frame_head(buf: &[u8]) -> Option<FrameHead> {
+    let (ty, a) = decode_varint(buf)?;
+    let (len, b) = decode_varint(buf.get(a..)?)?;
+    Some(FrameHead {
+        ty,
+        len,
+        head_len: a + b,
+    })
+}
+
+/// What the server writes first on its control stream: the stream type and a SETTINGS frame
+/// saying QPACK's dynamic table has capacity 0, no stream may block on it, and header
+/// sections may be up to [`MAX_FIELD_SECTION`] bytes.
+pub(crate) fn control_stream_preface() -> Bytes {
+    let mut settings = BytesMut::new();
+    for (id, value) in [
+        (setting::QPACK_MAX_TABLE_CAPACITY, 0),
+        (setting::QPACK_BLOCKED_STREAMS, 0),
+        (setting::MAX_FIELD_SECTION_SIZE, MAX_FIELD_SECTION),
+    ] {
+        encode_varint(id, &mut settings);
+        encode_varint(value, &mut settings);
+    }
+    let mut out = BytesMut::with_capacity(settings.len() + 4);
+    encode_varint(stream_type::CONTROL, &mut out);
+    encode_varint(frame::SETTINGS, &mut out);
+    encode_varint(settings.len() as u64, &mut out);
+    out.extend_from_slice(&settings);
+    out.freeze()
+}
+
+/// Errors for frame types that may never arrive where a request or control frame is read.
+fn forbidden_everywhere(ty: u64) -> bool {
+    frame::HTTP2_ONLY.contains(&ty)
+}
+
+/// The parts of a request that the file server needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RequestHead {
+    /// `:method`.
+    pub method: Method,
+    /// `:path` (for CONNECT, which has none: empty).
+    pub path: String,
+}
+
+/// What a [`RequestReader`] has after some bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum RequestProgress {
+    /// The request's HEADERS frame is not complete yet.
+    NeedMore,
+    /// The request's header section, decoded.
+    Head(RequestHead),
+}
+
+/// Reads a request stream up to and including its HEADERS frame (RFC 9114 section 4.1):
+/// frames of unknown or reserved types before it are skipped (up to a limit), and frames that
+/// may not come first are errors.
+///
+/// ```ignore
+/// let mut r = RequestReader::default();
+/// assert_eq!(r.push(&[0x01, 0x03, 0x00, 0x00, 0xd1])?, RequestProgress::Head(..));
+/// ```
+#[derive(Debug, Default)]
+pub(crate) struct RequestReader {
+    buf: BytesMut,
+    /// Bytes of an unknown frame still to skip.
+    skip: u64,
+    skipped: u64,
+}
+
+impl RequestReader {
+    /// Feeds the next bytes of the stream.
+    pub(crate) fn push(&mut self, mut data: &[u8]) -> Result<RequestProgress, H3Error> {
+        if self.skip > 0 {
+            let n = self.skip.min(data.len() as u64) as usize;
+            self.skip -= n as u64;
+            data = &data[n..];
+        }
+        if self.buf.is_empty() {
+            // The usual case, a whole request in one chunk: parsed where it lies.
+            return match self.parse(data)? {
+                Parsed::Head(head) => Ok(RequestProgress::Head(head)),
+                Parsed::Partial { consumed } => {
+                    self.buf.extend_from_slice(&data[consumed..]);
+                    Ok(RequestProgress::NeedMore)
+                }
+            };
+        }
+        self.buf.extend_from_slice(data);
+        let buf = std::mem::take(&mut self.buf);
+        match self.parse(&buf)? {
+            Parsed::Head(head) => Ok(RequestProgress::Head(head)),
+            Parsed::Partial { consumed } => {
+                self.buf = BytesMut::from(&buf[consumed..]);
+                Ok(RequestProgress::NeedMore)
+            }
+        }
+    }
+
+    /// Parses frames from the front of `data`. What is kept between calls is bounded: an
+    /// incomplete frame head (at most 16 bytes) or HEADERS frame (at most
+    /// [`MAX_FIELD_SECTION`] bytes); unknown frames are skipped, never kept.
+    fn parse(&mut self, data: &[u8]) -> Result<Parsed, H3Error> {
+        let mut pos = 0;
+        loop {
+            let rest = &data[pos..];
+            let Some(head) = frame_head(rest) else {
+                return Ok(Parsed::Partial { consumed: pos });
+            };
+            match head.ty {
+                frame::HEADERS => {
+                    if head.len > MAX_FIELD_SECTION {
+                        return Err(H3Error::stream(
+                            code::H3_EXCESSIVE_LOAD,
+                            "request header section over 16 KiB",
+                        ));
+                    }
+                    let end = head.head_len + head.len as usize;
+                    let Some(block) = rest.get(head.head_len..end) else {
+                        return Ok(Parsed::Partial { consumed: pos });
+                    };
+                    return decode_request(block).map(Parsed::Head);
+                }
+                frame::DATA => {
+                    return Err(H3Error::conn(
+                        code::H3_FRAME_UNEXPECTED,
+                        "DATA before HEADERS on a request stream",
+                    ))
+                }
+                frame::CANCEL_PUSH
+                | frame::SETTINGS
+                | frame::PUSH_PROMISE
+                | frame::GOAWAY
+                | frame::MAX_PUSH_ID => {
+                    return Err(H3Error::conn(
+                        code::H3_FRAME_UNEXPECTED,
+                        "control frame on a request stream",
+                    ))
+                }
+                ty if forbidden_everywhere(ty) => {
+                    return Err(H3Error::conn(
+                        code::H3_FRAME_UNEXPECTED,
+                        "HTTP/2 frame type on a request stream",
+                    ))
+                }
+                _ => {
+                    // Unknown or reserved (grease): skip it, within a limit.
+                    self.skipped = self.skipped.saturating_add(head.len);
+                    if self.skipped > MAX_SKIPPED {
+                        return Err(H3Error::stream(
+                            code::H3_EXCESSIVE_LOAD,
+                            "too many bytes of unknown frames before the request",
+                        ));
+                    }
+                    let available = (rest.len() - head.head_len) as u64;
+                    if head.len > available {
+                        self.skip = head.len - available;
+                        return Ok(Parsed::Partial {
+                            consumed: data.len(),
+                        });
+                    }
+                    pos += head.head_len + head.len as usize;
+                }
+            }
+        }
+    }
+
+    /// The error for a stream that ends before its HEADERS frame is complete.
+    pub(crate) fn incomplete() -> H3Error {
+        H3Error::stream(
+            code::H3_REQUEST_INCOMPLETE,
+            "request stream ended before its headers",
+        )
+    }
+}
+
+/// How far [`RequestReader::parse`] got.
+enum Parsed {
+    Head(RequestHead),
+    /// Incomplete; `consumed` bytes at the front are done with.
+    Partial {
+        consumed: usize,
+    },
+}
+
+/// Reads QPACK's prefixed integers and string literals (RFC 7541 sections 5.1, 5.2).
+struct FieldReader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> FieldReader<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.buf.get(self.pos).copied()
+    }
+
+    fn int(&mut self, prefix_bits: u32) -> Result<u64, H3Error> {
+        let mask = (1u16 << prefix_bits) as u8 - 1;
+        let first = self.peek().ok_or(H3Error::qpack("truncated integer"))? & mask;
+        self.pos += 1;
+        if first < mask {
+            return Ok(u64::from(first));
+        }
+        let mut value = u64::from(mask);
+        let mut shift = 0u32;
+        loop {
+            let b = self.peek().ok_or(H3Error::qpack("truncated integer"))?;
+            self.pos += 1;
+            if shift > 56 {
+                return Err(H3Error::qpack("integer too large"));
+            }
+            value += u64::from(b & 0x7f) << shift;
+            shift += 7;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+    }
+
+    /// A string literal whose Huffman flag is the bit just above a `prefix_bits` length.
+    fn string(&mut self, prefix_bits: u32) -> Result<Literal<'a>, H3Error> {
+        let first = self.peek().ok_or(H3Error::qpack("truncated string"))?;
+        let huffman = first & (1 << prefix_bits) != 0;
+        let len = self.int(prefix_bits)?;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|len| self.pos.checked_add(len))
+            .filter(|end| *end <= self.buf.len())
+            .ok_or(H3Error::qpack("string runs past the header section"))?;
+        let bytes = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(Literal { bytes, huffman })
+    }
+}
+
+/// A string as it is on the wire.
+#[derive(Debug, Clone, Copy)]
+struct Literal<'a> {
+    bytes: &'a [u8],
+    huffman: bool,
+}
+
+impl Literal<'_> {
+    fn decode(&self) -> Result<Vec<u8>, H3Error> {
+        if self.huffman {
+            huffman_decode(self.bytes)
+        } else {
+            Ok(self.bytes.to_vec())
+        }
+    }
+}
+
+/// A field's name as far as a request's check needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Name {
+    Method,
+    Path,
+    Scheme,
+    Authority,
+    /// A pseudo-header a request may not carry (`:status`, `:protocol`, unknown).
+    BadPseudo,
+    /// A regular header field.
+    Regular,
+}
+
+/// Names (and, where it matters, values) of the QPACK static table (RFC 9204 Appendix A).
+fn static_entry(index: u64) -> Result<(Name, &'static str), H3Error> {
+    Ok(match index {
+        0 => (Name::Authority, ""),
+        1 => (Name::Path, "/"),
+        15 => (Name::Method, "CONNECT"),
+        16 => (Name::Method, "DELETE"),
+        17 => (Name::Method, "GET"),
+        18 => (Name::Method, "HEAD"),
+        19 => (Name::Method, "OPTIONS"),
+        20 => (Name::Method, "POST"),
+        21 => (Name::Method, "PUT"),
+        22 => (Name::Scheme, "http"),
+        23 => (Name::Scheme, "https"),
+        24..=28 | 63..=71 => (Name::BadPseudo, ""),
+        2..=98 => (Name::Regular, ""),
+        _ => return Err(H3Error::qpack("static table index out of range")),
+    })
+}
+
+fn literal_name(name: &[u8]) -> Result<Name, H3Error> {
+    Ok(match name {
+        b":method" => Name::Method,
+        b":path" => Name::Path,
+        b":scheme" => Name::Scheme,
+        b":authority" => Name::Authority,
+        [b':', ..] => Name::BadPseudo,
+        [] => return Err(H3Error::message("empty field name")),
+        _ if name.iter().any(|b| b.is_ascii_uppercase()) => {
+            return Err(H3Error::message("upper-case field name"))
+        }
+        _ => Name::Regular,
+    })
+}
+
+/// What the fields of a request section have said so far.
+#[derive(Default)]
+struct RequestFields {
+    method: Option<Method>,
+    path: Option<String>,
+    scheme: bool,
+    authority: bool,
+    regular_seen: bool,
+}
+
+impl RequestFields {
+    fn add(&mut self, name: Name, value: FieldValue<'_>) -> Result<(), H3Error> {
+        if name == Name::Regular {
+            self.regular_seen = true;
+            return Ok(());
+        }
+        if self.regular_seen {
+            return Err(H3Error::message("pseudo-header after a regular field"));
+        }
+        let repeated = || H3Error::message("repeated pseudo-header");
+        match name {
+            Name::Method => {
+                if self.method.is_some() {
+                    return Err(repeated());
+                }
+                let bytes = value.bytes()?;
+                let method =
+                    Method::from_bytes(&bytes).map_err(|_| H3Error::message("invalid :method"))?;
+                self.method = Some(method);
+            }
+            Name::Path => {
+                if self.path.is_some() {
+                    return Err(repeated());
+                }
+                let path = String::from_utf8(value.bytes()?)
+                    .map_err(|_| H3Error::message(":path is not UTF-8"))?;
+                if path.is_empty() {
+                    return Err(H3Error::message("empty :path"));
+                }
+                self.path = Some(path);
+            }
+            Name::Scheme => {
+                if std::mem::replace(&mut self.scheme, true) {
+                    return Err(repeated());
+                }
+            }
+            Name::Authority => {
+                if std::mem::replace(&mut self.authority, true) {
+                    return Err(repeated());
+                }
+            }
+            Name::BadPseudo => {
+                return Err(H3Error::message("pseudo-header not allowed in a request"))
+            }
+            Name::Regular => {}
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<RequestHead, H3Error> {
+        let method = self
+            .method
+            .ok_or(H3Error::message("request without :method"))?;
+        if method == Method::CONNECT {
+            // No :scheme or :path (RFC 9114 section 4.4); the server answers 405.
+            return Ok(RequestHead {
+                method,
+                path: self.path.unwrap_or_default(),
+            });
+        }
+        let path = self.path.ok_or(H3Error::message("request without :path"))?;
+        if !self.scheme {
+            return Err(H3Error::message("request without :scheme"));
+        }
+        Ok(RequestHead { method, path })
+    }
+}
+
+/// A field's value: from the static table, or a literal still to be decoded if needed.
+enum FieldValue<'a> {
+    Static(&'static str),
+    Literal(Literal<'a>),
+}
+
+impl FieldValue<'_> {
+    fn bytes(&self) -> Result<Vec<u8>, H3Error> {
+        match self {
+            FieldValue::Static(s) => Ok(s.as_bytes().to_vec()),
+            FieldValue::Literal(l) => l.decode(),
+        }
+    }
+}
+
+/// Decodes a request's encoded field section (RFC 9204 section 4.5) that may use only the
+/// static table, and checks its pseudo-headers (RFC 9114 section 4.3.1). Values of regular
+/// fields are skipped, not decoded.
+pub(crate) fn decode_request(block: &[u8]) -> Result<RequestHead, H3Error> {
+    let mut r = FieldReader { buf: block, pos: 0 };
+    if r.int(8)? != 0 {
+        return Err(H3Error::qpack("the section refers to the dynamic table"));
+    }
+    r.int(7)?; // Sign and Delta Base: meaningless without a dynamic table.
+    let mut fields = RequestFields::default();
+    while let Some(b) = r.peek() {
+        if b & 0x80 != 0 {
+            // Indexed field line: 1 T index(6).
+            if b & 0x40 == 0 {
+                return Err(H3Error::qpack("dynamic table reference"));
+            }
+            let (name, value) = static_entry(r.int(6)?)?;
+            fields.add(name, FieldValue::Static(value))?;
+        } else if b & 0x40 != 0 {
+            // Literal with name reference: 0 1 N T index(4), value.
+            if b & 0x10 == 0 {
+                return Err(H3Error::qpack("dynamic table reference"));
+            }
+            let (name, _) = static_entry(r.int(4)?)?;
+            let value = r.string(7)?;
+            fields.add(name, FieldValue::Literal(value))?;
+        } else if b & 0x20 != 0 {
+            // Literal with literal name: 0 0 1 N H length(3), name, value.
+            let name = r.string(3)?;
+            let name = if name.huffman {
+                literal_name(&name.decode()?)?
+            } else {
+                literal_name(name.bytes)?
+            };
+            let value = r.string(7)?;
+            fields.add(name, FieldValue::Literal(value))?;
+        } else {
+            return Err(H3Error::qpack("post-base (dynamic table) reference"));
+        }
+    }
+    fields.finish()
+}
+
+/// Appends a QPACK prefixed integer whose first byte carries `flags` above `prefix_bits`.
+fn put_int(out: &mut BytesMut, flags: u8, prefix_bits: u32, value: u64) {
+    let mask = ((1u16 << prefix_bits) - 1) as u64;
+    if value < mask {
+        out.put_u8(flags | value as u8);
+        return;
+    }
+    out.put_u8(flags | mask as u8);
+    let mut rest = value - mask;
+    while rest >= 0x80 {
+        out.put_u8((rest as u8 & 0x7f) | 0x80);
+        rest >>= 7;
+    }
+    out.put_u8(rest as u8);
+}
+
+/// Appends a literal value (no Huffman coding) with a 7-bit length prefix.
+fn put_value(out: &mut BytesMut, value: &[u8]) {
+    put_int(out, 0, 7, value.len() as u64);
+    out.extend_from_slice(value);
+}
+
+/// The response head of `serve`: status and the header fields, as a HEADERS frame followed,
+/// when `body_len` is `Some`, by the header of the DATA frame that will carry the body.
+///
+/// The section uses only the static table (`:status 200` and `404` are indexed; other
+/// statuses, `content-length` and `content-type` are literals with a static name), so it
+/// never depends on state the client keeps.
+pub(crate) fn response_head(
+    status: StatusCode,
+    content_length: u64,
+    content_type: &str,
+    extra: &[(&str, &str)],
+    body_len: Option<u64>,
+) -> Bytes {
+    let mut block = BytesMut::with_capacity(64);
+    block.put_u8(0); // Required Insert Count 0
+    block.put_u8(0); // Delta Base 0
+    match status.as_u16() {
+        200 => put_int(&mut block, 0xc0, 6, 25),
+        404 => put_int(&mut block, 0xc0, 6, 27),
+        _ => {
+            put_int(&mut block, 0x50, 4, 24);
+            put_value(&mut block, status.as_str().as_bytes());
+        }
+    }
+    put_int(&mut block, 0x50, 4, 4);
+    put_value(&mut block, content_length.to_string().as_bytes());
+    put_int(&mut block, 0x50, 4, 44);
+    put_value(&mut block, content_type.as_bytes());
+    for (name, value) in extra {
+        put_int(&mut block, 0x20, 3, name.len() as u64);
+        block.extend_from_slice(name.as_bytes());
+        put_value(&mut block, value.as_bytes());
+    }
+    let mut out = BytesMut::with_capacity(block.len() + 12);
+    encode_varint(frame::HEADERS, &mut out);
+    encode_varint(block.len() as u64, &mut out);
+    out.extend_from_slice(&block);
+    if let Some(len) = body_len {
+        encode_varint(frame::DATA, &mut out);
+        encode_varint(len, &mut out);
+    }
+    out.freeze()
+}
+
+/// The kind of a unidirectional stream the client opened, once its first bytes say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UniKind {
+    /// The client's control stream (one per connection).
+    Control,
+    /// QPACK encoder stream: with a table capacity of 0 it carries nothing we use.
+    QpackEncoder,
+    /// QPACK decoder stream: we never refer to the dynamic table, so nothing to act on.
+    QpackDecoder,
+    /// Reserved or unknown: to be ignored (RFC 9114 section 6.2).
+    Unknown,
+}
+
+impl UniKind {
+    /// Whether closing this stream is a connection error (H3_CLOSED_CRITICAL_STREAM).
+    pub(crate) fn is_critical(self) -> bool {
+        matches!(
+            self,
+            UniKind::Control | UniKind::QpackEncoder | UniKind::QpackDecoder
+        )
+    }
+}
+
+/// Reads one of the client's unidirectional streams: its type, and for the control stream
+/// its frames (SETTINGS first and once; no request frames). QPACK streams are read and
+/// dropped; what a client may put there with a capacity of 0 needs no action.
+#[derive(Debug, Default)]
+pub(crate) struct UniReader {
+    kind: Option<UniKind>,
+    buf: BytesMut,
+    skip: u64,
+    settings_seen: bool,
+}
+
+impl UniReader {
+    /// Feeds the next bytes. Returns the stream's kind the first time it is known.
+    pub(crate) fn push(&mut self, mut data: &[u8]) -> Result<Option<UniKind>, H3Error> {
+        let mut announced = None;
+        if self.kind.is_none() {
+            self.buf.extend_from_slice(data);
+            let Some((ty, n)) = decode_varint(&self.buf) else {
+                return Ok(None);
+            };
+            let kind = match ty {
+                stream_type::CONTROL => UniKind::Control,
+                stream_type::PUSH => {
+                    return Err(H3Error::conn(
+                        code::H3_STREAM_CREATION_ERROR,
+                        "a client opened a push stream",
+                    ))
+                }
+                stream_type::QPACK_ENCODER => UniKind::QpackEncoder,
+                stream_type::QPACK_DECODER => UniKind::QpackDecoder,
+                _ => UniKind::Unknown,
+            };
+            self.kind = Some(kind);
+            announced = Some(kind);
+            let rest = self.buf.split_off(n);
+            self.buf.clear();
+            if kind != UniKind::Control {
+                return Ok(announced);
+            }
+            self.control(&rest)?;
+            return Ok(announced);
+        }
+        if self.kind == Some(UniKind::Control) {
+            if self.skip > 0 {
+                let n = self.skip.min(data.len() as u64) as usize;
+                self.skip -= n as u64;
+                data = &data[n..];
+            }
+            self.control(data)?;
+        }
+        Ok(announced)
+    }
+
+    /// Reads control-stream frames (RFC 9114 section 6.2.1).
+    fn control(&mut self, data: &[u8]) -> Result<(), H3Error> {
+        self.buf.extend_from_slice(data);
+        loop {
+            let Some(head) = frame_head(&self.buf) else {
+                return Ok(());
+            };
+            let first = !self.settings_seen;
+            match head.ty {
+                frame::SETTINGS if first => {
+                    if head.len > MAX_SETTINGS_FRAME {
+                        return Err(H3Error::conn(
+                            code::H3_EXCESSIVE_LOAD,
+                            "SETTINGS frame over 4 KiB",
+                        ));
+                    }
+                    let end = head.head_len + head.len as usize;
+                    if self.buf.len() < end {
+                        return Ok(());
+                    }
+                    check_settings(&self.buf[head.head_len..end])?;
+                    self.settings_seen = true;
+                    let _ = self.buf.split_to(end);
+                    continue;
+                }
+                _ if first => {
+                    return Err(H3Error::conn(
+                        code::H3_MISSING_SETTINGS,
+                        "the control stream did not begin with SETTINGS",
+                    ))
+                }
+                frame::SETTINGS | frame::DATA | frame::HEADERS | frame::PUSH_PROMISE => {
+                    return Err(H3Error::conn(
+                        code::H3_FRAME_UNEXPECTED,
+                        "frame not allowed on the control stream",
+                    ))
+                }
+                ty if forbidden_everywhere(ty) => {
+                    return Err(H3Error::conn(
+                        code::H3_FRAME_UNEXPECTED,
+                        "HTTP/2 frame type on the control stream",
+                    ))
+                }
+                _ => {
+                    // GOAWAY, CANCEL_PUSH, MAX_PUSH_ID and unknown frames: nothing for a
+                    // file server to act on (a GOAWAY from a client only limits pushes).
+                    let available = (self.buf.len() - head.head_len) as u64;
+                    if head.len > available {
+                        self.skip = head.len - available;
+                        self.buf.clear();
+                        return Ok(());
+                    }
+                    let _ = self.buf.split_to(head.head_len + head.len as usize);
+                }
+            }
+        }
+    }
+
+    /// The error for the end of this stream, if its end is one (a critical stream closed).
+    pub(crate) fn ended(&self) -> Option<H3Error> {
+        match self.kind {
+            Some(kind) if kind.is_critical() => Some(H3Error::conn(
+                code::H3_CLOSED_CRITICAL_STREAM,
+                "the client closed a control or QPACK stream",
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// Checks a SETTINGS payload (RFC 9114 section 7.2.4): whole identifier-value pairs, no
+/// HTTP/2 identifiers, none repeated.
+fn check_settings(mut payload: &[u8]) -> Result<(), H3Error> {
+    let mut seen: Vec<u64> = Vec::new();
+    while !payload.is_empty() {
+        let malformed = || H3Error::conn(code::H3_FRAME_ERROR, "malformed SETTINGS frame");
+        let (id, a) = decode_varint(payload).ok_or_else(malformed)?;
+        let (_, b) = decode_varint(&payload[a..]).ok_or_else(malformed)?;
+        payload = &payload[a + b..];
+        if (0x02..=0x05).contains(&id) {
+            return Err(H3Error::conn(
+                code::H3_SETTINGS_ERROR,
+                "HTTP/2 setting in SETTINGS",
+            ));
+        }
+        if seen.contains(&id) {
+            return Err(H3Error::conn(
+                code::H3_SETTINGS_ERROR,
+                "repeated setting in SETTINGS",
+            ));
+        }
+        seen.push(id);
+    }
+    Ok(())
+}
+
+/// Decodes a Huffman-coded string (RFC 7541 section 5.2, Appendix B): the code is canonical,
+/// so codes of one length are consecutive and a symbol is found from its length's first code.
+/// Padding must be at most 7 bits of ones, and EOS may not appear.
+pub(crate) fn huffman_decode(input: &[u8]) -> Result<Vec<u8>, H3Error> {
+    let table = huffman_table();
+    let mut out = Vec::with_capacity(input.len() * 8 / 5);
+    let mut code: u32 = 0;
+    let mut len: u8 = 0;
+    for byte in input {
+        for shift in (0..8).rev() {
+            code = (code << 1) | u32::from((byte >> shift) & 1);
+            len += 1;
+            if len < 5 {
+                continue;
+            }
+            let l = usize::from(len);
+            let offset = code.wrapping_sub(table.first_code[l]);
+            if code >= table.first_code[l] && offset < table.count[l] {
+                let symbol = table.symbols[table.start[l] + offset as usize];
+                if symbol == 256 {
+                    return Err(H3Error::qpack("Huffman string contains EOS"));
+                }
+                out.push(symbol as u8);
+                code = 0;
+                len = 0;
+            } else if len >= 30 {
+                return Err(H3Error::qpack("invalid Huffman code"));
+            }
+        }
+    }
+    // What is left must be padding: fewer than 8 bits, all ones (a prefix of EOS).
+    if len > 7 || code != (1u32 << len) - 1 {
+        return Err(H3Error::qpack("invalid Huffman padding"));
+    }
+    Ok(out)
+}
+
+/// The canonical code's layout by length, built once from [`HUFFMAN_CODES`].
+struct HuffmanTable {
+    /// Lowest code of each length (index = length, 0..=30).
+    first_code: [u32; 31],
+    /// How many codes have each length.
+    count: [u32; 31],
+    /// Where each length's symbols begin in `symbols`.
+    start: [usize; 31],
+    /// Symbols ordered by (length, code).
+    symbols: [u16; 257],
+}
+
+fn huffman_table() -> &'static HuffmanTable {
+    static TABLE: std::sync::OnceLock<HuffmanTable> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut order: Vec<u16> = (0..257).collect();
+        order.sort_by_key(|s| {
+            let (code, len) = HUFFMAN_CODES[usize::from(*s)];
+            (len, code)
+        });
+        let mut t = HuffmanTable {
+            first_code: [u32::MAX; 31],
+            count: [0; 31],
+            start: [0; 31],
+            symbols: [0; 257],
+        };
+        for (i, s) in order.iter().enumerate() {
+            let (code, len) = HUFFMAN_CODES[usize::from(*s)];
+            let l = usize::from(len);
+            if t.count[l] == 0 {
+                t.first_code[l] = code;
+                t.start[l] = i;
+            }
+            t.count[l] += 1;
+            t.symbols[i] = *s;
+        }
+        t
+    })
+}
+
+/// RFC 7541 Appendix B: the Huffman code of each symbol (0..=255, then 256 = EOS) as
+/// (code, length in bits).
+const HUFFMAN_CODES: [(u32, u8); 257] = [
+    (0x1ff8, 13),
+    (0x7fffd8, 23),
+    (0xfffffe2, 28),
+    (0xfffffe3, 28),
+    (0xfffffe4, 28),
+    (0xfffffe5, 28),
+    (0xfffffe6, 28),
+    (0xfffffe7, 28),
+    (0xfffffe8, 28),
+    (0xffffea, 24),
+    (0x3ffffffc, 30),
+    (0xfffffe9, 28),
+    (0xfffffea, 28),
+    (0x3ffffffd, 30),
+    (0xfffffeb, 28),
+    (0xfffffec, 28),
+    (0xfffffed, 28),
+    (0xfffffee, 28),
+    (0xfffffef, 28),
+    (0xffffff0, 28),
+    (0xffffff1, 28),
+    (0xffffff2, 28),
+    (0x3ffffffe, 30),
+    (0xffffff3, 28),
+    (0xffffff4, 28),
+    (0xffffff5, 28),
+    (0xffffff6, 28),
+    (0xffffff7, 28),
+    (0xffffff8, 28),
+    (0xffffff9, 28),
+    (0xffffffa, 28),
+    (0xffffffb, 28),
+    (0x14, 6),
+    (0x3f8, 10),
+    (0x3f9, 10),
+    (0xffa, 12),
+    (0x1ff9, 13),
+    (0x15, 6),
+    (0xf8, 8),
+    (0x7fa, 11),
+    (0x3fa, 10),
+    (0x3fb, 10),
+    (0xf9, 8),
+    (0x7fb, 11),
+    (0xfa, 8),
+    (0x16, 6),
+    (0x17, 6),
+    (0x18, 6),
+    (0x0, 5),
+    (0x1, 5),
+    (0x2, 5),
+    (0x19, 6),
+    (0x1a, 6),
+    (0x1b, 6),
+    (0x1c, 6),
+    (0x1d, 6),
+    (0x1e, 6),
+    (0x1f, 6),
+    (0x5c, 7),
+    (0xfb, 8),
+    (0x7ffc, 15),
+    (0x20, 6),
+    (0xffb, 12),
+    (0x3fc, 10),
+    (0x1ffa, 13),
+    (0x21, 6),
+    (0x5d, 7),
+    (0x5e, 7),
+    (0x5f, 7),
+    (0x60, 7),
+    (0x61, 7),
+    (0x62, 7),
+    (0x63, 7),
+    (0x64, 7),
+    (0x65, 7),
+    (0x66, 7),
+    (0x67, 7),
+    (0x68, 7),
+    (0x69, 7),
+    (0x6a, 7),
+    (0x6b, 7),
+    (0x6c, 7),
+    (0x6d, 7),
+    (0x6e, 7),
+    (0x6f, 7),
+    (0x70, 7),
+    (0x71, 7),
+    (0x72, 7),
+    (0xfc, 8),
+    (0x73, 7),
+    (0xfd, 8),
+    (0x1ffb, 13),
+    (0x7fff0, 19),
+    (0x1ffc, 13),
+    (0x3ffc, 14),
+    (0x22, 6),
+    (0x7ffd, 15),
+    (0x3, 5),
+    (0x23, 6),
+    (0x4, 5),
+    (0x24, 6),
+    (0x5, 5),
+    (0x25, 6),
+    (0x26, 6),
+    (0x27, 6),
+    (0x6, 5),
+    (0x74, 7),
+    (0x75, 7),
+    (0x28, 6),
+    (0x29, 6),
+    (0x2a, 6),
+    (0x7, 5),
+    (0x2b, 6),
+    (0x76, 7),
+    (0x2c, 6),
+    (0x8, 5),
+    (0x9, 5),
+    (0x2d, 6),
+    (0x77, 7),
+    (0x78, 7),
+    (0x79, 7),
+    (0x7a, 7),
+    (0x7b, 7),
+    (0x7ffe, 15),
+    (0x7fc, 11),
+    (0x3ffd, 14),
+    (0x1ffd, 13),
+    (0xffffffc, 28),
+    (0xfffe6, 20),
+    (0x3fffd2, 22),
+    (0xfffe7, 20),
+    (0xfffe8, 20),
+    (0x3fffd3, 22),
+    (0x3fffd4, 22),
+    (0x3fffd5, 22),
+    (0x7fffd9, 23),
+    (0x3fffd6, 22),
+    (0x7fffda, 23),
+    (0x7fffdb, 23),
+    (0x7fffdc, 23),
+    (0x7fffdd, 23),
+    (0x7fffde, 23),
+    (0xffffeb, 24),
+    (0x7fffdf, 23),
+    (0xffffec, 24),
+    (0xffffed, 24),
+    (0x3fffd7, 22),
+    (0x7fffe0, 23),
+    (0xffffee, 24),
+    (0x7fffe1, 23),
+    (0x7fffe2, 23),
+    (0x7fffe3, 23),
+    (0x7fffe4, 23),
+    (0x1fffdc, 21),
+    (0x3fffd8, 22),
+    (0x7fffe5, 23),
+    (0x3fffd9, 22),
+    (0x7fffe6, 23),
+    (0x7fffe7, 23),
+    (0xffffef, 24),
+    (0x3fffda, 22),
+    (0x1fffdd, 21),
+    (0xfffe9, 20),
+    (0x3fffdb, 22),
+    (0x3fffdc, 22),
+    (0x7fffe8, 23),
+    (0x7fffe9, 23),
+    (0x1fffde, 21),
+    (0x7fffea, 23),
+    (0x3fffdd, 22),
+    (0x3fffde, 22),
+    (0xfffff0, 24),
+    (0x1fffdf, 21),
+    (0x3fffdf, 22),
+    (0x7fffeb, 23),
+    (0x7fffec, 23),
+    (0x1fffe0, 21),
+    (0x1fffe1, 21),
+    (0x3fffe0, 22),
+    (0x1fffe2, 21),
+    (0x7fffed, 23),
+    (0x3fffe1, 22),
+    (0x7fffee, 23),
+    (0x7fffef, 23),
+    (0xfffea, 20),
+    (0x3fffe2, 22),
+    (0x3fffe3, 22),
+    (0x3fffe4, 22),
+    (0x7ffff0, 23),
+    (0x3fffe5, 22),
+    (0x3fffe6, 22),
+    (0x7ffff1, 23),
+    (0x3ffffe0, 26),
+    (0x3ffffe1, 26),
+    (0xfffeb, 20),
+    (0x7fff1, 19),
+    (0x3fffe7, 22),
+    (0x7ffff2, 23),
+    (0x3fffe8, 22),
+    (0x1ffffec, 25),
+    (0x3ffffe2, 26),
+    (0x3ffffe3, 26),
+    (0x3ffffe4, 26),
+    (0x7ffffde, 27),
+    (0x7ffffdf, 27),
+    (0x3ffffe5, 26),
+    (0xfffff1, 24),
+    (0x1ffffed, 25),
+    (0x7fff2, 19),
+    (0x1fffe3, 21),
+    (0x3ffffe6, 26),
+    (0x7ffffe0, 27),
+    (0x7ffffe1, 27),
+    (0x3ffffe7, 26),
+    (0x7ffffe2, 27),
+    (0xfffff2, 24),
+    (0x1fffe4, 21),
+    (0x1fffe5, 21),
+    (0x3ffffe8, 26),
+    (0x3ffffe9, 26),
+    (0xffffffd, 28),
+    (0x7ffffe3, 27),
+    (0x7ffffe4, 27),
+    (0x7ffffe5, 27),
+    (0xfffec, 20),
+    (0xfffff3, 24),
+    (0xfffed, 20),
+    (0x1fffe6, 21),
+    (0x3fffe9, 22),
+    (0x1fffe7, 21),
+    (0x1fffe8, 21),
+    (0x7ffff3, 23),
+    (0x3fffea, 22),
+    (0x3fffeb, 22),
+    (0x1ffffee, 25),
+    (0x1ffffef, 25),
+    (0xfffff4, 24),
+    (0xfffff5, 24),
+    (0x3ffffea, 26),
+    (0x7ffff4, 23),
+    (0x3ffffeb, 26),
+    (0x7ffffe6, 27),
+    (0x3ffffec, 26),
+    (0x3ffffed, 26),
+    (0x7ffffe7, 27),
+    (0x7ffffe8, 27),
+    (0x7ffffe9, 27),
+    (0x7ffffea, 27),
+    (0x7ffffeb, 27),
+    (0xffffffe, 28),
+    (0x7ffffec, 27),
+    (0x7ffffed, 27),
+    (0x7ffffee, 27),
+    (0x7ffffef, 27),
+    (0x7fffff0, 27),
+    (0x3ffffee, 26),
+    (0x3fffffff, 30),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// Huffman-encodes with the table, for round trips (the server never encodes).
+    fn huffman_encode(input: &[u8]) -> Vec<u8> {
+        let (mut acc, mut bits, mut out) = (0u64, 0u32, Vec::new());
+        for b in input {
+            let (code, len) = HUFFMAN_CODES[usize::from(*b)];
+            acc = (acc << len) | u64::from(code);
+            bits += u32::from(len);
+            while bits >= 8 {
+                out.push((acc >> (bits - 8)) as u8);
+                bits -= 8;
+            }
+        }
+        if bits > 0 {
+            out.push(((acc << (8 - bits)) as u8) | ((1u8 << (8 - bits)) - 1));
+        }
+        out
+    }
+
+    /// A request section as a client would encode it, from (field line) pieces.
+    fn section(lines: &[&[u8]]) -> Vec<u8> {
+        let mut s = vec![0x00, 0x00];
+        for l in lines {
+            s.extend_from_slice(l);
+        }
+        s
+    }
+
+    fn lit_name_ref(index: u8, value: &[u8]) -> Vec<u8> {
+        assert!(index < 15 && value.len() < 127);
+        let mut v = vec![0x50 | index, value.len() as u8];
+        v.extend_from_slice(value);
+        v
+    }
+
+    fn lit_name(name: &[u8], value: &[u8]) -> Vec<u8> {
+        assert!(name.len() < 7 + 128 && value.len() < 127);
+        let mut v = BytesMut::new();
+        put_int(&mut v, 0x20, 3, name.len() as u64);
+        v.extend_from_slice(name);
+        v.put_u8(value.len() as u8);
+        v.extend_from_slice(value);
+        v.to_vec()
+    }
+
+    const GET: &[u8] = &[0xc0 | 17];
+    const HTTPS: &[u8] = &[0xc0 | 23];
+
+    fn get(path: &[u8]) -> Vec<u8> {
+        section(&[
+            GET,
+            HTTPS,
+            &lit_name_ref(0, b"127.0.0.1"),
+            &lit_name_ref(1, path),
+        ])
+    }
+
+    fn headers_frame(block: &[u8]) -> Vec<u8> {
+        let mut f = BytesMut::new();
+        encode_varint(frame::HEADERS, &mut f);
+        encode_varint(block.len() as u64, &mut f);
+        f.extend_from_slice(block);
+        f.to_vec()
+    }
+
+    fn err_code(r: Result<RequestHead, H3Error>) -> (u64, Scope) {
+        let e = r.unwrap_err();
+        (e.code, e.scope)
+    }
+
+    #[test]
+    fn varints_at_every_length_boundary() {
+        for v in [
+            0,
+            63,
+            64,
+            16383,
+            16384,
+            (1 << 30) - 1,
+            1 << 30,
+            (1 << 62) - 1,
+        ] {
+            let mut b = BytesMut::new();
+            encode_varint(v, &mut b);
+            assert_eq!(decode_varint(&b), Some((v, b.len())), "{v}");
+            assert_eq!(decode_varint(&b[..b.len() - 1]), None, "{v} cut short");
+        }
+        // RFC 9000 appendix A.1 examples.
+        assert_eq!(
+            decode_varint(&hex("c2197c5eff14e88c")),
+            Some((151_288_809_941_952_652, 8))
+        );
+        assert_eq!(decode_varint(&hex("9d7f3e7d")), Some((494_878_333, 4)));
+        assert_eq!(decode_varint(&hex("7bbd")), Some((15_293, 2)));
+        assert_eq!(decode_varint(&hex("25")), Some((37, 1)));
+        assert_eq!(decode_varint(&[]), None);
+    }
+
+    #[test]
+    fn huffman_matches_rfc7541_examples_and_round_trips_every_byte() {
+        // RFC 7541 appendix C.4.
+        for (coded, plain) in [
+            ("f1e3 c2e5 f23a 6ba0 ab90 f4ff", "www.example.com"),
+            ("a8eb 1064 9cbf", "no-cache"),
+            ("25a8 49e9 5ba9 7d7f", "custom-key"),
+            ("25a8 49e9 5bb8 e8b4 bf", "custom-value"),
+        ] {
+            assert_eq!(huffman_decode(&hex(coded)).unwrap(), plain.as_bytes());
+            assert_eq!(huffman_encode(plain.as_bytes()), hex(coded));
+        }
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(huffman_decode(&huffman_encode(&all)).unwrap(), all);
+        assert_eq!(huffman_decode(&[]).unwrap(), b"");
+    }
+
+    #[test]
+    fn huffman_rejects_eos_bad_padding_and_long_padding() {
+        // EOS is 30 ones: four 0xff bytes hold it.
+        assert!(huffman_decode(&[0xff, 0xff, 0xff, 0xff]).is_err());
+        // '0' is 00000 (5 bits); padding must be ones, not zeros.
+        assert!(huffman_decode(&[0b0000_0000]).is_err());
+        assert_eq!(huffman_decode(&[0b0000_0111]).unwrap(), b"0");
+        // A whole byte of padding is too much.
+        assert!(huffman_decode(&[0b0000_0111, 0xff]).is_err());
+    }
+
+    #[test]
+    fn decodes_requests_in_every_field_line_form() {
+        let head = decode_request(&get(b"/5k.bin")).unwrap();
+        assert_eq!(head.method, Method::GET);
+        assert_eq!(head.path, "/5k.bin");
+        // Static-indexed :path "/", HEAD, and a Huffman-coded path with a long length.
+        let head = decode_request(&section(&[&[0xc0 | 18], HTTPS, &[0xc0 | 1]])).unwrap();
+        assert_eq!((head.method, head.path.as_str()), (Method::HEAD, "/"));
+        let long = format!("/{}", "a".repeat(300));
+        let coded = huffman_encode(long.as_bytes());
+        let mut path = BytesMut::new();
+        path.put_u8(0x51);
+        put_int(&mut path, 0x80, 7, coded.len() as u64);
+        path.extend_from_slice(&coded);
+        let head = decode_request(&section(&[GET, HTTPS, &path])).unwrap();
+        assert_eq!(head.path, long);
+        // Literal names, one Huffman-coded, and regular fields after the pseudo-headers.
+        let mut name = BytesMut::new();
+        let coded = huffman_encode(b":path");
+        put_int(&mut name, 0x28, 3, coded.len() as u64);
+        name.extend_from_slice(&coded);
+        name.put_u8(4);
+        name.extend_from_slice(b"/x.y");
+        let head = decode_request(&section(&[
+            &lit_name(b":method", b"GET"),
+            &lit_name(b":scheme", b"https"),
+            &name,
+            &lit_name(b"user-agent", b"test"),
+            &[0xc0 | 29], // accept: */*
+        ]))
+        .unwrap();
+        assert_eq!((head.method, head.path.as_str()), (Method::GET, "/x.y"));
+        // RFC 9204 appendix B.1's section is only a :path: a request needs more.
+        assert_eq!(
+            err_code(decode_request(&hex(
+                "0000 510b 2f69 6e64 6578 2e68 746d 6c"
+            ))),
+            (code::H3_MESSAGE_ERROR, Scope::Stream)
+        );
+        // CONNECT needs no :path or :scheme.
+        let head = decode_request(&section(&[&[0xc0 | 15], &lit_name_ref(0, b"x:1")])).unwrap();
+        assert_eq!((head.method, head.path.as_str()), (Method::CONNECT, ""));
+    }
+
+    #[test]
+    fn malformed_sections_are_qpack_errors_and_malformed_requests_message_errors() {
+        let qpack = (code::QPACK_DECOMPRESSION_FAILED, Scope::Connection);
+        let message = (code::H3_MESSAGE_ERROR, Scope::Stream);
+        let cases: Vec<(Vec<u8>, (u64, Scope))> = vec![
+            (vec![0x01, 0x00, 0xd1], qpack),          // Required Insert Count 1
+            (section(&[&[0x80 | 3]]), qpack),         // dynamic indexed line
+            (section(&[&[0x40 | 3, 0]]), qpack),      // dynamic name reference
+            (section(&[&[0x10]]), qpack),             // post-base index
+            (section(&[&[0x00, 0x00]]), qpack),       // post-base name reference
+            (section(&[&[0xff, 0x24]]), qpack),       // static index 99
+            (section(&[&[0x51, 0x05, b'/']]), qpack), // string runs past the end
+            (section(&[&[0x51, 0x81, 0xff]]), qpack), // bad Huffman padding
+            (
+                section(&[&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]]),
+                qpack,
+            ),
+            (vec![0x00], qpack),                                 // no Delta Base
+            (section(&[GET, HTTPS]), message),                   // no :path
+            (section(&[GET, &lit_name_ref(1, b"/a")]), message), // no :scheme
+            (section(&[HTTPS, &lit_name_ref(1, b"/a")]), message), // no :method
+            (
+                section(&[GET, GET, HTTPS, &lit_name_ref(1, b"/a")]),
+                message,
+            ),
+            (section(&[GET, HTTPS, &lit_name_ref(1, b"")]), message),
+            (
+                section(&[GET, HTTPS, &lit_name_ref(1, b"/a"), &[0xc0 | 25]]),
+                message,
+            ), // :status
+            (
+                section(&[GET, &[0xc0 | 29], HTTPS, &lit_name_ref(1, b"/a")]),
+                message,
+            ), // order
+            (
+                section(&[
+                    GET,
+                    HTTPS,
+                    &lit_name_ref(1, b"/a"),
+                    &lit_name(b"X-Up", b"1"),
+                ]),
+                message,
+            ),
+            (
+                section(&[
+                    GET,
+                    HTTPS,
+                    &lit_name_ref(1, b"/a"),
+                    &lit_name(b":proto", b"1"),
+                ]),
+                message,
+            ),
+            (
+                section(&[
+                    &lit_name(b":method", b"G T"),
+                    HTTPS,
+                    &lit_name_ref(1, b"/a"),
+                ]),
+                message,
+            ),
+            (
+                section(&[GET, HTTPS, &lit_name_ref(1, &[0xc3, 0x28])]),
+                message,
+            ), // not UTF-8
+        ];
+        for (i, (block, want)) in cases.into_iter().enumerate() {
+            assert_eq!(err_code(decode_request(&block)), want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn request_reader_takes_bytes_in_any_split_and_skips_unknown_frames() {
+        let mut stream = Vec::new();
+        // A reserved (grease) frame type 0x21 and an unknown 0x30, before the HEADERS.
+        stream.extend_from_slice(&[0x40, 0x21, 0x03, 1, 2, 3, 0x30, 0x00]);
+        stream.extend_from_slice(&headers_frame(&get(b"/1k.bin")));
+        stream.extend_from_slice(&[0x00, 0x02, 9, 9]); // a body: never read
+        for split in 1..stream.len() {
+            let mut r = RequestReader::default();
+            let mut got = None;
+            for piece in stream.chunks(split) {
+                if let RequestProgress::Head(h) = r.push(piece).unwrap() {
+                    got = Some(h);
+                    break;
+                }
+            }
+            assert_eq!(
+                got.map(|h| h.path),
+                Some("/1k.bin".to_string()),
+                "split {split}"
+            );
+        }
+        let mut r = RequestReader::default();
+        assert_eq!(r.push(&stream[..5]).unwrap(), RequestProgress::NeedMore);
+        assert_eq!(
+            RequestReader::incomplete().code,
+            code::H3_REQUEST_INCOMPLETE
+        );
+    }
+
+    #[test]
+    fn request_reader_rejects_frames_out_of_place_and_over_limits() {
+        let read = |bytes: &[u8]| {
+            RequestReader::default()
+                .push(bytes)
+                .map(|_| ())
+                .unwrap_err()
+        };
+        let unexpected = (code::H3_FRAME_UNEXPECTED, Scope::Connection);
+        for first in [0x00u8, 0x03, 0x04, 0x05, 0x07, 0x0d, 0x02, 0x06, 0x08, 0x09] {
+            let e = read(&[first, 0x01, 0x00]);
+            assert_eq!((e.code, e.scope), unexpected, "frame type {first:#x}");
+        }
+        let mut big = BytesMut::new();
+        encode_varint(frame::HEADERS, &mut big);
+        encode_varint(MAX_FIELD_SECTION + 1, &mut big);
+        let e = read(&big);
+        assert_eq!((e.code, e.scope), (code::H3_EXCESSIVE_LOAD, Scope::Stream));
+        // Unknown frames are skipped only up to a limit, even when each is small.
+        let mut r = RequestReader::default();
+        let grease = [0x21u8, 0x3f]
+            .iter()
+            .copied()
+            .chain([0u8; 0x3f])
+            .collect::<Vec<_>>();
+        let mut result = Ok(RequestProgress::NeedMore);
+        for _ in 0..(MAX_SKIPPED / 0x3f + 2) {
+            result = r.push(&grease);
+            if result.is_err() {
+                break;
+            }
+        }
+        let e = result.unwrap_err();
+        assert_eq!((e.code, e.scope), (code::H3_EXCESSIVE_LOAD, Scope::Stream));
+        // A huge unknown frame is refused at its header, without waiting for its bytes.
+        let mut r = RequestReader::default();
+        let mut huge = BytesMut::new();
+        encode_varint(0x21, &mut huge);
+        encode_varint(1 << 40, &mut huge);
+        assert!(r.push(&huge).is_err());
+    }
+
+    fn control_stream(frames: &[&[u8]]) -> Vec<u8> {
+        let mut s = vec![stream_type::CONTROL as u8];
+        for f in frames {
+            s.extend_from_slice(f);
+        }
+        s
+    }
+
+    const SETTINGS_OK: &[u8] = &[0x04, 0x04, 0x01, 0x00, 0x07, 0x00];
+    const GOAWAY: &[u8] = &[0x07, 0x01, 0x00];
+
+    #[test]
+    fn control_stream_is_read_in_any_split() {
+        let stream = control_stream(&[SETTINGS_OK, GOAWAY, &[0x21, 0x02, 7, 7], GOAWAY]);
+        for split in 1..stream.len() {
+            let mut r = UniReader::default();
+            let mut kinds = Vec::new();
+            for piece in stream.chunks(split) {
+                kinds.extend(r.push(piece).unwrap());
+            }
+            assert_eq!(kinds, [UniKind::Control], "split {split}");
+            assert_eq!(
+                r.ended().map(|e| e.code),
+                Some(code::H3_CLOSED_CRITICAL_STREAM)
+            );
+        }
+        // Our own preface is one the reader accepts.
+        let mut r = UniReader::default();
+        assert_eq!(
+            r.push(&control_stream_preface()).unwrap(),
+            Some(UniKind::Control)
+        );
+    }
+
+    #[test]
+    fn control_stream_errors_and_other_stream_types() {
+        let fails = |bytes: Vec<u8>| {
+            let mut r = UniReader::default();
+            r.push(&bytes).unwrap_err().code
+        };
+        assert_eq!(fails(control_stream(&[GOAWAY])), code::H3_MISSING_SETTINGS);
+        assert_eq!(
+            fails(control_stream(&[SETTINGS_OK, SETTINGS_OK])),
+            code::H3_FRAME_UNEXPECTED
+        );
+        assert_eq!(
+            fails(control_stream(&[SETTINGS_OK, &[0x01, 0x00]])),
+            code::H3_FRAME_UNEXPECTED
+        );
+        assert_eq!(
+            fails(control_stream(&[SETTINGS_OK, &[0x00, 0x00]])),
+            code::H3_FRAME_UNEXPECTED
+        );
+        assert_eq!(
+            fails(control_stream(&[SETTINGS_OK, &[0x06, 0x00]])),
+            code::H3_FRAME_UNEXPECTED
+        );
+        assert_eq!(
+            fails(control_stream(&[&[0x04, 0x02, 0x02, 0x00]])),
+            code::H3_SETTINGS_ERROR
+        );
+        assert_eq!(
+            fails(control_stream(&[&[0x04, 0x04, 0x01, 0x00, 0x01, 0x00]])),
+            code::H3_SETTINGS_ERROR
+        );
+        assert_eq!(
+            fails(control_stream(&[&[0x04, 0x01, 0x01]])),
+            code::H3_FRAME_ERROR
+        );
+        assert_eq!(
+            fails(control_stream(&[&[0x04, 0x50, 0x01]])),
+            code::H3_EXCESSIVE_LOAD
+        );
+        assert_eq!(fails(vec![0x01]), code::H3_STREAM_CREATION_ERROR);
+        for (ty, kind) in [
+            (0x02u8, UniKind::QpackEncoder),
+            (0x03, UniKind::QpackDecoder),
+            (0x21, UniKind::Unknown),
+        ] {
+            let mut r = UniReader::default();
+            assert_eq!(r.push(&[ty, 0x3f, 0x01]).unwrap(), Some(kind));
+            assert_eq!(r.push(&[0xff; 8]).unwrap(), None, "later bytes are dropped");
+            assert_eq!(r.ended().is_some(), kind.is_critical());
+        }
+        let mut r = UniReader::default();
+        assert_eq!(r.push(&[]).unwrap(), None);
+        assert_eq!(r.ended(), None);
+    }
+
+    #[test]
+    fn response_heads_are_static_table_sections() {
+        let head = response_head(
+            StatusCode::OK,
+            10,
+            "application/octet-stream",
+            &[],
+            Some(10),
+        );
+        let mut want = vec![
+            0x01, 0x00, 0x00, 0x00, 0xd9, 0x54, 0x02, b'1', b'0', 0x5f, 0x1d, 24,
+        ];
+        want.extend_from_slice(b"application/octet-stream");
+        want[1] = (want.len() - 2) as u8;
+        want.extend_from_slice(&[0x00, 10]);
+        assert_eq!(head.as_ref(), want.as_slice());
+        // 405 is a literal value with :status's name; extra fields are literal names.
+        let head = response_head(
+            StatusCode::METHOD_NOT_ALLOWED,
+            3,
+            "text/plain",
+            &[("allow", "GET, HEAD")],
+            None,
+        );
+        let block = &head[2..];
+        assert_eq!(&block[..7], &[0x00, 0x00, 0x5f, 0x09, 3, b'4', b'0']);
+        assert!(head.windows(5).any(|w| w == b"allow"));
+        assert_eq!(
+            usize::from(head[1]),
+            head.len() - 2,
+            "no DATA header without a body"
+        );
+    }
+
+    /// Random bytes never panic any reader (a cheap stand-in for the fuzzer between runs).
+    #[test]
+    fn random_input_never_panics() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let len = (next() % 64) as usize;
+            let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            let _ = decode_request(&bytes);
+            let _ = huffman_decode(&bytes);
+            let _ = RequestReader::default().push(&bytes);
+            let mut r = UniReader::default();
+            let _ = r.push(&[0x00]);
+            let _ = r.push(&bytes);
+            let mut with_frame = headers_frame(&bytes);
+            with_frame.truncate((next() % (with_frame.len() as u64 + 1)) as usize);
+            let _ = RequestReader::default().push(&with_frame);
+        }
+    }
+}
