@@ -613,6 +613,20 @@ fn put_int(out: &mut BytesMut, flags: u8, prefix_bits: u32, value: u64) {
     out.put_u8(rest as u8);
 }
 
+/// `value` in decimal ASCII, written at the end of `buf` (no allocation).
+fn decimal(mut value: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
 /// Appends a literal value (no Huffman coding) with a 7-bit length prefix.
 fn put_value(out: &mut BytesMut, value: &[u8]) {
     put_int(out, 0, 7, value.len() as u64);
@@ -632,30 +646,41 @@ pub(crate) fn response_head(
     extra: &[(&str, &str)],
     body_len: Option<u64>,
 ) -> Bytes {
-    let mut block = BytesMut::with_capacity(64);
-    block.put_u8(0); // Required Insert Count 0
-    block.put_u8(0); // Delta Base 0
+    // One buffer: the HEADERS frame's length is patched in once the section is written
+    // (a one-byte varint when the section is under 64 bytes, as it is for our files).
+    let mut out = BytesMut::with_capacity(96);
+    encode_varint(frame::HEADERS, &mut out);
+    out.put_u8(0);
+    let start = out.len();
+    out.put_u8(0); // Required Insert Count 0
+    out.put_u8(0); // Delta Base 0
     match status.as_u16() {
-        200 => put_int(&mut block, 0xc0, 6, 25),
-        404 => put_int(&mut block, 0xc0, 6, 27),
+        200 => put_int(&mut out, 0xc0, 6, 25),
+        404 => put_int(&mut out, 0xc0, 6, 27),
         _ => {
-            put_int(&mut block, 0x50, 4, 24);
-            put_value(&mut block, status.as_str().as_bytes());
+            put_int(&mut out, 0x50, 4, 24);
+            put_value(&mut out, status.as_str().as_bytes());
         }
     }
-    put_int(&mut block, 0x50, 4, 4);
-    put_value(&mut block, content_length.to_string().as_bytes());
-    put_int(&mut block, 0x50, 4, 44);
-    put_value(&mut block, content_type.as_bytes());
+    put_int(&mut out, 0x50, 4, 4);
+    let mut digits = [0u8; 20];
+    put_value(&mut out, decimal(content_length, &mut digits));
+    put_int(&mut out, 0x50, 4, 44);
+    put_value(&mut out, content_type.as_bytes());
     for (name, value) in extra {
-        put_int(&mut block, 0x20, 3, name.len() as u64);
-        block.extend_from_slice(name.as_bytes());
-        put_value(&mut block, value.as_bytes());
+        put_int(&mut out, 0x20, 3, name.len() as u64);
+        out.extend_from_slice(name.as_bytes());
+        put_value(&mut out, value.as_bytes());
     }
-    let mut out = BytesMut::with_capacity(block.len() + 12);
-    encode_varint(frame::HEADERS, &mut out);
-    encode_varint(block.len() as u64, &mut out);
-    out.extend_from_slice(&block);
+    let block_len = (out.len() - start) as u64;
+    if block_len < 64 {
+        out[start - 1] = block_len as u8;
+    } else {
+        let block = out.split_off(start);
+        out.truncate(start - 1);
+        encode_varint(block_len, &mut out);
+        out.extend_from_slice(&block);
+    }
     if let Some(len) = body_len {
         encode_varint(frame::DATA, &mut out);
         encode_varint(len, &mut out);

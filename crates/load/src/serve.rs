@@ -369,6 +369,9 @@ async fn serve_h3(conn: quinn::Connection, store: Arc<FileStore>) {
     let critical = Arc::new(CriticalStreams::default());
     let mut answers = FuturesUnordered::new();
     let mut uni = FuturesUnordered::new();
+    // The accept futures live across turns of the loop (a new one only after each stream).
+    let mut accept_bi = std::pin::pin!(conn.accept_bi());
+    let mut accept_uni = std::pin::pin!(conn.accept_uni());
     let outcome = loop {
         tokio::select! {
             biased;
@@ -382,12 +385,18 @@ async fn serve_h3(conn: quinn::Connection, store: Arc<FileStore>) {
                     break Err(e);
                 }
             }
-            bi = conn.accept_bi() => match bi {
-                Ok((send, recv)) => answers.push(answer_h3(send, recv, store.clone())),
+            bi = &mut accept_bi => match bi {
+                Ok((send, recv)) => {
+                    answers.push(answer_h3(send, recv, store.clone()));
+                    accept_bi.set(conn.accept_bi());
+                }
                 Err(_) => break Ok(()),
             },
-            stream = conn.accept_uni() => match stream {
-                Ok(recv) => uni.push(read_client_uni(recv, critical.clone())),
+            stream = &mut accept_uni => match stream {
+                Ok(recv) => {
+                    uni.push(read_client_uni(recv, critical.clone()));
+                    accept_uni.set(conn.accept_uni());
+                }
                 Err(_) => break Ok(()),
             },
         }
