@@ -4,7 +4,8 @@
 # the same servers, on CPU per request. Loopback only; every run is bounded.
 #
 # Usage: scripts/peers/scorecard.sh OUTDIR [full|quick|tiny]   (default: full)
-#   SECTIONS="cards generators longconn" (the default: all three) picks what runs.
+#   SECTIONS="cards generators longconn" (the default: all three) picks what runs;
+#   SERVERS="agentwire ngtcp2 ..." the servers of the cards and longconn sections.
 #   Needs: a release build (cargo build --release -p agentwire-cli), scripts/peers/install.sh
 #   (TQUIC with --with-tquic), Go for quic-go (skipped without it).
 #   Each server runs alone on core $SERVER_CORE (default 1) and the client on core
@@ -22,6 +23,9 @@ GEN_SECONDS="${GEN_SECONDS:-5}"; GEN_REPEATS="${GEN_REPEATS:-3}"
 LONG_SECONDS="${LONG_SECONDS:-5}"; LONG_ROUNDS="${LONG_ROUNDS:-5}"
 SECTIONS="${SECTIONS:-cards generators longconn}"
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+# SERVERS picks the servers of the cards and longconn sections (default: all six).
+SERVERS="${SERVERS:-agentwire ngtcp2 caddy nginx quicgo tquic}"
+pick() { [[ " $SERVERS " == *" $1 "* ]]; }
 # shellcheck source=lib.sh
 source "$ROOTDIR/scripts/peers/lib.sh"
 
@@ -55,12 +59,12 @@ card() { # slug label port protos
 
 # --- 1. The scorecard against each server, alone on its core. ---------------------------------
 if want cards; then
-start_agentwire && card agentwire "agentwire serve" 8443 h3,h2,http1.1; stop_server
-start_gtlsserver && card ngtcp2 "ngtcp2 gtlsserver" 8444 h3; stop_server
-start_caddy && card caddy "Caddy" 8445 h3,h2,http1.1; stop_server
-start_nginx && card nginx "nginx" 8446 h2,http1.1; stop_server
-start_quicgo && card quicgo "quic-go + net/http" 8447 h3,h2,http1.1; stop_server
-start_tquic && card tquic "TQUIC tquic_server" 8448 h3; stop_server
+if pick agentwire; then start_agentwire && card agentwire "agentwire serve" 8443 h3,h2,http1.1; stop_server; fi
+if pick ngtcp2; then start_gtlsserver && card ngtcp2 "ngtcp2 gtlsserver" 8444 h3; stop_server; fi
+if pick caddy; then start_caddy && card caddy "Caddy" 8445 h3,h2,http1.1; stop_server; fi
+if pick nginx; then start_nginx && card nginx "nginx" 8446 h2,http1.1; stop_server; fi
+if pick quicgo; then start_quicgo && card quicgo "quic-go + net/http" 8447 h3,h2,http1.1; stop_server; fi
+if pick tquic; then start_tquic && card tquic "TQUIC tquic_server" 8448 h3; stop_server; fi
 
 log "$AW" scorecard --compare "${CARDS[@]}" --out "$OUT/compare"
 "$AW" scorecard --compare "${CARDS[@]}" --out "$OUT/compare" > /dev/null
@@ -110,12 +114,12 @@ fi
 if want longconn; then
 L="$OUT/longconn"; mkdir -p "$L"; : > "$L/cpu.txt"
 TARGETS=()
-start_agentwire && TARGETS+=("agentwire 8443 h3,h2,http1.1 $SERVER_PID")
-start_gtlsserver && TARGETS+=("ngtcp2 8444 h3 $SERVER_PID")
-start_caddy && TARGETS+=("caddy 8445 h3,h2,http1.1 $SERVER_PID")
-start_nginx && TARGETS+=("nginx 8446 h2,http1.1 $SERVER_PID")
-start_quicgo && TARGETS+=("quicgo 8447 h3,h2,http1.1 $SERVER_PID")
-start_tquic && TARGETS+=("tquic 8448 h3 $SERVER_PID")
+pick agentwire && start_agentwire && TARGETS+=("agentwire 8443 h3,h2,http1.1 $SERVER_PID")
+pick ngtcp2 && start_gtlsserver && TARGETS+=("ngtcp2 8444 h3 $SERVER_PID")
+pick caddy && start_caddy && TARGETS+=("caddy 8445 h3,h2,http1.1 $SERVER_PID")
+pick nginx && start_nginx && TARGETS+=("nginx 8446 h2,http1.1 $SERVER_PID")
+pick quicgo && start_quicgo && TARGETS+=("quicgo 8447 h3,h2,http1.1 $SERVER_PID")
+pick tquic && start_tquic && TARGETS+=("tquic 8448 h3 $SERVER_PID")
 for round in $(seq "$LONG_ROUNDS"); do
   for t in "${TARGETS[@]}"; do
     read -r name port protos pid <<< "$t"
