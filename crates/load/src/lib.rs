@@ -46,7 +46,6 @@ pub mod scorecard;
 pub mod serve;
 
 mod client;
-mod h3wire;
 mod session;
 
 use std::fmt;

@@ -1,5 +1,5 @@
 //! The static file server behind `agentwire serve`: HTTP/3 on a UDP port (quinn, with the
-//! HTTP/3 framing of [`crate::h3wire`], ALPN `h3`) and HTTP/2 and HTTP/1.1 on the TCP port of the same number (hyper's automatic
+//! HTTP/3 framing of `agentwire_h3wire`, ALPN `h3`) and HTTP/2 and HTTP/1.1 on the TCP port of the same number (hyper's automatic
 //! connection builder over TLS 1.3, ALPN `h2` and `http/1.1`).
 //!
 //! Files come from a [`FileStore`] loaded into memory once at start (see [`crate::files`]):
@@ -36,7 +36,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::files::{self, FileStore};
-use crate::h3wire::{self, H3Error};
+use agentwire_h3wire::{self as h3wire, H3Error};
 
 /// Most time a new connection may take to finish its TLS or QUIC handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
