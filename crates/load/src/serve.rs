@@ -1,6 +1,7 @@
 //! The static file server behind `agentwire serve`: HTTP/3 on a UDP port (quinn, with the
-//! HTTP/3 framing of `agentwire_h3wire`, ALPN `h3`) and HTTP/2 and HTTP/1.1 on the TCP port of the same number (hyper's automatic
-//! connection builder over TLS 1.3, ALPN `h2` and `http/1.1`).
+//! HTTP/3 framing of `agentwire_h3wire`, ALPN `h3`) and HTTP/2 and HTTP/1.1 on the TCP port of
+//! the same number (hyper's automatic connection builder over TLS 1.3, ALPN `h2` and
+//! `http/1.1`).
 //!
 //! Files come from a [`FileStore`] loaded into memory once at start (see [`crate::files`]):
 //! GET and HEAD only (405 otherwise), 404 for anything not in the store (which also covers
@@ -490,10 +491,13 @@ async fn answer_h3(
         return Ok(());
     };
     let reply = lookup(&store, &head.method, &head.path);
-    let extra: &[(&str, &str)] = if reply.status == StatusCode::METHOD_NOT_ALLOWED {
-        &[("allow", "GET, HEAD")]
-    } else {
-        &[]
+    let allow;
+    let extra: &[(&str, &str)] = match reply.allow() {
+        Some(methods) => {
+            allow = [("allow", methods)];
+            &allow
+        }
+        None => &[],
     };
     let has_body = !reply.body.is_empty();
     let response_head = h3wire::response_head(
@@ -533,13 +537,18 @@ struct Reply {
 }
 
 impl Reply {
+    /// The methods to name in `Allow` (405 only).
+    fn allow(&self) -> Option<&'static str> {
+        (self.status == StatusCode::METHOD_NOT_ALLOWED).then_some("GET, HEAD")
+    }
+
     fn head(&self, alt_svc: Option<&HeaderValue>) -> http::response::Builder {
         let mut b = http::Response::builder()
             .status(self.status)
             .header(CONTENT_LENGTH, self.length)
             .header(CONTENT_TYPE, self.content_type);
-        if self.status == StatusCode::METHOD_NOT_ALLOWED {
-            b = b.header(ALLOW, "GET, HEAD");
+        if let Some(methods) = self.allow() {
+            b = b.header(ALLOW, methods);
         }
         if let Some(v) = alt_svc {
             b = b.header(ALT_SVC, v.clone());
