@@ -425,9 +425,14 @@ pub fn run(config: &LoadConfig) -> Result<LoadReport> {
         stats.merge(&r.stats);
         last = later(last, r.last);
     }
-    let elapsed = last
+    let mut elapsed = last
         .map(|l| l.saturating_duration_since(measure_start))
         .unwrap_or_default();
+    if let (Limit::Duration(_), Some(end), Some(_)) = (config.limit, ctx.end, last) {
+        // A timed run measures its whole window, even when the thread stalled between the
+        // last response and the check that ends the run, so that no request was sent late.
+        elapsed = elapsed.max(end.saturating_duration_since(measure_start));
+    }
     let cpu = match (cpu_before, cpu_after) {
         (Some(a), Some(b)) => Some((b - a).max(0.0)),
         _ => None,
