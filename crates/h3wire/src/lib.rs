@@ -37,6 +37,8 @@ pub mod code {
     pub const H3_SETTINGS_ERROR: u64 = 0x109;
     /// The control stream did not begin with SETTINGS.
     pub const H3_MISSING_SETTINGS: u64 = 0x10a;
+    /// The server did not process the request (the client may send it again).
+    pub const H3_REQUEST_REJECTED: u64 = 0x10b;
     /// The request stream ended before a complete request.
     pub const H3_REQUEST_INCOMPLETE: u64 = 0x10d;
     /// A malformed request (pseudo-headers wrong, missing or repeated).
@@ -342,6 +344,12 @@ impl RequestReader {
                 }
             }
         }
+    }
+
+    /// The error for a request the server turns away unprocessed, such as one whose headers
+    /// did not arrive in time: H3_REQUEST_REJECTED on that stream.
+    pub fn rejected(reason: &'static str) -> H3Error {
+        H3Error::stream(code::H3_REQUEST_REJECTED, reason)
     }
 
     /// The error for a stream that ends before its HEADERS frame is complete.

@@ -41,6 +41,8 @@ use agentwire_h3wire::{self as h3wire, H3Error};
 
 /// Most time a new connection may take to finish its TLS or QUIC handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default for [`ServeConfig::request_head_timeout`].
+pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What `agentwire serve` needs.
 #[derive(Debug, Clone)]
@@ -56,6 +58,10 @@ pub struct ServeConfig {
     pub threads: usize,
     /// Write the standard benchmark files into the root first.
     pub generate: bool,
+    /// HTTP/3: most time from a request stream's opening to its complete HEADERS frame; a
+    /// stream that takes longer is reset with H3_REQUEST_REJECTED, so that idle streams
+    /// cannot hold a connection's stream slots.
+    pub request_head_timeout: Duration,
 }
 
 impl ServeConfig {
@@ -67,6 +73,7 @@ impl ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8443)),
             threads: 0,
             generate: false,
+            request_head_timeout: REQUEST_HEAD_TIMEOUT,
         }
     }
 }
@@ -179,7 +186,13 @@ pub fn start(config: ServeConfig) -> Result<ServerHandle> {
         .name("aw-serve-main".into())
         .spawn(move || {
             runtime.block_on(serve_all(
-                tcp, endpoint, acceptor, store, stop_rx, local_addr,
+                tcp,
+                endpoint,
+                acceptor,
+                store,
+                stop_rx,
+                local_addr,
+                config.request_head_timeout,
             ));
             runtime.shutdown_timeout(Duration::from_secs(1));
         })
@@ -247,6 +260,7 @@ async fn serve_all(
     store: Arc<FileStore>,
     mut stop: watch::Receiver<bool>,
     local_addr: SocketAddr,
+    head_timeout: Duration,
 ) {
     let alt_svc = HeaderValue::from_str(&format!("h3=\":{}\"", local_addr.port()))
         .unwrap_or_else(|_| HeaderValue::from_static("h3=\":443\""));
@@ -257,7 +271,12 @@ async fn serve_all(
         alt_svc,
         stop.clone(),
     ));
-    let quic_task = tokio::spawn(accept_quic(endpoint.clone(), store, stop.clone()));
+    let quic_task = tokio::spawn(accept_quic(
+        endpoint.clone(),
+        store,
+        stop.clone(),
+        head_timeout,
+    ));
     // Until stopped (or the handle is gone).
     stopped(&mut stop).await;
     endpoint.close(crate::client::H3_NO_ERROR.into(), b"server stopping");
@@ -329,6 +348,7 @@ async fn accept_quic(
     endpoint: quinn::Endpoint,
     store: Arc<FileStore>,
     stop: watch::Receiver<bool>,
+    head_timeout: Duration,
 ) {
     while let Some(incoming) = endpoint.accept().await {
         let store = store.clone();
@@ -341,7 +361,7 @@ async fn accept_quic(
                 let Ok(Ok(conn)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, connecting).await else {
                     return;
                 };
-                serve_h3(conn, store).await;
+                serve_h3(conn, store, head_timeout).await;
             };
             tokio::select! {
                 _ = serve => {}
@@ -356,7 +376,7 @@ async fn accept_quic(
 /// inside this connection's task, not on tasks of their own: a spawn per request costs more
 /// than the answer to a small GET. A protocol error on a stream resets that stream; one on
 /// the connection closes it with its HTTP/3 error code (other connections go on).
-async fn serve_h3(conn: quinn::Connection, store: Arc<FileStore>) {
+async fn serve_h3(conn: quinn::Connection, store: Arc<FileStore>, head_timeout: Duration) {
     let Ok(mut control) = conn.open_uni().await else {
         return;
     };
@@ -388,7 +408,7 @@ async fn serve_h3(conn: quinn::Connection, store: Arc<FileStore>) {
             }
             bi = &mut accept_bi => match bi {
                 Ok((send, recv)) => {
-                    answers.push(answer_h3(send, recv, store.clone()));
+                    answers.push(answer_h3(send, recv, store.clone(), head_timeout));
                     accept_bi.set(conn.accept_bi());
                 }
                 Err(_) => break Ok(()),
@@ -470,27 +490,53 @@ async fn answer_h3(
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
     store: Arc<FileStore>,
+    head_timeout: Duration,
 ) -> Result<(), H3Error> {
-    let mut reader = h3wire::RequestReader::default();
-    let head = loop {
-        let failed = match recv.read_chunk(usize::MAX, true).await {
-            Ok(Some(chunk)) => match reader.push(&chunk.bytes) {
-                Ok(h3wire::RequestProgress::Head(head)) => break head,
-                Ok(h3wire::RequestProgress::NeedMore) => continue,
-                Err(e) => e,
-            },
-            Ok(None) => h3wire::RequestReader::incomplete(),
-            // Reset by the client, or the connection is gone.
-            Err(_) => return Ok(()),
-        };
-        if failed.scope == h3wire::Scope::Connection {
-            return Err(failed);
-        }
-        let _ = send.reset(varint(failed.code));
-        let _ = recv.stop(varint(failed.code));
-        return Ok(());
+    // The timer is only armed if the headers are not there at once (the usual case is a
+    // whole request in the stream's first chunk).
+    let read = tokio::time::timeout(head_timeout, read_request_head(&mut recv)).await;
+    let failed = match read {
+        Ok(Ok(Some(head))) => return respond_h3(send, recv, &store, head).await,
+        // Reset by the client, or the connection is gone.
+        Ok(Ok(None)) => return Ok(()),
+        Ok(Err(e)) => e,
+        Err(_) => h3wire::RequestReader::rejected("no complete request headers in time"),
     };
-    let reply = lookup(&store, &head.method, &head.path);
+    if failed.scope == h3wire::Scope::Connection {
+        return Err(failed);
+    }
+    let _ = send.reset(varint(failed.code));
+    let _ = recv.stop(varint(failed.code));
+    Ok(())
+}
+
+/// Reads a request stream up to its HEADERS frame: `None` if the stream was reset or the
+/// connection is gone.
+async fn read_request_head(
+    recv: &mut quinn::RecvStream,
+) -> Result<Option<h3wire::RequestHead>, H3Error> {
+    let mut reader = h3wire::RequestReader::default();
+    loop {
+        match recv.read_chunk(usize::MAX, true).await {
+            Ok(Some(chunk)) => {
+                if let h3wire::RequestProgress::Head(head) = reader.push(&chunk.bytes)? {
+                    return Ok(Some(head));
+                }
+            }
+            Ok(None) => return Err(h3wire::RequestReader::incomplete()),
+            Err(_) => return Ok(None),
+        }
+    }
+}
+
+/// Sends the answer to a request whose headers have been read.
+async fn respond_h3(
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    store: &FileStore,
+    head: h3wire::RequestHead,
+) -> Result<(), H3Error> {
+    let reply = lookup(store, &head.method, &head.path);
     let allow;
     let extra: &[(&str, &str)] = match reply.allow() {
         Some(methods) => {

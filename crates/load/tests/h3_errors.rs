@@ -1,7 +1,8 @@
 //! `serve`'s HTTP/3 layer against a raw QUIC client (quinn, ALPN `h3`) that sends what a real
 //! client should not: a malformed frame or header section closes that one connection with
-//! its HTTP/3 error code, a malformed request resets only its own stream, and every other
-//! connection goes on being served. No assertion depends on speed; timeouts only catch hangs.
+//! its HTTP/3 error code, a malformed request resets only its own stream (as does one whose
+//! headers do not come in time), and every other connection goes on being served. No
+//! assertion depends on speed; timeouts only catch hangs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,10 @@ struct Setup {
 }
 
 fn setup() -> Setup {
+    setup_with(|_| {})
+}
+
+fn setup_with(adjust: impl FnOnce(&mut ServeConfig)) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let bundle = agentwire::tls::generate(&agentwire::tls::default_hub_names()).unwrap();
     let certs = dir.path().join("certs");
@@ -27,6 +32,7 @@ fn setup() -> Setup {
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.threads = 1;
     config.generate = true;
+    adjust(&mut config);
     let server = serve::start(config).unwrap();
     let trust = HubTrust::ca_file(&certs.join("ca.pem")).unwrap();
     let tls = agentwire::tls::client_config(&trust, &[b"h3"]).unwrap();
@@ -185,5 +191,26 @@ fn malformed_requests_reset_their_stream_only() {
         })
         .await
         .unwrap();
+    });
+}
+
+#[test]
+fn a_request_whose_headers_never_complete_is_rejected_and_the_connection_goes_on() {
+    let s = setup_with(|c| c.request_head_timeout = Duration::from_millis(300));
+    runtime().block_on(async {
+        let conn = s.connect().await;
+        // Half a HEADERS frame, and the stream left open: the server waits, then gives up on
+        // it with H3_REQUEST_REJECTED (0x10b), not on the connection.
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        send.write_all(&get("/1k.bin")[..4]).await.unwrap();
+        let reset = tokio::time::timeout(HANG_GUARD, recv.read_chunk(usize::MAX, true))
+            .await
+            .expect("the server gave up on the stream");
+        match reset {
+            Err(quinn::ReadError::Reset(code)) => assert_eq!(code.into_inner(), 0x10b),
+            other => panic!("expected a reset, got {other:?}"),
+        }
+        assert_1k_response(&request(&conn, &get("/1k.bin")).await.unwrap());
+        assert!(conn.close_reason().is_none());
     });
 }
