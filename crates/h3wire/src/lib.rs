@@ -883,6 +883,40 @@ impl UniReader {
     }
 }
 
+/// Which critical unidirectional streams a client has opened on one connection: a control
+/// stream and the two QPACK streams, each at most once (RFC 9114 section 6.2.1, RFC 9204
+/// section 4.2). Shared by the readers of that connection's streams, hence atomic.
+///
+/// ```
+/// use agentwire_h3wire::{code, CriticalStreams, UniKind};
+/// let seen = CriticalStreams::default();
+/// assert!(seen.open(UniKind::Control).is_ok());
+/// assert!(seen.open(UniKind::Unknown).is_ok());
+/// assert_eq!(seen.open(UniKind::Control).unwrap_err().code, code::H3_STREAM_CREATION_ERROR);
+/// ```
+#[derive(Debug, Default)]
+pub struct CriticalStreams(std::sync::atomic::AtomicU8);
+
+impl CriticalStreams {
+    /// Records a stream of `kind`; an error if one of that kind was already open.
+    pub fn open(&self, kind: UniKind) -> Result<(), H3Error> {
+        let bit = match kind {
+            UniKind::Control => 1,
+            UniKind::QpackEncoder => 2,
+            UniKind::QpackDecoder => 4,
+            UniKind::Unknown => return Ok(()),
+        };
+        let before = self.0.fetch_or(bit, std::sync::atomic::Ordering::Relaxed);
+        if before & bit != 0 {
+            return Err(H3Error::conn(
+                code::H3_STREAM_CREATION_ERROR,
+                "a second control or QPACK stream",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Checks a SETTINGS payload (RFC 9114 section 7.2.4): whole identifier-value pairs, no
 /// HTTP/2 identifiers, none repeated.
 fn check_settings(mut payload: &[u8]) -> Result<(), H3Error> {

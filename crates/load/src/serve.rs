@@ -387,7 +387,7 @@ async fn serve_h3(conn: quinn::Connection, store: Arc<FileStore>, head_timeout: 
     {
         return;
     }
-    let critical = Arc::new(CriticalStreams::default());
+    let critical = Arc::new(h3wire::CriticalStreams::default());
     let mut answers = FuturesUnordered::new();
     let mut uni = FuturesUnordered::new();
     // The accept futures live across turns of the loop (a new one only after each stream).
@@ -433,35 +433,10 @@ fn varint(code: u64) -> quinn::VarInt {
     quinn::VarInt::from_u64(code).unwrap_or(quinn::VarInt::MAX)
 }
 
-/// Which critical unidirectional streams the client has opened (each at most once).
-#[derive(Default)]
-struct CriticalStreams(std::sync::atomic::AtomicU8);
-
-impl CriticalStreams {
-    /// Records a stream of `kind`; an error if one of that kind was already open.
-    fn open(&self, kind: h3wire::UniKind) -> Result<(), H3Error> {
-        let bit = match kind {
-            h3wire::UniKind::Control => 1,
-            h3wire::UniKind::QpackEncoder => 2,
-            h3wire::UniKind::QpackDecoder => 4,
-            _ => return Ok(()),
-        };
-        let before = self.0.fetch_or(bit, std::sync::atomic::Ordering::Relaxed);
-        if before & bit != 0 {
-            return Err(H3Error {
-                code: h3wire::code::H3_STREAM_CREATION_ERROR,
-                scope: h3wire::Scope::Connection,
-                reason: "a second control or QPACK stream",
-            });
-        }
-        Ok(())
-    }
-}
-
 /// Reads one of the client's unidirectional streams until it ends or the connection does.
 async fn read_client_uni(
     mut recv: quinn::RecvStream,
-    critical: Arc<CriticalStreams>,
+    critical: Arc<h3wire::CriticalStreams>,
 ) -> Result<(), H3Error> {
     let mut reader = h3wire::UniReader::default();
     loop {
