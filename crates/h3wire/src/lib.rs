@@ -953,8 +953,47 @@ fn check_settings(mut payload: &[u8]) -> Result<(), H3Error> {
 /// assert_eq!(agentwire_h3wire::huffman_decode(&coded).unwrap(), b"no-cache");
 /// ```
 pub fn huffman_decode(input: &[u8]) -> Result<Vec<u8>, H3Error> {
-    let table = huffman_table();
     let mut out = Vec::with_capacity(input.len() * 8 / 5);
+    huffman_decode_into(input, &mut out).map_err(|e| H3Error::qpack(e.reason()))?;
+    Ok(out)
+}
+
+/// Why a Huffman-coded string could not be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HuffmanError {
+    /// The string contains the EOS symbol.
+    Eos,
+    /// A run of 30 bits matches no code.
+    InvalidCode,
+    /// The string ends in more than 7 bits, or in bits that are not all ones.
+    InvalidPadding,
+}
+
+impl HuffmanError {
+    /// A short description.
+    pub fn reason(self) -> &'static str {
+        match self {
+            HuffmanError::Eos => "Huffman string contains EOS",
+            HuffmanError::InvalidCode => "invalid Huffman code",
+            HuffmanError::InvalidPadding => "invalid Huffman padding",
+        }
+    }
+}
+
+/// Decodes a Huffman-coded string (the code of RFC 7541 Appendix B, which QPACK shares)
+/// onto the end of `out`, so that a caller can reuse one buffer. On error, `out` may hold
+/// part of the string.
+///
+/// ```
+/// use agentwire_h3wire::{huffman_decode_into, HuffmanError};
+/// let mut out = b"x=".to_vec();
+/// huffman_decode_into(&[0xa8, 0xeb, 0x10, 0x64, 0x9c, 0xbf], &mut out).unwrap();
+/// assert_eq!(out, b"x=no-cache");
+/// assert_eq!(huffman_decode_into(&[0x00], &mut out), Err(HuffmanError::InvalidPadding));
+/// ```
+pub fn huffman_decode_into(input: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
+    let table = huffman_table();
+    out.reserve(input.len() * 8 / 5);
     let mut code: u32 = 0;
     let mut len: u8 = 0;
     for byte in input {
@@ -969,21 +1008,21 @@ pub fn huffman_decode(input: &[u8]) -> Result<Vec<u8>, H3Error> {
             if code >= table.first_code[l] && offset < table.count[l] {
                 let symbol = table.symbols[table.start[l] + offset as usize];
                 if symbol == 256 {
-                    return Err(H3Error::qpack("Huffman string contains EOS"));
+                    return Err(HuffmanError::Eos);
                 }
                 out.push(symbol as u8);
                 code = 0;
                 len = 0;
             } else if len >= 30 {
-                return Err(H3Error::qpack("invalid Huffman code"));
+                return Err(HuffmanError::InvalidCode);
             }
         }
     }
     // What is left must be padding: fewer than 8 bits, all ones (a prefix of EOS).
     if len > 7 || code != (1u32 << len) - 1 {
-        return Err(H3Error::qpack("invalid Huffman padding"));
+        return Err(HuffmanError::InvalidPadding);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The canonical code's layout by length, built once from [`HUFFMAN_CODES`].
