@@ -6,8 +6,8 @@
 //! and no counting; it must not print, and it must not panic on anything from the network.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::Context;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
@@ -20,6 +20,7 @@ use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
+use crate::h2conn::{H2Driver, H2Link};
 use crate::report::{EarlyData, ErrorKind, LoadError};
 use crate::session::TlsSetup;
 use crate::Proto;
@@ -36,8 +37,10 @@ pub(crate) struct Target {
     pub server_name: ServerName<'static>,
     /// `host[:port]` for HTTP/1.1's Host header.
     pub authority: String,
-    /// Full `https://` URIs (HTTP/2 and HTTP/3 take scheme and authority from them).
+    /// Full `https://` URIs (HTTP/3 takes scheme and authority from them).
     pub uris: Vec<Uri>,
+    /// HTTP/2: each URI's request head, HPACK-encoded once.
+    pub h2_heads: Vec<agentwire_h2wire::RequestHead>,
     /// Origin-form targets (`/path?query`) for HTTP/1.1.
     pub paths: Vec<Uri>,
 }
@@ -127,9 +130,8 @@ pub(crate) enum Conn {
         _driver: JoinHandle<()>,
     },
     H2 {
-        send: h2::client::SendRequest<Bytes>,
-        closed: Arc<AtomicBool>,
-        driver: JoinHandle<()>,
+        link: H2Link,
+        driver: Box<H2Driver>,
     },
     H1 {
         send: hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
@@ -144,11 +146,7 @@ pub(crate) enum Lane {
         send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
         quic: quinn::Connection,
     },
-    H2 {
-        send: h2::client::SendRequest<Bytes>,
-        /// Set when the connection's task has ended.
-        closed: Arc<AtomicBool>,
-    },
+    H2(H2Link),
     H1(hyper::client::conn::http1::SendRequest<Empty<Bytes>>),
 }
 
@@ -234,24 +232,10 @@ pub(crate) async fn connect(
         ));
     }
     let conn = if setup.proto == Proto::H2 {
-        // The h2 crate directly (hyper's client adds a dispatch task and channel per request).
-        let (send, conn) = h2::client::Builder::new()
-            .initial_window_size(setup.stream_window)
-            .initial_connection_window_size(setup.conn_window)
-            .handshake::<_, Bytes>(stream)
-            .await
-            .map_err(|e| classify_h2(&e))?;
-        let closed = Arc::new(AtomicBool::new(false));
-        let done = closed.clone();
-        let driver = tokio::spawn(async move {
-            let _ = conn.await;
-            done.store(true, Ordering::Release);
-        });
-        Conn::H2 {
-            send,
-            closed,
-            driver,
-        }
+        // Our own HTTP/2 client (agentwire-h2wire), driven in the slot's task: the h2 crate
+        // and its header map took a fifth of the CPU per request.
+        let (link, driver) = crate::h2conn::start(stream, setup.stream_window, setup.conn_window);
+        Conn::H2 { link, driver }
     } else {
         let (send, conn) = hyper::client::conn::http1::Builder::new()
             .handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
@@ -279,18 +263,9 @@ impl Conn {
     pub(crate) fn into_lanes(self, n: usize) -> (Vec<Lane>, ConnGuard) {
         match self {
             Conn::H1 { send, driver } => (vec![Lane::H1(send)], ConnGuard::Task(driver)),
-            Conn::H2 {
-                send,
-                closed,
-                driver,
-            } => (
-                (0..n.max(1))
-                    .map(|_| Lane::H2 {
-                        send: send.clone(),
-                        closed: closed.clone(),
-                    })
-                    .collect(),
-                ConnGuard::Task(driver),
+            Conn::H2 { link, driver } => (
+                (0..n.max(1)).map(|_| Lane::H2(link.clone())).collect(),
+                ConnGuard::H2(driver),
             ),
             Conn::H3 { send, quic, .. } => (
                 (0..n.max(1))
@@ -309,15 +284,27 @@ impl Conn {
 pub(crate) enum ConnGuard {
     Task(JoinHandle<()>),
     Quic(quinn::Connection),
+    /// HTTP/2: the connection is driven by whoever polls [`ConnGuard::poll_drive`].
+    H2(Box<H2Driver>),
 }
 
 impl ConnGuard {
+    /// Drives a connection that has no task of its own (HTTP/2): writes what the lanes
+    /// queued, reads what arrived. True if the lanes should be polled again.
+    pub(crate) fn poll_drive(&mut self, cx: &mut Context<'_>) -> bool {
+        match self {
+            ConnGuard::H2(driver) => driver.poll_drive(cx),
+            ConnGuard::Task(_) | ConnGuard::Quic(_) => false,
+        }
+    }
+
     /// Closes the connection (the lanes must have been dropped): QUIC with H3_NO_ERROR; a TCP
     /// connection's task ends by itself once its senders are gone (graceful close), and is
     /// aborted if it has not after a moment.
     pub(crate) async fn close(self) {
         match self {
             ConnGuard::Quic(quic) => quic.close(H3_NO_ERROR.into(), b""),
+            ConnGuard::H2(driver) => driver.close().await,
             ConnGuard::Task(task) => {
                 let abort = task.abort_handle();
                 if tokio::time::timeout(Duration::from_millis(200), task)
@@ -336,7 +323,7 @@ impl Lane {
     pub(crate) fn is_closed(&self) -> bool {
         match self {
             Lane::H3 { quic, .. } => quic.close_reason().is_some(),
-            Lane::H2 { closed, .. } => closed.load(Ordering::Acquire),
+            Lane::H2(link) => link.is_closed(),
             Lane::H1(s) => s.is_closed(),
         }
     }
@@ -363,27 +350,10 @@ impl Lane {
                     })
                 })
             }
-            Lane::H2 { send, .. } => {
-                let uri = target.uris.get(i).cloned().unwrap_or_default();
-                std::future::poll_fn(|cx| send.poll_ready(cx))
-                    .await
-                    .map_err(|e| GetError::NotSent(classify_h2(&e)))?;
-                let req = Request::get(uri).body(()).map_err(|e| {
-                    GetError::Failed(LoadError::new(ErrorKind::Other, e.to_string()))
-                })?;
-                // An error here means the request did not go out.
-                let (response, _) = send
-                    .send_request(req, true)
-                    .map_err(|e| GetError::NotSent(classify_h2(&e)))?;
-                let resp = response.await.map_err(|e| {
-                    if h2_turned_away(&e) {
-                        GetError::NotSent(classify_h2(&e))
-                    } else {
-                        GetError::Failed(classify_h2(&e))
-                    }
-                })?;
-                read_h2_body(resp).await.map_err(GetError::Failed)
-            }
+            Lane::H2(link) => match target.h2_heads.get(i) {
+                Some(head) => link.get(head).await,
+                None => Err(GetError::Failed(LoadError::new(ErrorKind::Other, "no URL"))),
+            },
             Lane::H1(send) => {
                 let path = target.paths.get(i).cloned().unwrap_or_default();
                 send.ready()
@@ -417,34 +387,6 @@ pub(crate) enum GetError {
     Failed(LoadError),
 }
 
-/// True for an HTTP/2 stream the server turned away unprocessed (RFC 9113 §8.7): above the
-/// last stream id of a graceful GOAWAY, or reset with REFUSED_STREAM.
-fn h2_turned_away(e: &h2::Error) -> bool {
-    let reason = e.reason();
-    (e.is_go_away() && e.is_remote() && reason == Some(h2::Reason::NO_ERROR))
-        || reason == Some(h2::Reason::REFUSED_STREAM)
-}
-
-/// Reads an HTTP/2 response's body, giving the flow-control window back as it goes.
-async fn read_h2_body(resp: http::Response<h2::RecvStream>) -> Result<Response, LoadError> {
-    let first_byte = Instant::now();
-    let status = resp.status().as_u16();
-    let announced = content_length(resp.headers());
-    let mut body = resp.into_body();
-    let mut received = 0u64;
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk.map_err(|e| body_error(classify_h2(&e), received, announced))?;
-        received += chunk.len() as u64;
-        let _ = body.flow_control().release_capacity(chunk.len());
-    }
-    check_size(received, announced)?;
-    Ok(Response {
-        status,
-        body_bytes: received,
-        first_byte,
-    })
-}
-
 fn content_length(headers: &HeaderMap) -> Option<u64> {
     headers
         .get(CONTENT_LENGTH)
@@ -453,7 +395,7 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 }
 
 /// Compares the body's length with the announced one.
-fn check_size(received: u64, announced: Option<u64>) -> Result<(), LoadError> {
+pub(crate) fn check_size(received: u64, announced: Option<u64>) -> Result<(), LoadError> {
     match announced {
         Some(want) if want != received => Err(LoadError::new(
             ErrorKind::WrongSize,
@@ -465,7 +407,7 @@ fn check_size(received: u64, announced: Option<u64>) -> Result<(), LoadError> {
 
 /// A body that broke off before Content-Length was reached is a wrong size; any other
 /// failure keeps its own kind.
-fn body_error(err: LoadError, received: u64, announced: Option<u64>) -> LoadError {
+pub(crate) fn body_error(err: LoadError, received: u64, announced: Option<u64>) -> LoadError {
     match announced {
         Some(want)
             if received < want
@@ -672,35 +614,13 @@ fn hyper_kind(e: &hyper::Error) -> ErrorKind {
     }
 }
 
-fn io_kind(io: &std::io::Error) -> ErrorKind {
+pub(crate) fn io_kind(io: &std::io::Error) -> ErrorKind {
     use std::io::ErrorKind as K;
     match io.kind() {
         K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => ErrorKind::Reset,
         K::TimedOut => ErrorKind::Timeout,
         _ => ErrorKind::Closed,
     }
-}
-
-/// Classifies an HTTP/2 error: a GOAWAY or a broken connection is `closed`, a reset stream
-/// `reset`, a violation of the protocol `protocol`.
-pub(crate) fn classify_h2(e: &h2::Error) -> LoadError {
-    let kind = if let Some(io) = e.get_io() {
-        io_kind(io)
-    } else if e.is_go_away() {
-        ErrorKind::Closed
-    } else {
-        match e.reason() {
-            Some(
-                h2::Reason::PROTOCOL_ERROR
-                | h2::Reason::FRAME_SIZE_ERROR
-                | h2::Reason::COMPRESSION_ERROR
-                | h2::Reason::FLOW_CONTROL_ERROR,
-            ) => ErrorKind::Protocol,
-            Some(_) => ErrorKind::Reset,
-            None => ErrorKind::Other,
-        }
-    };
-    LoadError::new(kind, error_chain(e))
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

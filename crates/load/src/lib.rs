@@ -46,6 +46,7 @@ pub mod scorecard;
 pub mod serve;
 
 mod client;
+mod h2conn;
 mod session;
 
 use std::fmt;

@@ -42,6 +42,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use agentwire_bench::stats::OpenLoopSchedule;
@@ -466,6 +467,7 @@ fn later(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 fn resolve_target(urls: &[String], server_name: Option<&str>) -> Result<Target> {
     let mut uris = Vec::new();
     let mut paths = Vec::new();
+    let mut h2_heads = Vec::new();
     let mut first: Option<(String, u16)> = None;
     for url in urls {
         let uri: Uri = url
@@ -498,6 +500,11 @@ fn resolve_target(urls: &[String], server_name: Option<&str>) -> Result<Target> 
         let path: Uri = path_and_query
             .parse()
             .with_context(|| format!("{url}: bad path"))?;
+        h2_heads.push(agentwire_h2wire::RequestHead::get(
+            "https",
+            uri.authority().map_or("", |a| a.as_str()),
+            path_and_query,
+        ));
         paths.push(path);
         uris.push(uri);
     }
@@ -520,6 +527,7 @@ fn resolve_target(urls: &[String], server_name: Option<&str>) -> Result<Target> 
         authority,
         uris,
         paths,
+        h2_heads,
     })
 }
 
@@ -729,7 +737,7 @@ async fn run_slot(ctx: &RunCtx, endpoint: Option<&quinn::Endpoint>, slot: usize)
                 .borrow_mut()
                 .record_connect(micros(started.elapsed()));
         }
-        let (conn_lanes, guard) = conn.into_lanes(ctx.streams);
+        let (conn_lanes, mut guard) = conn.into_lanes(ctx.streams);
         let conn_state = ConnState {
             used: Cell::new(0),
             broken: Cell::new(false),
@@ -742,7 +750,21 @@ async fn run_slot(ctx: &RunCtx, endpoint: Option<&quinn::Endpoint>, slot: usize)
                 .zip(lanes.iter_mut())
                 .map(|(lane, state)| run_lane(&shared, lane, state, &conn_state))
                 .collect();
-            while running.next().await.is_some() {}
+            // The lanes, then the connection (HTTP/2 has no task of its own): what the lanes
+            // queued is written in the same turn, and what it read may finish lanes.
+            std::future::poll_fn(|cx| loop {
+                loop {
+                    match running.poll_next_unpin(cx) {
+                        Poll::Ready(Some(())) => {}
+                        Poll::Ready(None) => return Poll::Ready(()),
+                        Poll::Pending => break,
+                    }
+                }
+                if !guard.poll_drive(cx) {
+                    return Poll::Pending;
+                }
+            })
+            .await;
         }
         match conn_state.handshake.early_data(ctx.connect_timeout).await {
             Some(EarlyData::Accepted) => ctx.zero_rtt_accepted.fetch_add(1, Ordering::Relaxed),

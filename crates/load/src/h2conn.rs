@@ -1,0 +1,484 @@
+//! `load`'s HTTP/2 connections: [`agentwire_h2wire::ClientConn`] (sans-IO) driven over a TLS
+//! stream inside the connection slot's own task, with no task, channel or header map per
+//! request.
+//!
+//! [`H2Link`] is what each lane holds: it opens a stream and waits for that stream's outcome.
+//! [`H2Driver`] owns the socket: the slot polls it right after its lanes (see
+//! `load::run_slot`), so that the requests the lanes just queued are written in the same
+//! turn, and what it reads is handed to the lanes' streams, whose wakers it wakes. Both sides
+//! live in one task, so they share state through a `RefCell` that is never borrowed across
+//! an `.await`.
+//!
+//! This module must not count or time anything beyond a response's first byte (the lanes
+//! do), must not print, and must not panic on anything the server sends: a connection error
+//! fails every open stream with a [`LoadError`], a stream error fails that stream only.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use agentwire_h2wire::{
+    code, ClientConn, ClientSettings, Event, RefusedBy, RequestHead, ResetBy, StreamId,
+    FRAME_HEADER_LEN, MAX_FRAME_SIZE,
+};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+
+use crate::client::{body_error, check_size, io_kind, GetError, Response};
+use crate::report::{ErrorKind, LoadError};
+
+/// Bytes read from TLS at most at once: two of the largest frames.
+const READ_BUF: usize = 2 * (MAX_FRAME_SIZE + FRAME_HEADER_LEN);
+/// Longest a graceful close may take (GOAWAY, close_notify, FIN).
+const CLOSE_WAIT: Duration = Duration::from_millis(200);
+
+/// One request's progress.
+#[derive(Debug, Default)]
+struct Pending {
+    /// Where its HEADERS end in the connection's output: it has left once that many bytes
+    /// were written.
+    sent_at: u64,
+    status: u16,
+    content_length: Option<u64>,
+    received: u64,
+    first_byte: Option<Instant>,
+    outcome: Option<Result<Response, GetError>>,
+    waker: Option<Waker>,
+}
+
+impl Pending {
+    fn finish(&mut self, outcome: Result<Response, GetError>) {
+        self.outcome = Some(outcome);
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    fn complete(&mut self) {
+        let outcome = match check_size(self.received, self.content_length) {
+            Ok(()) => Ok(Response {
+                status: self.status,
+                body_bytes: self.received,
+                first_byte: self.first_byte.unwrap_or_else(Instant::now),
+            }),
+            Err(e) => Err(GetError::Failed(e)),
+        };
+        self.finish(outcome);
+    }
+}
+
+/// What the lanes and the driver of one connection share.
+struct Shared {
+    conn: ClientConn,
+    streams: Streams,
+    /// Why the connection is over.
+    failure: Option<LoadError>,
+    /// Bytes of output handed to TLS.
+    written: u64,
+}
+
+impl Shared {
+    /// The connection is over: every request without an outcome gets one.
+    fn fail(&mut self, err: LoadError) {
+        for p in self
+            .streams
+            .pending
+            .values_mut()
+            .filter(|p| p.outcome.is_none())
+        {
+            let outcome = if p.sent_at > self.written {
+                GetError::NotSent(err.clone())
+            } else {
+                GetError::Failed(body_error(err.clone(), p.received, p.content_length))
+            };
+            p.finish(Err(outcome));
+        }
+        self.failure.get_or_insert(err);
+        self.streams.wake_waiting();
+    }
+}
+
+/// The requests of one connection, updated by the events of its frames.
+#[derive(Default)]
+struct Streams {
+    pending: HashMap<StreamId, Pending>,
+    /// Lanes waiting for the server's stream limit to allow another stream.
+    waiting: Vec<Waker>,
+    /// The code of the GOAWAY received, for messages.
+    goaway: Option<u32>,
+}
+
+impl Streams {
+    fn wake_waiting(&mut self) {
+        for w in self.waiting.drain(..) {
+            w.wake();
+        }
+    }
+
+    fn on_event(&mut self, event: Event<'_>) {
+        let stream = match &event {
+            Event::Response { stream, .. }
+            | Event::Data { stream, .. }
+            | Event::Trailers { stream }
+            | Event::Reset { stream, .. }
+            | Event::Refused { stream, .. } => *stream,
+            Event::GoAway { code, .. } => {
+                self.goaway = Some(*code);
+                self.wake_waiting();
+                return;
+            }
+        };
+        let Some(p) = self.pending.get_mut(&stream) else {
+            return;
+        };
+        match event {
+            Event::Response {
+                status,
+                content_length,
+                end_stream,
+                ..
+            } => {
+                p.status = status;
+                p.content_length = content_length;
+                p.first_byte = Some(Instant::now());
+                if end_stream {
+                    p.complete();
+                }
+            }
+            Event::Data {
+                data, end_stream, ..
+            } => {
+                p.received += data.len() as u64;
+                if end_stream {
+                    p.complete();
+                }
+            }
+            Event::Trailers { .. } => p.complete(),
+            Event::Reset {
+                code, by, reason, ..
+            } => {
+                let err = reset_error(code, by, reason);
+                let err = body_error(err, p.received, p.content_length);
+                p.finish(Err(GetError::Failed(err)));
+            }
+            Event::Refused { by, .. } => {
+                let err = match by {
+                    RefusedBy::ResetStream => LoadError::new(
+                        ErrorKind::Reset,
+                        "the server refused the stream unprocessed (REFUSED_STREAM)",
+                    ),
+                    RefusedBy::GoAway => LoadError::new(
+                        ErrorKind::Closed,
+                        "the server is going away and did not process the stream (GOAWAY)",
+                    ),
+                };
+                p.finish(Err(GetError::NotSent(err)));
+            }
+            Event::GoAway { .. } => {}
+        }
+        self.wake_waiting();
+    }
+}
+
+fn io_error(e: &std::io::Error, doing: &str) -> LoadError {
+    LoadError::new(
+        io_kind(e),
+        format!("the connection broke while {doing}: {e}"),
+    )
+}
+
+fn code_text(c: u32) -> String {
+    code::name(c).map_or_else(|| format!("0x{c:x}"), str::to_owned)
+}
+
+/// A reset stream: a broken protocol is `protocol`, anything else `reset`.
+fn reset_error(c: u32, by: ResetBy, reason: &str) -> LoadError {
+    let kind = match c {
+        code::PROTOCOL_ERROR
+        | code::FRAME_SIZE_ERROR
+        | code::COMPRESSION_ERROR
+        | code::FLOW_CONTROL_ERROR => ErrorKind::Protocol,
+        _ => ErrorKind::Reset,
+    };
+    let message = match by {
+        ResetBy::Peer => format!("the server reset the stream ({})", code_text(c)),
+        ResetBy::Us => format!(
+            "the server's response was malformed, stream reset ({}): {reason}",
+            code_text(c)
+        ),
+    };
+    LoadError::new(kind, message)
+}
+
+/// A lane's handle on its connection.
+#[derive(Clone)]
+pub(crate) struct H2Link(Rc<RefCell<Shared>>);
+
+impl H2Link {
+    /// True once no new request can go out on this connection.
+    pub(crate) fn is_closed(&self) -> bool {
+        let sh = self.0.borrow();
+        sh.failure.is_some() || sh.conn.is_going_away()
+    }
+
+    /// Sends `GET` with `head` and waits for its whole response. The caller bounds the time;
+    /// if it gives up, the stream is reset with CANCEL.
+    pub(crate) async fn get(&self, head: &RequestHead) -> Result<Response, GetError> {
+        let stream = poll_fn(|cx| self.poll_open(cx, head)).await?;
+        let mut cancel = CancelOnDrop {
+            link: self,
+            stream: Some(stream),
+        };
+        let outcome = poll_fn(|cx| self.poll_outcome(cx, stream)).await;
+        cancel.stream = None;
+        outcome
+    }
+
+    fn poll_open(
+        &self,
+        cx: &mut Context<'_>,
+        head: &RequestHead,
+    ) -> Poll<Result<StreamId, GetError>> {
+        let mut sh = self.0.borrow_mut();
+        if let Some(err) = &sh.failure {
+            return Poll::Ready(Err(GetError::NotSent(err.clone())));
+        }
+        match sh.conn.open(head) {
+            Ok(stream) => {
+                let sent_at = sh.conn.queued_total();
+                sh.streams.pending.insert(
+                    stream,
+                    Pending {
+                        sent_at,
+                        ..Pending::default()
+                    },
+                );
+                Poll::Ready(Ok(stream))
+            }
+            Err(agentwire_h2wire::Refusal::AtCapacity) => {
+                sh.streams.waiting.push(cx.waker().clone());
+                Poll::Pending
+            }
+            Err(_) => {
+                let message = match sh.streams.goaway {
+                    Some(c) => format!("the server sent GOAWAY ({}): no new streams", code_text(c)),
+                    None => "the connection is closing: no new streams".to_owned(),
+                };
+                Poll::Ready(Err(GetError::NotSent(LoadError::new(
+                    ErrorKind::Closed,
+                    message,
+                ))))
+            }
+        }
+    }
+
+    fn poll_outcome(
+        &self,
+        cx: &mut Context<'_>,
+        stream: StreamId,
+    ) -> Poll<Result<Response, GetError>> {
+        let mut sh = self.0.borrow_mut();
+        let Some(p) = sh.streams.pending.get_mut(&stream) else {
+            return Poll::Ready(Err(GetError::Failed(LoadError::new(
+                ErrorKind::Other,
+                "the request's stream was forgotten",
+            ))));
+        };
+        if p.outcome.is_none() {
+            match &mut p.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                w => *w = Some(cx.waker().clone()),
+            }
+            return Poll::Pending;
+        }
+        let outcome = p.outcome.take();
+        sh.streams.pending.remove(&stream);
+        Poll::Ready(outcome.unwrap_or_else(|| {
+            Err(GetError::Failed(LoadError::new(
+                ErrorKind::Other,
+                "no outcome",
+            )))
+        }))
+    }
+}
+
+/// Resets a stream whose request was given up (timed out) before its outcome.
+struct CancelOnDrop<'a> {
+    link: &'a H2Link,
+    stream: Option<StreamId>,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        let Some(stream) = self.stream else { return };
+        if let Ok(mut sh) = self.link.0.try_borrow_mut() {
+            sh.streams.pending.remove(&stream);
+            sh.conn.cancel(stream);
+            sh.streams.wake_waiting();
+        }
+    }
+}
+
+/// The socket side of one connection.
+pub(crate) struct H2Driver {
+    link: H2Link,
+    io: TlsStream<TcpStream>,
+    buf: Vec<u8>,
+    filled: usize,
+    needs_flush: bool,
+    done: bool,
+}
+
+/// Starts the HTTP/2 connection on an established TLS stream (ALPN h2): the preface and
+/// SETTINGS are queued, to be written on the driver's first poll. Requests may be opened at
+/// once.
+pub(crate) fn start(
+    io: TlsStream<TcpStream>,
+    stream_window: u32,
+    conn_window: u32,
+) -> (H2Link, Box<H2Driver>) {
+    let conn = ClientConn::new(ClientSettings {
+        stream_window,
+        conn_window,
+        ..ClientSettings::default()
+    });
+    let link = H2Link(Rc::new(RefCell::new(Shared {
+        conn,
+        streams: Streams::default(),
+        failure: None,
+        written: 0,
+    })));
+    let driver = Box::new(H2Driver {
+        link: link.clone(),
+        io,
+        buf: vec![0; READ_BUF],
+        filled: 0,
+        needs_flush: false,
+        done: false,
+    });
+    (link, driver)
+}
+
+impl H2Driver {
+    /// Writes what is queued and reads what has arrived; true if that may have finished a
+    /// request or changed what a lane waits for (so the lanes should be polled again).
+    pub(crate) fn poll_drive(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.done {
+            return false;
+        }
+        let mut progress = false;
+        loop {
+            if let Err(e) = self.poll_write_out(cx) {
+                self.fail(io_error(&e, "writing"));
+                return true;
+            }
+            let mut read = ReadBuf::new(&mut self.buf[self.filled..]);
+            match Pin::new(&mut self.io).poll_read(cx, &mut read) {
+                Poll::Pending => return progress,
+                Poll::Ready(Err(e)) => {
+                    self.fail(io_error(&e, "reading"));
+                    return true;
+                }
+                Poll::Ready(Ok(())) => {
+                    let n = read.filled().len();
+                    if n == 0 {
+                        let message = match self.link.0.borrow().streams.goaway {
+                            Some(c) => format!(
+                                "the server closed the connection after GOAWAY ({})",
+                                code_text(c)
+                            ),
+                            None => "the server closed the connection".to_owned(),
+                        };
+                        self.fail(LoadError::new(ErrorKind::Closed, message));
+                        return true;
+                    }
+                    self.filled += n;
+                    progress = true;
+                    let mut sh = self.link.0.borrow_mut();
+                    let Shared { conn, streams, .. } = &mut *sh;
+                    let result = conn.recv(&self.buf[..self.filled], &mut |e| streams.on_event(e));
+                    match result {
+                        Ok(used) => {
+                            self.buf.copy_within(used..self.filled, 0);
+                            self.filled -= used;
+                        }
+                        Err(e) => {
+                            let err = LoadError::new(
+                                ErrorKind::Protocol,
+                                format!("the server broke HTTP/2, connection closed with {e}"),
+                            );
+                            sh.fail(err);
+                            // Best effort: the GOAWAY that says why.
+                            let _ = Pin::new(&mut self.io).poll_write(cx, sh.conn.output());
+                            let _ = Pin::new(&mut self.io).poll_flush(cx);
+                            self.done = true;
+                            return true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn fail(&mut self, err: LoadError) {
+        self.link.0.borrow_mut().fail(err);
+        self.done = true;
+    }
+
+    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
+        let mut sh = self.link.0.borrow_mut();
+        loop {
+            let out = sh.conn.output();
+            if out.is_empty() {
+                break;
+            }
+            match Pin::new(&mut self.io).poll_write(cx, out) {
+                Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Poll::Ready(Ok(n)) => {
+                    sh.conn.consume_output(n);
+                    sh.written += n as u64;
+                    self.needs_flush = true;
+                }
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending => break,
+            }
+        }
+        if self.needs_flush {
+            match Pin::new(&mut self.io).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.needs_flush = false,
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the connection gracefully (GOAWAY, TLS close_notify, FIN), within a bounded time.
+    pub(crate) async fn close(mut self: Box<Self>) {
+        let _ = tokio::time::timeout(CLOSE_WAIT, async {
+            if !self.done {
+                self.link.0.borrow_mut().conn.go_away(code::NO_ERROR);
+                let written = poll_fn(|cx| match self.poll_write_out(cx) {
+                    Err(e) => Poll::Ready(Err(e)),
+                    Ok(())
+                        if self.link.0.borrow().conn.output().is_empty() && !self.needs_flush =>
+                    {
+                        Poll::Ready(Ok(()))
+                    }
+                    Ok(()) => Poll::Pending,
+                })
+                .await;
+                if written.is_err() {
+                    return;
+                }
+            }
+            let _ = self.io.shutdown().await;
+        })
+        .await;
+    }
+}
