@@ -16,24 +16,20 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::poll_fn;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use agentwire_h2wire::{
     code, ClientConn, ClientSettings, Event, RefusedBy, RequestHead, ResetBy, StreamId,
-    FRAME_HEADER_LEN, MAX_FRAME_SIZE,
 };
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 use crate::client::{body_error, check_size, io_kind, GetError, Response};
 use crate::report::{ErrorKind, LoadError};
 
-/// Bytes read from TLS at most at once: two of the largest frames.
-const READ_BUF: usize = 2 * (MAX_FRAME_SIZE + FRAME_HEADER_LEN);
 /// Longest a graceful close may take (GOAWAY, close_notify, FIN).
 const CLOSE_WAIT: Duration = Duration::from_millis(200);
 
@@ -324,15 +320,26 @@ impl Drop for CancelOnDrop<'_> {
     }
 }
 
-/// The socket side of one connection.
+/// The socket side of one connection: TCP and rustls driven directly, so that one `recv`
+/// takes whatever has arrived (up to [`SOCKET_READ`]) instead of the 4 KiB per call that
+/// rustls reads when given the socket itself.
 pub(crate) struct H2Driver {
     link: H2Link,
-    io: TlsStream<TcpStream>,
-    buf: Vec<u8>,
-    filled: usize,
-    needs_flush: bool,
+    tcp: TcpStream,
+    tls: rustls::ClientConnection,
+    /// Bytes read from the socket, not yet given to rustls.
+    sock: Vec<u8>,
+    /// Plaintext holding the start of a frame whose end has not arrived.
+    partial: Vec<u8>,
+    /// Plaintext that arrived with the handshake is still to be read.
+    fresh: bool,
     done: bool,
 }
+
+/// Bytes read from the socket at most at once.
+const SOCKET_READ: usize = 64 * 1024;
+/// Socket reads per poll before the driver lets the other connections of its thread run.
+const READS_PER_TURN: usize = 16;
 
 /// Starts the HTTP/2 connection on an established TLS stream (ALPN h2): the preface and
 /// SETTINGS are queued, to be written on the driver's first poll. Requests may be opened at
@@ -353,15 +360,41 @@ pub(crate) fn start(
         failure: None,
         written: 0,
     })));
+    let (tcp, tls) = io.into_inner();
     let driver = Box::new(H2Driver {
         link: link.clone(),
-        io,
-        buf: vec![0; READ_BUF],
-        filled: 0,
-        needs_flush: false,
+        tcp,
+        tls,
+        sock: vec![0; SOCKET_READ],
+        partial: Vec::new(),
+        fresh: true,
         done: false,
     });
     (link, driver)
+}
+
+/// What the server's bytes did to the connection.
+enum Flow {
+    Open,
+    /// The server closed TLS (close_notify).
+    Closed,
+}
+
+/// `std::io::Write` over a tokio socket, for rustls: never blocks.
+struct TcpWriter<'a>(&'a TcpStream);
+
+impl std::io::Write for TcpWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.try_write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        self.0.try_write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl H2Driver {
@@ -371,58 +404,141 @@ impl H2Driver {
         if self.done {
             return false;
         }
+        if std::mem::take(&mut self.fresh) {
+            if let Err(err) = self.deliver(cx) {
+                self.fail(err);
+                return true;
+            }
+        }
         let mut progress = false;
-        loop {
-            if let Err(e) = self.poll_write_out(cx) {
+        for _ in 0..READS_PER_TURN {
+            if let Err(e) = self.poll_send(cx) {
                 self.fail(io_error(&e, "writing"));
                 return true;
             }
-            let mut read = ReadBuf::new(&mut self.buf[self.filled..]);
-            match Pin::new(&mut self.io).poll_read(cx, &mut read) {
-                Poll::Pending => return progress,
-                Poll::Ready(Err(e)) => {
+            let n = match self.tcp.try_read(&mut self.sock) {
+                Ok(0) => {
+                    self.closed_by_server();
+                    return true;
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    match self.tcp.poll_read_ready(cx) {
+                        Poll::Ready(Ok(())) => continue,
+                        Poll::Ready(Err(e)) => {
+                            self.fail(io_error(&e, "reading"));
+                            return true;
+                        }
+                        Poll::Pending => return progress,
+                    }
+                }
+                Err(e) => {
                     self.fail(io_error(&e, "reading"));
                     return true;
                 }
-                Poll::Ready(Ok(())) => {
-                    let n = read.filled().len();
-                    if n == 0 {
-                        let message = match self.link.0.borrow().streams.goaway {
-                            Some(c) => format!(
-                                "the server closed the connection after GOAWAY ({})",
-                                code_text(c)
-                            ),
-                            None => "the server closed the connection".to_owned(),
-                        };
-                        self.fail(LoadError::new(ErrorKind::Closed, message));
-                        return true;
-                    }
-                    self.filled += n;
-                    progress = true;
-                    let mut sh = self.link.0.borrow_mut();
-                    let Shared { conn, streams, .. } = &mut *sh;
-                    let result = conn.recv(&self.buf[..self.filled], &mut |e| streams.on_event(e));
-                    match result {
-                        Ok(used) => {
-                            self.buf.copy_within(used..self.filled, 0);
-                            self.filled -= used;
-                        }
-                        Err(e) => {
-                            let err = LoadError::new(
-                                ErrorKind::Protocol,
-                                format!("the server broke HTTP/2, connection closed with {e}"),
-                            );
-                            sh.fail(err);
-                            // Best effort: the GOAWAY that says why.
-                            let _ = Pin::new(&mut self.io).poll_write(cx, sh.conn.output());
-                            let _ = Pin::new(&mut self.io).poll_flush(cx);
-                            self.done = true;
-                            return true;
-                        }
-                    }
+            };
+            progress = true;
+            match self.receive(n, cx) {
+                Ok(Flow::Open) => {}
+                Ok(Flow::Closed) => {
+                    self.closed_by_server();
+                    return true;
+                }
+                Err(err) => {
+                    self.fail(err);
+                    return true;
                 }
             }
         }
+        // More may have arrived: come back once the thread's other connections had a turn.
+        cx.waker().wake_by_ref();
+        false
+    }
+
+    /// Hands `n` bytes read from the socket to rustls, and the plaintext to HTTP/2.
+    fn receive(&mut self, n: usize, cx: &mut Context<'_>) -> Result<Flow, LoadError> {
+        // Taken out while rustls reads it, so that `deliver` may borrow the driver.
+        let sock = std::mem::take(&mut self.sock);
+        let result = self.receive_from(&sock[..n], cx);
+        self.sock = sock;
+        result
+    }
+
+    fn receive_from(&mut self, mut input: &[u8], cx: &mut Context<'_>) -> Result<Flow, LoadError> {
+        while !input.is_empty() {
+            self.tls
+                .read_tls(&mut input)
+                .map_err(|e| io_error(&e, "reading"))?;
+            let state = self.tls.process_new_packets().map_err(|e| {
+                LoadError::new(ErrorKind::Tls, format!("TLS failed on the connection: {e}"))
+            })?;
+            let closed = state.peer_has_closed();
+            self.deliver(cx)?;
+            if closed {
+                return Ok(Flow::Closed);
+            }
+        }
+        Ok(Flow::Open)
+    }
+
+    /// Feeds the plaintext rustls holds to the HTTP/2 connection, without copying it unless a
+    /// frame is split across chunks.
+    fn deliver(&mut self, cx: &mut Context<'_>) -> Result<(), LoadError> {
+        use std::io::BufRead;
+        let H2Driver {
+            link, tls, partial, ..
+        } = self;
+        let mut sh = link.0.borrow_mut();
+        let Shared { conn, streams, .. } = &mut *sh;
+        let mut result = Ok(());
+        loop {
+            let mut reader = tls.reader();
+            let chunk = match reader.fill_buf() {
+                Ok(chunk) if !chunk.is_empty() => chunk,
+                // Empty: close_notify (seen by the caller); WouldBlock: nothing more yet;
+                // other errors (EOF without close_notify) show up as the socket's EOF.
+                _ => break,
+            };
+            let len = chunk.len();
+            if partial.is_empty() {
+                match conn.recv(chunk, &mut |e| streams.on_event(e)) {
+                    Ok(used) => partial.extend_from_slice(&chunk[used..]),
+                    Err(e) => result = Err(e),
+                }
+            } else {
+                partial.extend_from_slice(chunk);
+                match conn.recv(partial, &mut |e| streams.on_event(e)) {
+                    Ok(used) => {
+                        partial.drain(..used);
+                    }
+                    Err(e) => result = Err(e),
+                }
+            }
+            reader.consume(len);
+            if result.is_err() {
+                break;
+            }
+        }
+        drop(sh);
+        result.map_err(|e| {
+            // Best effort: the GOAWAY that says why.
+            let _ = self.poll_send(cx);
+            LoadError::new(
+                ErrorKind::Protocol,
+                format!("the server broke HTTP/2, connection closed with {e}"),
+            )
+        })
+    }
+
+    fn closed_by_server(&mut self) {
+        let message = match self.link.0.borrow().streams.goaway {
+            Some(c) => format!(
+                "the server closed the connection after GOAWAY ({})",
+                code_text(c)
+            ),
+            None => "the server closed the connection".to_owned(),
+        };
+        self.fail(LoadError::new(ErrorKind::Closed, message));
     }
 
     fn fail(&mut self, err: LoadError) {
@@ -430,32 +546,38 @@ impl H2Driver {
         self.done = true;
     }
 
-    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
+    /// Encrypts what HTTP/2 queued and writes it, until done or the socket is full (then the
+    /// task is woken when it can take more).
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
+        use std::io::Write;
         let mut sh = self.link.0.borrow_mut();
         loop {
             let out = sh.conn.output();
-            if out.is_empty() {
-                break;
+            if !out.is_empty() {
+                let n = self.tls.writer().write(out)?;
+                sh.conn.consume_output(n);
+                sh.written += n as u64;
             }
-            match Pin::new(&mut self.io).poll_write(cx, out) {
-                Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Poll::Ready(Ok(n)) => {
-                    sh.conn.consume_output(n);
-                    sh.written += n as u64;
-                    self.needs_flush = true;
+            if !self.tls.wants_write() {
+                return Ok(());
+            }
+            match self.tls.write_tls(&mut TcpWriter(&self.tcp)) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    match self.tcp.poll_write_ready(cx) {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(e)) => return Err(e),
+                        Poll::Pending => return Ok(()),
+                    }
                 }
-                Poll::Ready(Err(e)) => return Err(e),
-                Poll::Pending => break,
+                Err(e) => return Err(e),
             }
         }
-        if self.needs_flush {
-            match Pin::new(&mut self.io).poll_flush(cx) {
-                Poll::Ready(Ok(())) => self.needs_flush = false,
-                Poll::Ready(Err(e)) => return Err(e),
-                Poll::Pending => {}
-            }
-        }
-        Ok(())
+    }
+
+    /// True when nothing is left to write.
+    fn flushed(&self) -> bool {
+        !self.tls.wants_write() && self.link.0.borrow().conn.output().is_empty()
     }
 
     /// Ends the connection gracefully (GOAWAY, TLS close_notify, FIN), within a bounded time.
@@ -463,21 +585,14 @@ impl H2Driver {
         let _ = tokio::time::timeout(CLOSE_WAIT, async {
             if !self.done {
                 self.link.0.borrow_mut().conn.go_away(code::NO_ERROR);
-                let written = poll_fn(|cx| match self.poll_write_out(cx) {
-                    Err(e) => Poll::Ready(Err(e)),
-                    Ok(())
-                        if self.link.0.borrow().conn.output().is_empty() && !self.needs_flush =>
-                    {
-                        Poll::Ready(Ok(()))
-                    }
-                    Ok(()) => Poll::Pending,
+                self.tls.send_close_notify();
+                poll_fn(|cx| match self.poll_send(cx) {
+                    Ok(()) if !self.flushed() => Poll::Pending,
+                    _ => Poll::Ready(()),
                 })
                 .await;
-                if written.is_err() {
-                    return;
-                }
             }
-            let _ = self.io.shutdown().await;
+            let _ = self.tcp.shutdown().await;
         })
         .await;
     }
