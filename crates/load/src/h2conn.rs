@@ -549,15 +549,8 @@ impl H2Driver {
     /// Encrypts what HTTP/2 queued and writes it, until done or the socket is full (then the
     /// task is woken when it can take more).
     fn poll_send(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
-        use std::io::Write;
-        let mut sh = self.link.0.borrow_mut();
         loop {
-            let out = sh.conn.output();
-            if !out.is_empty() {
-                let n = self.tls.writer().write(out)?;
-                sh.conn.consume_output(n);
-                sh.written += n as u64;
-            }
+            self.encrypt()?;
             if !self.tls.wants_write() {
                 return Ok(());
             }
@@ -575,6 +568,19 @@ impl H2Driver {
         }
     }
 
+    /// Hands what HTTP/2 queued to rustls (as much as its buffer takes).
+    fn encrypt(&mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut sh = self.link.0.borrow_mut();
+        let out = sh.conn.output();
+        if !out.is_empty() {
+            let n = self.tls.writer().write(out)?;
+            sh.conn.consume_output(n);
+            sh.written += n as u64;
+        }
+        Ok(())
+    }
+
     /// True when nothing is left to write.
     fn flushed(&self) -> bool {
         !self.tls.wants_write() && self.link.0.borrow().conn.output().is_empty()
@@ -585,6 +591,8 @@ impl H2Driver {
         let _ = tokio::time::timeout(CLOSE_WAIT, async {
             if !self.done {
                 self.link.0.borrow_mut().conn.go_away(code::NO_ERROR);
+                // No plaintext may follow close_notify: the GOAWAY (and any RST_STREAM) first.
+                let _ = self.encrypt();
                 self.tls.send_close_notify();
                 poll_fn(|cx| match self.poll_send(cx) {
                     Ok(()) if !self.flushed() => Poll::Pending,
