@@ -99,6 +99,11 @@ fn read_int(buf: &[u8], prefix_bits: u32) -> Result<(u64, usize), H2Error> {
     }
     let mut shift = 0u32;
     for (i, byte) in buf.iter().enumerate().skip(1) {
+        // Five continuation bytes carry 35 bits: more is never needed (and would overflow
+        // the shift), even with zero bytes as padding.
+        if shift > 28 {
+            return Err(compression("integer too large"));
+        }
         value += u64::from(byte & 0x7f) << shift;
         if value > MAX_INT {
             return Err(compression("integer too large"));
@@ -545,13 +550,14 @@ mod tests {
         // Size update to 0 at the start evicts everything; then back to 256.
         assert!(decode(&mut d, &hex("20 3fe1 01 88")).is_ok());
         assert_eq!(d.table_size(), 0);
-        let bad: [(&str, &str); 9] = [
+        let bad: [(&str, &str); 10] = [
             ("80", "index 0"),
             ("be", "beyond the dynamic table"),
             ("3fe2 01", "above SETTINGS_HEADER_TABLE_SIZE"), // 257 > 256
             ("88 20", "after a field"),
             ("ff", "truncated integer"),
             ("ff ff ff ff ff ff 7f", "too large"),
+            ("ff 80 80 80 80 80 80 80 80 80 80 80 01", "too large"),
             ("40 05 61 62", "longer than the block"),
             ("40 81 00 00", "padding"), // Huffman name that is not valid
             ("00 01 61 81", "longer than the block"),
