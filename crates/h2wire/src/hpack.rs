@@ -1,6 +1,7 @@
 //! HPACK (RFC 7541): a decoder with the dynamic table, for the header blocks a server sends,
-//! and an encoder for request heads that uses only the static table and literals, so that
-//! it keeps no state and needs nothing from the server's SETTINGS.
+//! and an encoder for request heads that indexes `:authority` and `:path` in the dynamic
+//! table, as browsers and h2load do, so that a server decodes a repeated request head from a
+//! few bytes of table references instead of literals.
 //!
 //! The decoder must keep its table exactly in step with the server's encoder, so every block
 //! is decoded, including those for streams the client has already given up. It must not
@@ -133,7 +134,7 @@ fn put_int(out: &mut Vec<u8>, flags: u8, prefix_bits: u32, value: u64) {
 }
 
 /// One dynamic-table entry.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
     name: Box<[u8]>,
     value: Box<[u8]>,
@@ -142,6 +143,72 @@ struct Entry {
 impl Entry {
     fn size(&self) -> usize {
         self.name.len() + self.value.len() + ENTRY_OVERHEAD
+    }
+}
+
+/// A dynamic table (RFC 7541 section 2.3.2 and 4): the decoder keeps one, and the encoder a
+/// copy of the server's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Table {
+    /// Newest first: dynamic index 62 is `entries[0]`.
+    entries: VecDeque<Entry>,
+    /// Sum of the entries' sizes.
+    size: usize,
+    /// The most the entries may take.
+    max_size: usize,
+}
+
+impl Table {
+    fn new(max_size: usize) -> Self {
+        Table {
+            max_size,
+            ..Table::default()
+        }
+    }
+
+    fn get(&self, index: usize) -> Option<&Entry> {
+        self.entries.get(index.checked_sub(STATIC.len() + 1)?)
+    }
+
+    /// The dynamic index of an entry equal to `name: value`.
+    fn find(&self, name: &[u8], value: &[u8]) -> Option<usize> {
+        self.entries
+            .iter()
+            .position(|e| &*e.name == name && &*e.value == value)
+            .map(|pos| pos + STATIC.len() + 1)
+    }
+
+    fn insert(&mut self, name: &[u8], value: &[u8]) {
+        let entry = Entry {
+            name: name.into(),
+            value: value.into(),
+        };
+        let size = entry.size();
+        if size > self.max_size {
+            // RFC 7541 section 4.4: an entry larger than the table empties it.
+            self.evict_to(0);
+            return;
+        }
+        self.evict_to(self.max_size - size);
+        self.size += size;
+        self.entries.push_front(entry);
+    }
+
+    fn resize(&mut self, max_size: usize) {
+        self.max_size = max_size;
+        self.evict_to(max_size);
+    }
+
+    fn evict_to(&mut self, target: usize) {
+        while self.size > target {
+            match self.entries.pop_back() {
+                Some(e) => self.size -= e.size(),
+                None => {
+                    self.size = 0;
+                    break;
+                }
+            }
+        }
     }
 }
 
@@ -170,12 +237,8 @@ impl Entry {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Decoder {
-    /// Newest first: dynamic index 62 is `table[0]`.
-    table: VecDeque<Entry>,
-    /// Sum of the entries' sizes.
-    size: usize,
-    /// The size the encoder chose last (at most `limit`).
-    max_size: usize,
+    /// Its size is the one the encoder chose last (at most `limit`).
+    table: Table,
     /// The size this side announced (SETTINGS_HEADER_TABLE_SIZE).
     limit: usize,
     name: Vec<u8>,
@@ -187,9 +250,7 @@ impl Decoder {
     /// sent; 4096 unless it sent another).
     pub fn new(limit: usize) -> Self {
         Decoder {
-            table: VecDeque::new(),
-            size: 0,
-            max_size: limit,
+            table: Table::new(limit),
             limit,
             name: Vec::new(),
             value: Vec::new(),
@@ -198,7 +259,7 @@ impl Decoder {
 
     /// The dynamic table's size in bytes, as RFC 7541 counts it.
     pub fn table_size(&self) -> usize {
-        self.size
+        self.table.size
     }
 
     /// Decodes one complete header block, calling `on_field(name, value)` for each field in
@@ -232,8 +293,7 @@ impl Decoder {
                         "table size update above SETTINGS_HEADER_TABLE_SIZE",
                     ));
                 }
-                self.max_size = size;
-                self.evict_to(size);
+                self.table.resize(size);
             } else {
                 // 0000: without indexing; 0001: never indexed.
                 block = self.literal(block, 4, false, on_field)?;
@@ -252,7 +312,7 @@ impl Decoder {
             return Ok((name.as_bytes(), value.as_bytes()));
         }
         self.table
-            .get(index - STATIC.len() - 1)
+            .get(index)
             .map(|e| (&e.name[..], &e.value[..]))
             .ok_or_else(|| compression("index beyond the dynamic table"))
     }
@@ -283,40 +343,12 @@ impl Decoder {
         if result.is_ok() {
             on_field(&name, &value);
             if insert {
-                self.insert(&name, &value);
+                self.table.insert(&name, &value);
             }
         }
         self.name = name;
         self.value = value;
         result.map(|()| rest)
-    }
-
-    fn insert(&mut self, name: &[u8], value: &[u8]) {
-        let entry = Entry {
-            name: name.into(),
-            value: value.into(),
-        };
-        let size = entry.size();
-        if size > self.max_size {
-            // RFC 7541 section 4.4: an entry larger than the table empties it.
-            self.evict_to(0);
-            return;
-        }
-        self.evict_to(self.max_size - size);
-        self.size += size;
-        self.table.push_front(entry);
-    }
-
-    fn evict_to(&mut self, target: usize) {
-        while self.size > target {
-            match self.table.pop_back() {
-                Some(e) => self.size -= e.size(),
-                None => {
-                    self.size = 0;
-                    break;
-                }
-            }
-        }
     }
 }
 
@@ -338,48 +370,118 @@ fn read_string<'a>(buf: &'a [u8], out: &mut Vec<u8>) -> Result<&'a [u8], H2Error
     Ok(rest)
 }
 
-/// A request head encoded once as an HPACK block, to be sent any number of times on any
-/// connection: it uses the static table and literals "without indexing" only, so it does not
-/// depend on a connection's dynamic table.
+/// A request: `GET` of a path at an authority, encoded for each connection by its
+/// [`Encoder`].
 ///
 /// ```
-/// use agentwire_h2wire::hpack::{Decoder, RequestHead};
+/// use agentwire_h2wire::hpack::{Decoder, Encoder, RequestHead};
 /// let head = RequestHead::get("https", "127.0.0.1:8443", "/5k.bin");
-/// let mut fields = Vec::new();
-/// Decoder::new(4096)
-///     .decode(head.block(), &mut |n, v| {
-///         fields.push(format!("{} {}", String::from_utf8_lossy(n), String::from_utf8_lossy(v)))
-///     })
-///     .unwrap();
-/// assert_eq!(fields, [":method GET", ":scheme https", ":path /5k.bin", ":authority 127.0.0.1:8443"]);
+/// let mut encoder = Encoder::default();
+/// let (mut first, mut second) = (Vec::new(), Vec::new());
+/// encoder.encode(&head, &mut first);
+/// encoder.encode(&head, &mut second);
+/// assert_eq!(second, [0x82, 0x87, 0xbf, 0xbe]); // the path and authority are now indexed
+/// let mut decoder = Decoder::new(4096);
+/// for block in [first, second] {
+///     let mut fields = Vec::new();
+///     decoder
+///         .decode(&block, &mut |n, v| {
+///             fields.push(format!("{} {}", String::from_utf8_lossy(n), String::from_utf8_lossy(v)))
+///         })
+///         .unwrap();
+///     assert_eq!(fields, [":method GET", ":scheme https", ":path /5k.bin", ":authority 127.0.0.1:8443"]);
+/// }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
-    block: Vec<u8>,
+    scheme: Box<[u8]>,
+    authority: Box<[u8]>,
+    path: Box<[u8]>,
 }
 
 impl RequestHead {
     /// `GET` of `path` (origin form, `/` if empty) at `authority`, with `scheme`.
     pub fn get(scheme: &str, authority: &str, path: &str) -> Self {
-        let mut block = Vec::with_capacity(8 + authority.len() + path.len());
-        block.push(0x80 | 2); // :method GET
-        match scheme {
-            "https" => block.push(0x80 | 7),
-            "http" => block.push(0x80 | 6),
-            other => literal_with_name_index(&mut block, 6, other.as_bytes()),
+        RequestHead {
+            scheme: scheme.as_bytes().into(),
+            authority: authority.as_bytes().into(),
+            path: if path.is_empty() {
+                b"/"[..].into()
+            } else {
+                path.as_bytes().into()
+            },
         }
-        match path {
-            "" | "/" => block.push(0x80 | 4),
-            "/index.html" => block.push(0x80 | 5),
-            other => literal_with_name_index(&mut block, 4, other.as_bytes()),
+    }
+}
+
+/// Encodes the request heads of one connection. It keeps a copy of the server's dynamic
+/// table: `:path` and `:authority` are inserted the first time ("literal with incremental
+/// indexing") and sent as one-byte references after that, until evicted.
+#[derive(Debug, Clone)]
+pub struct Encoder {
+    table: Table,
+    /// A size to announce at the start of the next block (the server lowered its limit).
+    update: Option<usize>,
+}
+
+impl Default for Encoder {
+    /// The table size every connection starts with, 4096 bytes.
+    fn default() -> Self {
+        Encoder {
+            table: Table::new(DEFAULT_TABLE_SIZE),
+            update: None,
         }
-        literal_with_name_index(&mut block, 1, authority.as_bytes());
-        RequestHead { block }
+    }
+}
+
+/// SETTINGS_HEADER_TABLE_SIZE until the server says otherwise, and the most this encoder
+/// uses whatever the server allows.
+pub const DEFAULT_TABLE_SIZE: usize = 4096;
+
+impl Encoder {
+    /// The server's SETTINGS_HEADER_TABLE_SIZE arrived: the table this encoder uses is that
+    /// size, at most [`DEFAULT_TABLE_SIZE`]. A change is announced at the start of the next
+    /// block (RFC 7541 section 4.2).
+    pub fn set_table_limit(&mut self, limit: usize) {
+        let size = limit.min(DEFAULT_TABLE_SIZE);
+        if size != self.table.max_size {
+            self.table.resize(size);
+            self.update = Some(size);
+        }
     }
 
-    /// The encoded block.
-    pub fn block(&self) -> &[u8] {
-        &self.block
+    /// Appends the header block of `head` to `out`.
+    pub fn encode(&mut self, head: &RequestHead, out: &mut Vec<u8>) {
+        if let Some(size) = self.update.take() {
+            put_int(out, 0x20, 5, size as u64);
+        }
+        out.push(0x80 | 2); // :method GET
+        match &*head.scheme {
+            b"https" => out.push(0x80 | 7),
+            b"http" => out.push(0x80 | 6),
+            other => literal_with_name_index(out, 6, other),
+        }
+        match &*head.path {
+            b"/" => out.push(0x80 | 4),
+            b"/index.html" => out.push(0x80 | 5),
+            path => self.indexed_field(out, 4, b":path", path),
+        }
+        self.indexed_field(out, 1, b":authority", &head.authority);
+    }
+
+    /// A reference to the table, or a literal (static name `name_index`) that adds the field
+    /// to it when it fits.
+    fn indexed_field(&mut self, out: &mut Vec<u8>, name_index: u64, name: &[u8], value: &[u8]) {
+        if let Some(index) = self.table.find(name, value) {
+            put_int(out, 0x80, 7, index as u64);
+        } else if name.len() + value.len() + ENTRY_OVERHEAD <= self.table.max_size {
+            put_int(out, 0x40, 6, name_index);
+            put_int(out, 0x00, 7, value.len() as u64);
+            out.extend_from_slice(value);
+            self.table.insert(name, value);
+        } else {
+            literal_with_name_index(out, name_index, value);
+        }
     }
 }
 
@@ -422,6 +524,7 @@ mod tests {
 
     fn table(d: &Decoder) -> Vec<(String, String)> {
         d.table
+            .entries
             .iter()
             .map(|e| {
                 (
@@ -603,17 +706,52 @@ mod tests {
         }
     }
 
+    fn block(encoder: &mut Encoder, head: &RequestHead) -> Vec<u8> {
+        let mut out = Vec::new();
+        encoder.encode(head, &mut out);
+        out
+    }
+
     #[test]
-    fn request_heads_use_static_entries() {
-        assert_eq!(
-            RequestHead::get("https", "a", "/").block(),
-            hex("8287 84 01 0161")
-        );
-        let mut d = Decoder::new(0);
-        let head = RequestHead::get("h3x", "host", "/index.html");
-        let fields = decode(&mut d, head.block()).unwrap();
+    fn request_heads_index_path_and_authority() {
+        let mut e = Encoder::default();
+        let root = RequestHead::get("https", "a", "/");
+        assert_eq!(block(&mut e, &root), hex("8287 84 41 0161"));
+        assert_eq!(block(&mut e, &root), hex("8287 84 be"));
+        // A server that allows no table: the size update comes first, then literals only.
+        let mut d = Decoder::new(4096);
+        let odd = RequestHead::get("h3x", "host", "/index.html");
+        let mut e = Encoder::default();
+        e.set_table_limit(0);
+        let b = block(&mut e, &odd);
+        assert_eq!(b[0], 0x20);
+        let fields = decode(&mut d, &b).unwrap();
         assert_eq!(fields[1], (":scheme".into(), "h3x".into()));
         assert_eq!(fields[2], (":path".into(), "/index.html".into()));
         assert_eq!(d.table_size(), 0);
+    }
+
+    /// The encoder's copy of the table stays equal to the server's decoder, through many
+    /// paths, evictions and changes of the server's limit.
+    #[test]
+    fn the_encoders_table_follows_the_decoders() {
+        let mut e = Encoder::default();
+        let mut d = Decoder::new(4096);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..3_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if i % 500 == 499 {
+                e.set_table_limit([0, 100, 300, 4096, 100_000][(x % 5) as usize]);
+            }
+            let path = format!("/{}", "p".repeat((x % 200) as usize));
+            let authority = ["a", "bb", "host.example:8443"][(x >> 8) as usize % 3];
+            let head = RequestHead::get("https", authority, &path);
+            let fields = decode(&mut d, &block(&mut e, &head)).unwrap();
+            assert_eq!(fields[2].1, path);
+            assert_eq!(fields[3].1, authority);
+            assert_eq!(d.table, e.table, "after request {i}");
+        }
     }
 }

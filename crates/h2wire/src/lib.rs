@@ -11,8 +11,8 @@
 //!
 //! What it does not do: send request bodies (every request is a GET with END_STREAM, so the
 //! send windows only need checking), server push (disabled in the SETTINGS sent), priorities
-//! (PRIORITY frames are ignored) and the HPACK dynamic table on the encoding side (request
-//! heads use the static table and literals, see [`hpack::RequestHead`]). It exists because
+//! (PRIORITY frames are ignored) and Huffman coding on the encoding side (request heads are
+//! literals the first time and table references after, see [`hpack::Encoder`]). It exists because
 //! the h2 crate and its header map took a fifth of `load`'s CPU per request, which made it
 //! costlier than h2load.
 
@@ -325,6 +325,9 @@ pub struct ClientConn {
     /// Bytes ever queued in `out`.
     queued: u64,
     hpack: hpack::Decoder,
+    encoder: hpack::Encoder,
+    /// The request block being encoded (kept for its allocation).
+    request: Vec<u8>,
     streams: HashMap<u32, Stream>,
     next_stream: u32,
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS.
@@ -360,6 +363,8 @@ impl ClientConn {
             out: Vec::with_capacity(256),
             queued: 0,
             hpack: hpack::Decoder::new(settings.header_table_size as usize),
+            encoder: hpack::Encoder::default(),
+            request: Vec::with_capacity(64),
             streams: HashMap::new(),
             next_stream: 1,
             peer_max_streams: u32::MAX,
@@ -446,12 +451,17 @@ impl ClientConn {
         self.can_open()?;
         let id = self.next_stream;
         self.next_stream += 2;
-        let block = head.block();
+        let mut block = std::mem::take(&mut self.request);
+        block.clear();
+        self.encoder.encode(head, &mut block);
         let max = self.peer_max_frame;
         let mut chunks = block.chunks(max);
         let first = chunks.next().unwrap_or(&[]);
-        let more = block.len() > max;
-        let end_headers = if more { 0 } else { flag::END_HEADERS };
+        let end_headers = if block.len() > max {
+            0
+        } else {
+            flag::END_HEADERS
+        };
         self.frame(frame::HEADERS, flag::END_STREAM | end_headers, id, first);
         let mut rest = chunks.peekable();
         while let Some(chunk) = rest.next() {
@@ -462,6 +472,7 @@ impl ClientConn {
             };
             self.frame(frame::CONTINUATION, last, id, chunk);
         }
+        self.request = block;
         self.streams.insert(
             id,
             Stream {
@@ -982,9 +993,8 @@ impl ClientConn {
                     }
                     self.peer_max_frame = value as usize;
                 }
-                // HEADER_TABLE_SIZE: this side's encoder keeps no table. MAX_HEADER_LIST_SIZE:
-                // request heads are small. Unknown settings are ignored.
-                setting::HEADER_TABLE_SIZE | setting::MAX_HEADER_LIST_SIZE => {}
+                setting::HEADER_TABLE_SIZE => self.encoder.set_table_limit(value as usize),
+                // MAX_HEADER_LIST_SIZE: request heads are small. Unknown settings are ignored.
                 _ => {}
             }
         }

@@ -747,7 +747,43 @@ fn long_request_heads_are_split_into_continuation_frames() {
     assert_eq!((out[1].0, out[1].1), (frame::CONTINUATION, 0));
     assert_eq!((out[2].0, out[2].1), (frame::CONTINUATION, END_HEADERS));
     let block: Vec<u8> = out.iter().flat_map(|f| f.3.clone()).collect();
-    assert_eq!(block, RequestHead::get("https", "h", &path).block());
+    let mut fields = Vec::new();
+    hpack::Decoder::new(4096)
+        .decode(&block, &mut |n, v| fields.push((n.to_vec(), v.to_vec())))
+        .unwrap();
+    assert_eq!(fields[2], (b":path".to_vec(), path.into_bytes()));
+}
+
+#[test]
+fn request_heads_follow_the_servers_table_size() {
+    let mut h = Harness::new(ClientSettings::default());
+    let head = RequestHead::get("https", "h", "/x");
+    let mut decoder = hpack::Decoder::new(4096);
+    let mut sent = |h: &mut Harness| {
+        let out = frames(&h.take_output());
+        let mut fields = Vec::new();
+        decoder
+            .decode(&out[0].3, &mut |n, v| fields.push((n.to_vec(), v.to_vec())))
+            .unwrap();
+        assert_eq!(fields[2].1, b"/x");
+        out[0].3.clone()
+    };
+    h.conn.open(&head).unwrap();
+    assert_eq!(
+        sent(&mut h),
+        [0x82, 0x87, 0x44, 2, b'/', b'x', 0x41, 1, b'h']
+    );
+    h.conn.open(&head).unwrap();
+    assert_eq!(sent(&mut h), [0x82, 0x87, 0xbf, 0xbe]);
+    // The server allows no table: the next block says so first and uses literals.
+    h.feed(&settings(&[(setting::HEADER_TABLE_SIZE, 0)]))
+        .unwrap();
+    h.take_output();
+    h.conn.open(&head).unwrap();
+    assert_eq!(
+        sent(&mut h),
+        [0x20, 0x82, 0x87, 0x04, 2, b'/', b'x', 0x01, 1, b'h']
+    );
 }
 
 #[test]

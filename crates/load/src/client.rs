@@ -39,7 +39,7 @@ pub(crate) struct Target {
     pub authority: String,
     /// Full `https://` URIs (HTTP/3 takes scheme and authority from them).
     pub uris: Vec<Uri>,
-    /// HTTP/2: each URI's request head, HPACK-encoded once.
+    /// HTTP/2: each URI's request head (each connection HPACK-encodes it with its own table).
     pub h2_heads: Vec<agentwire_h2wire::RequestHead>,
     /// Origin-form targets (`/path?query`) for HTTP/1.1.
     pub paths: Vec<Uri>,
