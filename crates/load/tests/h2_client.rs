@@ -4,6 +4,8 @@
 //! the right kind of error, on the wire too (GOAWAY with the code, RST_STREAM CANCEL), and the
 //! run must end by itself. No assertion depends on speed.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -125,10 +127,9 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let bundle = agentwire::tls::generate(&agentwire::tls::default_hub_names()).unwrap();
-        agentwire::tls::write_cert_dir(&dir.path().join("certs"), &bundle, false).unwrap();
-        Fixture { dir }
+        Fixture {
+            dir: common::test_dir(),
+        }
     }
 
     fn run(&self, script: Script, requests: u64) -> (LoadReport, Vec<Frame>) {

@@ -4,6 +4,8 @@
 //! headers do not come in time), and every other connection goes on being served. No
 //! assertion depends on speed; timeouts only catch hangs.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,11 +25,8 @@ fn setup() -> Setup {
 }
 
 fn setup_with(adjust: impl FnOnce(&mut ServeConfig)) -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = agentwire::tls::generate(&agentwire::tls::default_hub_names()).unwrap();
+    let dir = common::test_dir();
     let certs = dir.path().join("certs");
-    agentwire::tls::write_cert_dir(&certs, &bundle, false).unwrap();
-    std::fs::create_dir(dir.path().join("www")).unwrap();
     let mut config = ServeConfig::new(dir.path().join("www"), certs.clone());
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.threads = 1;

@@ -6,6 +6,8 @@
 //! `Connection: close`), which go again instead of counting as errors. No assertion depends
 //! on speed; the time bounds only catch hangs.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,11 +29,9 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let bundle = agentwire::tls::generate(&agentwire::tls::default_hub_names()).unwrap();
-        agentwire::tls::write_cert_dir(&dir.path().join("certs"), &bundle, false).unwrap();
-        std::fs::create_dir(dir.path().join("www")).unwrap();
-        Fixture { dir }
+        Fixture {
+            dir: common::test_dir(),
+        }
     }
 
     fn root(&self) -> PathBuf {
