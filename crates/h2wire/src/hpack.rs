@@ -10,6 +10,8 @@
 
 use std::collections::VecDeque;
 
+use agentwire_h3wire::put_prefix_int as put_int;
+
 use crate::{code, H2Error};
 
 /// The static table (RFC 7541 Appendix A); index 1 is the first entry.
@@ -115,22 +117,6 @@ fn read_int(buf: &[u8], prefix_bits: u32) -> Result<(u64, usize), H2Error> {
         shift += 7;
     }
     Err(compression("truncated integer"))
-}
-
-/// Appends an HPACK integer whose first byte carries `flags` above `prefix_bits`.
-fn put_int(out: &mut Vec<u8>, flags: u8, prefix_bits: u32, value: u64) {
-    let mask = (1u64 << prefix_bits) - 1;
-    if value < mask {
-        out.push(flags | value as u8);
-        return;
-    }
-    out.push(flags | mask as u8);
-    let mut rest = value - mask;
-    while rest >= 0x80 {
-        out.push((rest as u8 & 0x7f) | 0x80);
-        rest >>= 7;
-    }
-    out.push(rest as u8);
 }
 
 /// One dynamic-table entry.

@@ -630,8 +630,15 @@ pub fn decode_request(block: &[u8]) -> Result<RequestHead, H3Error> {
     fields.finish()
 }
 
-/// Appends a QPACK prefixed integer whose first byte carries `flags` above `prefix_bits`.
-fn put_int(out: &mut BytesMut, flags: u8, prefix_bits: u32, value: u64) {
+/// Appends a prefixed integer (RFC 7541 section 5.1, which QPACK shares) whose first byte
+/// carries `flags` above its `prefix_bits` (1..=8) low bits.
+///
+/// ```
+/// let mut out = Vec::new();
+/// agentwire_h3wire::put_prefix_int(&mut out, 0x80, 5, 1337); // RFC 7541 C.1.2
+/// assert_eq!(out, [0x9f, 0x9a, 0x0a]);
+/// ```
+pub fn put_prefix_int(out: &mut impl BufMut, flags: u8, prefix_bits: u32, value: u64) {
     let mask = ((1u16 << prefix_bits) - 1) as u64;
     if value < mask {
         out.put_u8(flags | value as u8);
@@ -662,7 +669,7 @@ fn decimal(mut value: u64, buf: &mut [u8; 20]) -> &[u8] {
 
 /// Appends a literal value (no Huffman coding) with a 7-bit length prefix.
 fn put_value(out: &mut BytesMut, value: &[u8]) {
-    put_int(out, 0, 7, value.len() as u64);
+    put_prefix_int(out, 0, 7, value.len() as u64);
     out.extend_from_slice(value);
 }
 
@@ -695,20 +702,20 @@ pub fn response_head(
     out.put_u8(0); // Required Insert Count 0
     out.put_u8(0); // Delta Base 0
     match status.as_u16() {
-        200 => put_int(&mut out, 0xc0, 6, 25),
-        404 => put_int(&mut out, 0xc0, 6, 27),
+        200 => put_prefix_int(&mut out, 0xc0, 6, 25),
+        404 => put_prefix_int(&mut out, 0xc0, 6, 27),
         _ => {
-            put_int(&mut out, 0x50, 4, 24);
+            put_prefix_int(&mut out, 0x50, 4, 24);
             put_value(&mut out, status.as_str().as_bytes());
         }
     }
-    put_int(&mut out, 0x50, 4, 4);
+    put_prefix_int(&mut out, 0x50, 4, 4);
     let mut digits = [0u8; 20];
     put_value(&mut out, decimal(content_length, &mut digits));
-    put_int(&mut out, 0x50, 4, 44);
+    put_prefix_int(&mut out, 0x50, 4, 44);
     put_value(&mut out, content_type.as_bytes());
     for (name, value) in extra {
-        put_int(&mut out, 0x20, 3, name.len() as u64);
+        put_prefix_int(&mut out, 0x20, 3, name.len() as u64);
         out.extend_from_slice(name.as_bytes());
         put_value(&mut out, value.as_bytes());
     }
@@ -1376,7 +1383,7 @@ mod tests {
     fn lit_name(name: &[u8], value: &[u8]) -> Vec<u8> {
         assert!(name.len() < 7 + 128 && value.len() < 127);
         let mut v = BytesMut::new();
-        put_int(&mut v, 0x20, 3, name.len() as u64);
+        put_prefix_int(&mut v, 0x20, 3, name.len() as u64);
         v.extend_from_slice(name);
         v.put_u8(value.len() as u8);
         v.extend_from_slice(value);
@@ -1476,14 +1483,14 @@ mod tests {
         let coded = huffman_encode(long.as_bytes());
         let mut path = BytesMut::new();
         path.put_u8(0x51);
-        put_int(&mut path, 0x80, 7, coded.len() as u64);
+        put_prefix_int(&mut path, 0x80, 7, coded.len() as u64);
         path.extend_from_slice(&coded);
         let head = decode_request(&section(&[GET, HTTPS, &path])).unwrap();
         assert_eq!(head.path, long);
         // Literal names, one Huffman-coded, and regular fields after the pseudo-headers.
         let mut name = BytesMut::new();
         let coded = huffman_encode(b":path");
-        put_int(&mut name, 0x28, 3, coded.len() as u64);
+        put_prefix_int(&mut name, 0x28, 3, coded.len() as u64);
         name.extend_from_slice(&coded);
         name.put_u8(4);
         name.extend_from_slice(b"/x.y");

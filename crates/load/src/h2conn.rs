@@ -292,8 +292,7 @@ impl H2Link {
             }
             return Poll::Pending;
         }
-        let outcome = p.outcome.take();
-        sh.streams.pending.remove(&stream);
+        let outcome = sh.streams.pending.remove(&stream).and_then(|p| p.outcome);
         Poll::Ready(outcome.unwrap_or_else(|| {
             Err(GetError::Failed(LoadError::new(
                 ErrorKind::Other,
