@@ -1,0 +1,155 @@
+//! The congestion-control matrix on simulated time: every controller of the simulator over
+//! random and bursty loss, three RTTs and two bottlenecks with shallow and deep buffers, then
+//! fairness between two flows on one bottleneck.
+//!
+//! `cargo run --release -p agentwire-cc --example matrix -- [--quick] [--json FILE]`
+
+use std::time::Duration;
+
+use agentwire_cc::sim::{self, FlowSpec, Scenario, SimController};
+use agentwire_cc::{Bbr, BbrConfig};
+
+fn controller(name: &str, mss: u64) -> Box<dyn SimController> {
+    match name {
+        "reno" => Box::new(sim::Reno::new(mss)),
+        _ => Box::new(Bbr::new(BbrConfig::default(), 1200)),
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    kind: &'static str,
+    path: String,
+    flows: Vec<String>,
+    goodput_mbit: Vec<f64>,
+    utilisation: Option<f64>,
+    queue_p50_ms: Vec<f64>,
+    queue_p95_ms: Vec<f64>,
+    loss_percent: Vec<f64>,
+    share: Option<f64>,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let json = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1).cloned());
+    let secs = if quick { 10 } else { 30 };
+    let losses = ["", "loss=0.1%", "loss=1%", "loss=3%", "ge=0.01/0.3/0/0.5"];
+    let rtts = [10u64, 50, 150];
+    let bottlenecks = ["rate=20mbit", "rate=100mbit"];
+    let queues = ["queue=0.25bdp", "queue=4bdp"];
+    let mut rows = Vec::new();
+    println!(
+        "{:<58} {:>6} {:>9} {:>7} {:>8} {:>8} {:>7}",
+        "path (one way)", "cc", "Mbit/s", "util", "q50_ms", "q95_ms", "loss%"
+    );
+    for rtt in rtts {
+        for bottleneck in bottlenecks {
+            for queue in queues {
+                for loss in losses {
+                    let mut spec = format!("delay={}ms,{bottleneck},{queue}", rtt / 2);
+                    if !loss.is_empty() {
+                        spec.push(',');
+                        spec.push_str(loss);
+                    }
+                    for cc in ["bbr3", "reno"] {
+                        let r = run(&spec, rtt, secs, &[cc]);
+                        rows.push(print_row("single", &spec, r));
+                    }
+                }
+            }
+        }
+    }
+    for rtt in rtts {
+        for queue in queues {
+            let spec = format!("delay={}ms,rate=20mbit,{queue}", rtt / 2);
+            for pair in [["bbr3", "bbr3"], ["bbr3", "reno"], ["reno", "reno"]] {
+                let r = run(&spec, rtt, secs * 2, &pair);
+                rows.push(print_row("fairness", &spec, r));
+            }
+        }
+    }
+    if let Some(path) = json {
+        let doc = serde_json::json!({
+            "schema": "agentwire-cc-matrix/1",
+            "command": std::env::args().collect::<Vec<_>>().join(" "),
+            "simulated_seconds": secs,
+            "rows": rows,
+        });
+        if let Err(e) = std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&doc).unwrap_or_default(),
+        ) {
+            eprintln!("cannot write {path}: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn run(spec: &str, rtt: u64, secs: u64, ccs: &[&str]) -> sim::SimResult {
+    let reverse = format!("delay={}ms", rtt / 2);
+    let mut scenario = match Scenario::parse(spec, &reverse, Duration::from_secs(secs)) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    scenario.warmup = Duration::from_secs(secs / 5);
+    let flows = ccs
+        .iter()
+        .map(|cc| FlowSpec::bulk(controller(cc, scenario.mss)))
+        .collect();
+    sim::run(&scenario, flows)
+}
+
+fn print_row(kind: &'static str, spec: &str, r: sim::SimResult) -> Row {
+    let names: Vec<String> = r.flows.iter().map(|f| f.controller.clone()).collect();
+    let goodput: Vec<f64> = r.flows.iter().map(|f| f.goodput_bps / 1e6).collect();
+    let loss: Vec<f64> = r
+        .flows
+        .iter()
+        .map(|f| 100.0 * f.lost_packets as f64 / f.sent_packets.max(1) as f64)
+        .collect();
+    let share = (goodput.len() == 2 && goodput[1] > 0.0).then(|| goodput[0] / goodput[1]);
+    println!(
+        "{:<58} {:>6} {:>9} {:>7} {:>8} {:>8} {:>7}{}",
+        spec,
+        names.join("+"),
+        goodput
+            .iter()
+            .map(|g| format!("{g:.1}"))
+            .collect::<Vec<_>>()
+            .join("/"),
+        r.utilisation().map_or("-".into(), |u| format!("{:.2}", u)),
+        r.flows
+            .iter()
+            .map(|f| format!("{:.0}", f.queue_delay_p50_ms))
+            .collect::<Vec<_>>()
+            .join("/"),
+        r.flows
+            .iter()
+            .map(|f| format!("{:.0}", f.queue_delay_p95_ms))
+            .collect::<Vec<_>>()
+            .join("/"),
+        loss.iter()
+            .map(|l| format!("{l:.1}"))
+            .collect::<Vec<_>>()
+            .join("/"),
+        share.map_or(String::new(), |s| format!("  share {s:.2}")),
+    );
+    Row {
+        kind,
+        path: spec.to_owned(),
+        flows: names,
+        goodput_mbit: goodput,
+        utilisation: r.utilisation(),
+        queue_p50_ms: r.flows.iter().map(|f| f.queue_delay_p50_ms).collect(),
+        queue_p95_ms: r.flows.iter().map(|f| f.queue_delay_p95_ms).collect(),
+        loss_percent: loss,
+        share,
+    }
+}

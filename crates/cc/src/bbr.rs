@@ -1,0 +1,530 @@
+//! `Bbr`: a BBR-class congestion controller (after BBRv3) as a sans-IO state machine.
+//!
+//! It models the path from what acknowledgements show (the bottleneck bandwidth, a windowed
+//! maximum of delivery-rate samples; the minimum RTT), and keeps about 1.5 bandwidth-delay
+//! products in flight. Unlike quinn's BBRv1 it bounds what it sends by loss, as BBRv3 does
+//! (`inflight_hi`, cut by 30 % after a round with more than 2 % loss) — but only when that
+//! round's RTT shows a standing queue. Loss at the base RTT is noise on the path (radio, a
+//! lossy link), not a full buffer, and costs nothing; loss with a queue is congestion, and
+//! gives way to other flows and keeps shallow buffers from overflowing.
+//!
+//! quinn paces at 1.25 × window / smoothed RTT, so the window is this controller's only lever:
+//! each phase has a window gain instead of a pacing gain.
+//!
+//! This module owns the model and the window. It must not do I/O or read a clock: every event
+//! carries `now`. The [`quinn_proto::congestion::Controller`] implementation is in
+//! `crate::quinn`.
+
+use std::time::{Duration, Instant};
+
+use crate::filter::WindowedMax;
+use crate::rate::{DeliveryRate, RateSample};
+
+/// Rounds the bandwidth filter remembers (a ProbeBW cycle and then some).
+const BW_WINDOW_ROUNDS: u64 = 10;
+/// How long a minimum RTT stays valid before it must be measured again (ProbeRTT).
+const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+/// Time spent at the reduced ProbeRTT window.
+const PROBE_RTT_DURATION: Duration = Duration::from_millis(200);
+/// Startup ends when the bandwidth grew less than this factor in `FULL_BW_ROUNDS` rounds.
+const FULL_BW_GROWTH: f64 = 1.25;
+const FULL_BW_ROUNDS: u32 = 3;
+/// BBRv3's loss threshold: more than 2 % of a round's bytes lost.
+const LOSS_THRESHOLD: f64 = 0.02;
+/// BBRv3's multiplicative decrease of `inflight_hi`.
+const BETA: f64 = 0.7;
+/// The ack-aggregation allowance covers at most this much time at the estimated bandwidth
+/// (Linux BBR's `bbr_extra_acked_max_us`).
+const MAX_EXTRA_ACKED: Duration = Duration::from_millis(100);
+/// Minimum window, in packets.
+const MIN_WINDOW_PACKETS: u64 = 4;
+
+/// The ProbeBW cycle, one entry per round: probe up, drain, then cruise.
+const CYCLE: [Phase; 8] = [
+    Phase::Up,
+    Phase::Down,
+    Phase::Cruise,
+    Phase::Cruise,
+    Phase::Cruise,
+    Phase::Cruise,
+    Phase::Cruise,
+    Phase::Cruise,
+];
+
+/// Settings of a [`Bbr`] controller.
+///
+/// ```
+/// use agentwire_cc::BbrConfig;
+/// let c = BbrConfig::default();
+/// assert_eq!(c.cruise_gain, 1.5);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct BbrConfig {
+    /// Window before any measurement, bytes.
+    pub initial_window: u64,
+    /// Window gain in Startup (the window also grows by every acknowledged byte).
+    pub startup_gain: f64,
+    /// Window gain while cruising in ProbeBW. BBRv1 keeps 2 (a standing queue of one BDP in a
+    /// deep buffer); 1.5 halves that queue at the same goodput in the simulated matrix.
+    pub cruise_gain: f64,
+    /// Window gain of the round that probes for more bandwidth.
+    pub up_gain: f64,
+    /// Window gain of the round that drains the queue the probe built.
+    pub down_gain: f64,
+    /// Share of the bandwidth-delay product kept during ProbeRTT (BBRv3: 0.5).
+    pub probe_rtt_gain: f64,
+    /// A round's smallest RTT must exceed the minimum RTT by this share (or by
+    /// `queue_floor`, whichever is larger) for its losses to count as congestion.
+    pub queue_share: f64,
+    /// See `queue_share`.
+    pub queue_floor: Duration,
+}
+
+impl Default for BbrConfig {
+    fn default() -> Self {
+        BbrConfig {
+            // quinn's own default: ten packets of 1,472 bytes.
+            initial_window: 14_720,
+            startup_gain: 2.885,
+            cruise_gain: 1.5,
+            up_gain: 2.5,
+            down_gain: 1.0,
+            probe_rtt_gain: 0.5,
+            queue_share: 0.125,
+            queue_floor: Duration::from_micros(500),
+        }
+    }
+}
+
+/// The controller's mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Doubling every round until the bandwidth stops growing or loss says the pipe is full.
+    Startup,
+    /// Emptying the queue Startup built.
+    Drain,
+    /// Steady state, cycling through the phases of [`Phase`].
+    ProbeBw(Phase),
+    /// A short dip to re-measure the minimum RTT.
+    ProbeRtt,
+}
+
+/// The phases of ProbeBW.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// One round with more in flight, to find bandwidth that became free.
+    Up,
+    /// One round with one bandwidth-delay product in flight, to drain what Up queued.
+    Down,
+    /// The rest of the cycle.
+    Cruise,
+}
+
+/// A snapshot of what the controller believes, for tests, stats and qlog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BbrState {
+    /// The current mode.
+    pub mode: Mode,
+    /// Bottleneck bandwidth estimate, bytes per second.
+    pub bandwidth: u64,
+    /// Minimum RTT seen in the current window.
+    pub min_rtt: Option<Duration>,
+    /// The window, bytes.
+    pub window: u64,
+    /// The loss-derived upper bound on what is in flight (`u64::MAX` when none).
+    pub inflight_hi: u64,
+    /// Rounds counted so far.
+    pub rounds: u64,
+}
+
+/// Per-round loss and delay accounting.
+#[derive(Debug, Clone, Copy, Default)]
+struct RoundStats {
+    delivered: u64,
+    lost: u64,
+    ecn: bool,
+    min_rtt: Option<Duration>,
+}
+
+/// A BBR-class congestion controller.
+///
+/// Feed it the events of a connection (in the order they happen, each with its time) and
+/// ask for the [`window`](Bbr::window).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use agentwire_cc::{Bbr, BbrConfig, Mode};
+///
+/// let t0 = Instant::now();
+/// let mut bbr = Bbr::new(BbrConfig::default(), 1200);
+/// assert_eq!(bbr.state().mode, Mode::Startup);
+/// bbr.on_sent(t0, 1200);
+/// let t1 = t0 + Duration::from_millis(20);
+/// bbr.on_ack(t1, t0, 1200, false);
+/// bbr.on_end_acks(t1, 0, false);
+/// assert_eq!(bbr.state().min_rtt, Some(Duration::from_millis(20)));
+/// assert!(bbr.window() > BbrConfig::default().initial_window); // slow-start growth
+/// ```
+#[derive(Debug, Clone)]
+pub struct Bbr {
+    config: BbrConfig,
+    mtu: u64,
+    mode: Mode,
+    cycle_index: usize,
+    window: u64,
+    in_flight: u64,
+    rate: DeliveryRate,
+    bandwidth: WindowedMax,
+    /// The sample of the newest packet acknowledged in the current batch.
+    batch_sample: Option<RateSample>,
+    batch_acked: u64,
+    min_rtt: Option<Duration>,
+    min_rtt_stamp: Option<Instant>,
+    round_count: u64,
+    next_round_delivered: u64,
+    round_start: bool,
+    round: RoundStats,
+    full_bw: u64,
+    full_bw_rounds: u32,
+    filled_pipe: bool,
+    inflight_hi: u64,
+    probe_growth: u64,
+    probe_rtt_done: Option<Instant>,
+    probe_rtt_round_done: bool,
+    /// Ack aggregation: bytes acknowledged beyond what the bandwidth explains.
+    extra_acked: WindowedMax,
+    ack_epoch_start: Option<Instant>,
+    ack_epoch_acked: u64,
+}
+
+impl Bbr {
+    /// A controller for a path whose current MTU is `mtu` bytes.
+    pub fn new(config: BbrConfig, mtu: u16) -> Self {
+        let mtu = u64::from(mtu).max(1200);
+        let window = config.initial_window.max(MIN_WINDOW_PACKETS * mtu);
+        Bbr {
+            config,
+            mtu,
+            mode: Mode::Startup,
+            cycle_index: 2,
+            window,
+            in_flight: 0,
+            rate: DeliveryRate::default(),
+            bandwidth: WindowedMax::new(BW_WINDOW_ROUNDS),
+            batch_sample: None,
+            batch_acked: 0,
+            min_rtt: None,
+            min_rtt_stamp: None,
+            round_count: 0,
+            next_round_delivered: 0,
+            round_start: false,
+            round: RoundStats::default(),
+            full_bw: 0,
+            full_bw_rounds: 0,
+            filled_pipe: false,
+            inflight_hi: u64::MAX,
+            probe_growth: 0,
+            probe_rtt_done: None,
+            probe_rtt_round_done: false,
+            extra_acked: WindowedMax::new(BW_WINDOW_ROUNDS),
+            ack_epoch_start: None,
+            ack_epoch_acked: 0,
+        }
+    }
+
+    /// The number of bytes that may be in flight.
+    pub fn window(&self) -> u64 {
+        self.window
+    }
+
+    /// The window the controller started with.
+    pub fn initial_window(&self) -> u64 {
+        self.config.initial_window.max(self.min_window())
+    }
+
+    /// The pacing rate the model implies, bytes per second (`None` before a measurement).
+    pub fn pacing_rate(&self) -> Option<u64> {
+        let bw = self.bandwidth.get();
+        (bw > 0).then(|| (bw as f64 * self.gain()) as u64)
+    }
+
+    /// What the controller believes now.
+    pub fn state(&self) -> BbrState {
+        BbrState {
+            mode: self.mode,
+            bandwidth: self.bandwidth.get(),
+            min_rtt: self.min_rtt,
+            window: self.window,
+            inflight_hi: self.inflight_hi,
+            rounds: self.round_count,
+        }
+    }
+
+    /// `bytes` were sent at `now`.
+    pub fn on_sent(&mut self, now: Instant, bytes: u64) {
+        self.rate.on_sent(now, self.in_flight);
+        self.in_flight = self.in_flight.saturating_add(bytes);
+    }
+
+    /// A packet of `bytes`, sent at `sent`, was acknowledged at `now`. `app_limited`: the
+    /// sender had nothing more to send before this acknowledgement.
+    pub fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool) {
+        let _ = app_limited; // used once per batch, in on_end_acks
+        self.in_flight = self.in_flight.saturating_sub(bytes);
+        self.batch_acked = self.batch_acked.saturating_add(bytes);
+        self.round.delivered = self.round.delivered.saturating_add(bytes);
+        let Some(sample) = self.rate.on_ack(now, sent, bytes) else {
+            return;
+        };
+        self.round.min_rtt = Some(self.round.min_rtt.map_or(sample.rtt, |m| m.min(sample.rtt)));
+        if sample.prior_delivered >= self.next_round_delivered {
+            self.next_round_delivered = self.rate.delivered();
+            self.round_start = true;
+        }
+        self.batch_sample = Some(sample);
+    }
+
+    /// The acknowledgements of one ACK frame have all been passed; `in_flight` is what the
+    /// connection still has outstanding.
+    pub fn on_end_acks(&mut self, now: Instant, in_flight: u64, app_limited: bool) {
+        self.in_flight = in_flight;
+        let acked = std::mem::take(&mut self.batch_acked);
+        if let Some(sample) = self.batch_sample.take() {
+            self.update_min_rtt(now, sample.rtt);
+            // A sample over less than a minimum RTT comes from ack compression: too high.
+            let valid = self.min_rtt.is_none_or(|m| sample.interval >= m);
+            let bw = sample.bytes_per_sec();
+            if valid && (!app_limited || bw >= self.bandwidth.get()) {
+                self.bandwidth.update(self.round_count, bw);
+            }
+        }
+        if std::mem::take(&mut self.round_start) {
+            self.end_round(app_limited);
+        }
+        self.update_ack_aggregation(now, acked);
+        self.update_probe_rtt(now);
+        if self.mode == Mode::Drain && self.in_flight <= self.bdp(1.0) {
+            self.mode = Mode::ProbeBw(CYCLE[self.cycle_index]);
+        }
+        self.update_window(acked);
+    }
+
+    /// Packets were declared lost (`lost_bytes`, 0 for an ECN congestion mark); the newest
+    /// was sent at `sent`. `persistent`: everything sent over a period was lost.
+    pub fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        persistent: bool,
+        lost_bytes: u64,
+    ) {
+        let _ = (now, sent);
+        self.in_flight = self.in_flight.saturating_sub(lost_bytes);
+        self.round.lost = self.round.lost.saturating_add(lost_bytes);
+        if lost_bytes == 0 {
+            self.round.ecn = true;
+        }
+        if persistent {
+            // The path went away (or everything queued was dropped): restart from the floor
+            // and let the model regrow the window.
+            self.window = self.min_window();
+            self.probe_growth = 0;
+        }
+    }
+
+    /// The path MTU changed.
+    pub fn on_mtu_update(&mut self, mtu: u16) {
+        self.mtu = u64::from(mtu).max(1200);
+        self.window = self.window.max(self.min_window());
+    }
+
+    fn min_window(&self) -> u64 {
+        MIN_WINDOW_PACKETS * self.mtu
+    }
+
+    fn update_min_rtt(&mut self, now: Instant, rtt: Duration) {
+        let expired = self
+            .min_rtt_stamp
+            .is_some_and(|t| now.saturating_duration_since(t) > MIN_RTT_WINDOW);
+        if self.min_rtt.is_none_or(|m| rtt <= m) || expired {
+            self.min_rtt = Some(rtt);
+            self.min_rtt_stamp = Some(now);
+        }
+        if expired && self.mode != Mode::ProbeRtt {
+            self.mode = Mode::ProbeRtt;
+            self.probe_rtt_done = None;
+            self.probe_rtt_round_done = false;
+        }
+    }
+
+    fn update_probe_rtt(&mut self, now: Instant) {
+        if self.mode != Mode::ProbeRtt {
+            return;
+        }
+        match self.probe_rtt_done {
+            None if self.in_flight <= self.probe_rtt_window() => {
+                self.probe_rtt_done = Some(now + PROBE_RTT_DURATION);
+                self.probe_rtt_round_done = false;
+                self.next_round_delivered = self.rate.delivered();
+            }
+            Some(done) if self.probe_rtt_round_done && now >= done => {
+                self.min_rtt_stamp = Some(now);
+                self.mode = if self.filled_pipe {
+                    self.cycle_index = 2;
+                    Mode::ProbeBw(CYCLE[self.cycle_index])
+                } else {
+                    Mode::Startup
+                };
+            }
+            _ => {}
+        }
+    }
+
+    /// What a round just ended tells: loss, bandwidth growth, the next phase.
+    fn end_round(&mut self, app_limited: bool) {
+        self.round_count += 1;
+        if self.mode == Mode::ProbeRtt && self.probe_rtt_done.is_some() {
+            self.probe_rtt_round_done = true;
+        }
+        let round = std::mem::take(&mut self.round);
+        let congested = self.round_was_congested(&round);
+        if congested {
+            if self.mode == Mode::Startup {
+                // The pipe is full: remember what it held, and drain.
+                self.inflight_hi = self.bdp(1.0).max(round.delivered).max(self.min_window());
+                self.enter_drain();
+            } else {
+                let base = self.inflight_hi.min(self.window);
+                self.inflight_hi = ((base as f64 * BETA) as u64).max(self.min_window());
+                if let Mode::ProbeBw(Phase::Up) = self.mode {
+                    self.advance_cycle();
+                }
+            }
+            self.probe_growth = 0;
+        } else if self.inflight_hi != u64::MAX && self.mode == Mode::ProbeBw(Phase::Up) {
+            // A probe without congestion: raise the bound, faster each time (BBRv3).
+            self.probe_growth = (self.probe_growth * 2).max(self.mtu);
+            self.inflight_hi = self.inflight_hi.saturating_add(self.probe_growth);
+        }
+        if self.mode == Mode::Startup && !app_limited {
+            let bw = self.bandwidth.get();
+            if bw as f64 >= self.full_bw as f64 * FULL_BW_GROWTH {
+                self.full_bw = bw;
+                self.full_bw_rounds = 0;
+            } else {
+                self.full_bw_rounds += 1;
+                if self.full_bw_rounds >= FULL_BW_ROUNDS {
+                    self.enter_drain();
+                }
+            }
+        }
+        if let Mode::ProbeBw(_) = self.mode {
+            if !congested {
+                self.advance_cycle();
+            }
+        }
+    }
+
+    /// More than 2 % of the round lost (or an ECN mark) while its RTT showed a queue.
+    fn round_was_congested(&self, round: &RoundStats) -> bool {
+        let total = round.delivered + round.lost;
+        let lossy = round.lost > 0 && round.lost as f64 > LOSS_THRESHOLD * total as f64;
+        if !(lossy || round.ecn) {
+            return false;
+        }
+        match (round.min_rtt, self.min_rtt) {
+            (Some(seen), Some(base)) => {
+                let margin = base
+                    .mul_f64(self.config.queue_share)
+                    .max(self.config.queue_floor);
+                seen > base + margin
+            }
+            // No RTT seen this round (every packet lost): the path is overloaded.
+            _ => true,
+        }
+    }
+
+    fn enter_drain(&mut self) {
+        self.filled_pipe = true;
+        self.mode = Mode::Drain;
+        self.cycle_index = 2;
+    }
+
+    fn advance_cycle(&mut self) {
+        self.cycle_index = (self.cycle_index + 1) % CYCLE.len();
+        self.mode = Mode::ProbeBw(CYCLE[self.cycle_index]);
+    }
+
+    fn gain(&self) -> f64 {
+        match self.mode {
+            Mode::Startup => self.config.startup_gain,
+            Mode::Drain => 1.0,
+            Mode::ProbeBw(Phase::Up) => self.config.up_gain,
+            Mode::ProbeBw(Phase::Down) => self.config.down_gain,
+            Mode::ProbeBw(Phase::Cruise) => self.config.cruise_gain,
+            Mode::ProbeRtt => self.config.probe_rtt_gain,
+        }
+    }
+
+    /// `gain` bandwidth-delay products, in bytes (the initial window before a measurement).
+    fn bdp(&self, gain: f64) -> u64 {
+        match (self.bandwidth.get(), self.min_rtt) {
+            (bw, Some(rtt)) if bw > 0 => (bw as f64 * rtt.as_secs_f64() * gain) as u64,
+            _ => self.initial_window(),
+        }
+    }
+
+    fn probe_rtt_window(&self) -> u64 {
+        self.bdp(self.config.probe_rtt_gain).max(self.min_window())
+    }
+
+    /// BBR's ack-aggregation estimate: acknowledgements often arrive in bursts (delayed
+    /// ACKs, a busy receiver), and the window must cover what the bandwidth alone does not.
+    fn update_ack_aggregation(&mut self, now: Instant, acked: u64) {
+        let bw = self.bandwidth.get();
+        if bw == 0 || acked == 0 || self.mode == Mode::Startup {
+            // In Startup the bandwidth estimate lags what is acknowledged by design: that is
+            // growth, not aggregation.
+            return;
+        }
+        let start = *self.ack_epoch_start.get_or_insert(now);
+        let expected = (bw as f64 * now.saturating_duration_since(start).as_secs_f64()) as u64;
+        if self.ack_epoch_acked <= expected {
+            self.ack_epoch_start = Some(now);
+            self.ack_epoch_acked = 0;
+        }
+        self.ack_epoch_acked = self.ack_epoch_acked.saturating_add(acked);
+        let start = self.ack_epoch_start.unwrap_or(now);
+        let expected = (bw as f64 * now.saturating_duration_since(start).as_secs_f64()) as u64;
+        let cap = (bw as f64 * MAX_EXTRA_ACKED.as_secs_f64()) as u64;
+        let extra = self
+            .ack_epoch_acked
+            .saturating_sub(expected)
+            .min(self.window)
+            .min(cap);
+        self.extra_acked.update(self.round_count, extra);
+    }
+
+    fn update_window(&mut self, acked: u64) {
+        let floor = self.min_window();
+        if self.mode == Mode::ProbeRtt {
+            self.window = self.window.min(self.probe_rtt_window()).max(floor);
+            return;
+        }
+        let target = self
+            .bdp(self.gain())
+            .saturating_add(self.extra_acked.get())
+            .min(self.inflight_hi)
+            .max(floor);
+        self.window = if self.filled_pipe {
+            self.window.saturating_add(acked).min(target)
+        } else {
+            // Startup: grow by every acknowledged byte, like slow start, up to the bound.
+            self.window
+                .saturating_add(acked)
+                .max(target)
+                .min(self.inflight_hi)
+        };
+        self.window = self.window.max(floor);
+    }
+}

@@ -1,0 +1,236 @@
+//! The controller on simulated paths (agentwire-netsim's model, no sockets): what it must do
+//! on a clean bottleneck, under random and bursty loss, with shallow and deep buffers, beside
+//! another flow, and when the application sends less than the path could carry.
+
+use std::time::{Duration, Instant};
+
+use agentwire_cc::sim::{self, FlowSpec, Reno, Scenario, SimResult};
+use agentwire_cc::{Bbr, BbrConfig, Mode};
+use proptest::prelude::*;
+
+fn bbr() -> Box<Bbr> {
+    Box::new(Bbr::new(BbrConfig::default(), 1200))
+}
+
+fn scenario(forward: &str, secs: u64) -> Scenario {
+    let delay = forward.split(',').next().unwrap_or("delay=0ms");
+    Scenario::parse(forward, delay, Duration::from_secs(secs)).expect("valid spec")
+}
+
+fn loss_percent(r: &SimResult, flow: usize) -> f64 {
+    let f = &r.flows[flow];
+    100.0 * f.lost_packets as f64 / f.sent_packets.max(1) as f64
+}
+
+#[test]
+fn fills_a_clean_bottleneck() {
+    let r = sim::run(
+        &scenario("delay=25ms,rate=20mbit,queue=1bdp", 10),
+        vec![FlowSpec::bulk(bbr())],
+    );
+    let util = r.utilisation().unwrap();
+    assert!(util > 0.85, "utilisation {util:.2}: {r:?}");
+}
+
+#[test]
+fn random_loss_costs_little_where_reno_collapses() {
+    let s = scenario("delay=25ms,rate=20mbit,queue=1bdp,loss=1%", 10);
+    let b = sim::run(&s, vec![FlowSpec::bulk(bbr())]);
+    let r = sim::run(&s, vec![FlowSpec::bulk(Box::new(Reno::new(1200)))]);
+    let (bu, ru) = (b.utilisation().unwrap(), r.utilisation().unwrap());
+    assert!(bu > 0.8, "bbr3 utilisation {bu:.2} under 1 % random loss");
+    assert!(
+        ru < 0.5,
+        "reno utilisation {ru:.2}: the path is not lossy enough to show anything"
+    );
+}
+
+#[test]
+fn bursty_loss_costs_little() {
+    let r = sim::run(
+        &scenario("delay=25ms,rate=20mbit,queue=1bdp,ge=0.01/0.3/0/0.5", 10),
+        vec![FlowSpec::bulk(bbr())],
+    );
+    assert!(r.utilisation().unwrap() > 0.75, "{r:?}");
+}
+
+#[test]
+fn deep_buffer_keeps_less_queue_than_reno() {
+    let s = scenario("delay=25ms,rate=20mbit,queue=4bdp", 12);
+    let b = sim::run(&s, vec![FlowSpec::bulk(bbr())]);
+    let r = sim::run(&s, vec![FlowSpec::bulk(Box::new(Reno::new(1200)))]);
+    let (bq, rq) = (b.flows[0].queue_delay_p50_ms, r.flows[0].queue_delay_p50_ms);
+    assert!(b.utilisation().unwrap() > 0.85, "{b:?}");
+    assert!(
+        bq < 0.6 * rq,
+        "median queueing delay bbr3 {bq} ms vs reno {rq} ms"
+    );
+    // About half a minimum RTT (cruise gain 1.5), not the buffer's 200 ms.
+    assert!(bq < 40.0, "median queueing delay {bq} ms on a 50 ms path");
+}
+
+#[test]
+fn shallow_buffer_overflows_rarely() {
+    let r = sim::run(
+        &scenario("delay=25ms,rate=20mbit,queue=0.25bdp", 12),
+        vec![FlowSpec::bulk(bbr())],
+    );
+    let loss = loss_percent(&r, 0);
+    assert!(r.utilisation().unwrap() > 0.8, "{r:?}");
+    assert!(
+        loss < 5.0,
+        "{loss:.1} % of packets lost in a 0.25 BDP buffer"
+    );
+}
+
+#[test]
+fn two_flows_share_a_bottleneck() {
+    let r = sim::run(
+        &scenario("delay=25ms,rate=20mbit,queue=1bdp", 30),
+        vec![FlowSpec::bulk(bbr()), FlowSpec::bulk(bbr())],
+    );
+    let share = r.flows[0].goodput_bps / r.flows[1].goodput_bps.max(1.0);
+    assert!((0.5..=2.0).contains(&share), "share {share:.2}: {r:?}");
+    assert!(r.utilisation().unwrap() > 0.85, "{r:?}");
+}
+
+#[test]
+fn beside_reno_neither_starves() {
+    let r = sim::run(
+        &scenario("delay=25ms,rate=20mbit,queue=1bdp", 30),
+        vec![
+            FlowSpec::bulk(bbr()),
+            FlowSpec::bulk(Box::new(Reno::new(1200))),
+        ],
+    );
+    let share = r.flows[0].goodput_bps / r.flows[1].goodput_bps.max(1.0);
+    assert!((0.33..=3.0).contains(&share), "share {share:.2}: {r:?}");
+}
+
+#[test]
+fn app_limited_flow_gets_its_rate_and_keeps_its_model() {
+    let mut flow = FlowSpec::bulk(bbr());
+    flow.app_rate = Some(250_000); // 2 Mbit/s offered on a 20 Mbit/s path
+    let r = sim::run(
+        &scenario("delay=25ms,rate=20mbit,queue=1bdp", 10),
+        vec![flow],
+    );
+    let g = r.flows[0].goodput_bps;
+    assert!((1.8e6..2.2e6).contains(&g), "goodput {g}");
+    assert!(r.flows[0].final_window >= 4 * 1200);
+}
+
+#[test]
+fn the_same_run_gives_the_same_result() {
+    let s = scenario("delay=10ms,rate=20mbit,queue=1bdp,loss=1%", 5);
+    let a = sim::run(&s, vec![FlowSpec::bulk(bbr())]);
+    let b = sim::run(&s, vec![FlowSpec::bulk(bbr())]);
+    assert_eq!(a.flows[0].goodput_bps, b.flows[0].goodput_bps);
+    assert_eq!(a.bottleneck, b.bottleneck);
+}
+
+#[test]
+fn persistent_congestion_drops_to_the_floor_and_regrows() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut b = Bbr::new(BbrConfig::default(), 1200);
+    let mut t = t0;
+    // A few clean rounds of 10 packets, 20 ms RTT.
+    for round in 0..6u64 {
+        for _ in 0..10 {
+            b.on_sent(t, 1200);
+        }
+        let acked_at = t + ms(20);
+        for _ in 0..10 {
+            b.on_ack(acked_at, t, 1200, false);
+        }
+        b.on_end_acks(acked_at, 0, false);
+        t = acked_at + ms(round);
+    }
+    b.on_congestion_event(t, t, true, 12_000);
+    assert_eq!(b.window(), 4 * 1200);
+    b.on_sent(t, 1200);
+    b.on_ack(t + ms(20), t, 1200, false);
+    b.on_end_acks(t + ms(20), 0, false);
+    assert!(
+        b.window() > 4 * 1200,
+        "the window regrows after acknowledgements"
+    );
+}
+
+#[test]
+fn startup_ends_when_bandwidth_stops_growing() {
+    let r = sim::run(
+        &scenario("delay=10ms,rate=20mbit,queue=1bdp", 3),
+        vec![FlowSpec::bulk(bbr())],
+    );
+    assert!(r.utilisation().unwrap() > 0.8);
+    // A controller fed a flat delivery rate leaves Startup within a few rounds.
+    let t0 = Instant::now();
+    let mut b = Bbr::new(BbrConfig::default(), 1200);
+    let mut t = t0;
+    for _ in 0..12 {
+        for i in 0..10u32 {
+            b.on_sent(t + Duration::from_millis(u64::from(i)), 1200);
+        }
+        for i in 0..10u32 {
+            let sent = t + Duration::from_millis(u64::from(i));
+            b.on_ack(sent + Duration::from_millis(20), sent, 1200, false);
+            b.on_end_acks(sent + Duration::from_millis(20), 0, false);
+        }
+        t += Duration::from_millis(40);
+    }
+    assert_ne!(b.state().mode, Mode::Startup, "{:?}", b.state());
+}
+
+#[derive(Debug, Clone)]
+enum Event {
+    Sent(u16, u32),
+    Ack(u16, u16, u32, bool),
+    EndAcks(u32, bool),
+    Loss(u16, bool, u32),
+    Mtu(u16),
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        (0u16..2000, 0u32..70_000).prop_map(|(dt, b)| Event::Sent(dt, b)),
+        (0u16..2000, 0u16..2000, 0u32..70_000, any::<bool>())
+            .prop_map(|(dt, back, b, a)| Event::Ack(dt, back, b, a)),
+        (0u32..10_000_000, any::<bool>()).prop_map(|(f, a)| Event::EndAcks(f, a)),
+        (0u16..2000, any::<bool>(), 0u32..100_000).prop_map(|(dt, p, b)| Event::Loss(dt, p, b)),
+        (0u16..20_000).prop_map(Event::Mtu),
+    ]
+}
+
+proptest! {
+    /// Any sequence of events, however odd (acknowledgements of unknown packets, send times
+    /// after the acknowledgement, zero-byte losses), leaves a usable window and never panics.
+    #[test]
+    fn any_event_sequence_keeps_a_usable_window(events in proptest::collection::vec(event(), 0..400)) {
+        let t0 = Instant::now();
+        let mut now = t0;
+        let mut b = Bbr::new(BbrConfig::default(), 1200);
+        for e in events {
+            match e {
+                Event::Sent(dt, bytes) => {
+                    now += Duration::from_micros(u64::from(dt) * 100);
+                    b.on_sent(now, u64::from(bytes));
+                }
+                Event::Ack(dt, back, bytes, app) => {
+                    now += Duration::from_micros(u64::from(dt) * 100);
+                    let sent = now.checked_sub(Duration::from_micros(u64::from(back) * 100)).unwrap_or(now);
+                    b.on_ack(now, sent, u64::from(bytes), app);
+                }
+                Event::EndAcks(flight, app) => b.on_end_acks(now, u64::from(flight), app),
+                Event::Loss(dt, persistent, bytes) => {
+                    let sent = now;
+                    now += Duration::from_micros(u64::from(dt) * 100);
+                    b.on_congestion_event(now, sent, persistent, u64::from(bytes));
+                }
+                Event::Mtu(mtu) => b.on_mtu_update(mtu),
+            }
+            prop_assert!(b.window() >= 4 * 1200, "window {} below the floor", b.window());
+        }
+    }
+}
