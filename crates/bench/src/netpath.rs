@@ -107,7 +107,25 @@ impl EmulatedPath {
             r.verdict_errors += d.verdict_errors;
         }
         r.cpu_seconds = self.cpu_seconds();
+        r.tcp_cc = self.tcp_congestion_control();
         r
+    }
+
+    /// The TCP congestion control in effect on both ends (`client/server` when they differ).
+    pub fn tcp_congestion_control(&self) -> Option<String> {
+        let client = self
+            .topology
+            .tcp_congestion_control(self.client_ns())
+            .ok()?;
+        let server = self
+            .topology
+            .tcp_congestion_control(self.server_ns())
+            .ok()?;
+        Some(if client == server {
+            client
+        } else {
+            format!("{client}/{server}")
+        })
     }
 
     /// An error that stopped the stage, if any (the cell's numbers are then void).

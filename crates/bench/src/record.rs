@@ -129,6 +129,8 @@ pub struct EmulatorRecord {
     pub verdict_errors: u64,
     /// CPU seconds the emulator's threads used during the cell.
     pub cpu_seconds: f64,
+    /// TCP congestion control in effect in the client and server namespaces (read back).
+    pub tcp_cc: Option<String>,
 }
 
 /// Connection establishment of all agents of a cell.

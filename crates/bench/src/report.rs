@@ -552,6 +552,24 @@ fn config_table(report: &Report) -> Table {
                 .clone()
                 .unwrap_or_else(|| "the kernel's default".to_owned()),
         ),
+        ("TCP congestion control that ran (read back)", {
+            let ran: Vec<String> = report
+                .cells
+                .iter()
+                .flat_map(|cell| &cell.runs)
+                .filter_map(|r| r.network.emulator.as_ref()?.tcp_cc.clone())
+                .fold(Vec::new(), |mut seen, cc| {
+                    if !seen.contains(&cc) {
+                        seen.push(cc);
+                    }
+                    seen
+                });
+            if ran.is_empty() {
+                "no emulated path".to_owned()
+            } else {
+                join(ran)
+            }
+        }),
         (
             "windows of the cells",
             join(distinct(&|cc| cc.window.to_string())),

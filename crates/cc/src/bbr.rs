@@ -306,7 +306,7 @@ impl Bbr {
         if self.mode == Mode::Drain && self.in_flight <= self.bdp(1.0) {
             self.mode = Mode::ProbeBw(CYCLE[self.cycle_index]);
         }
-        self.update_window(acked);
+        self.update_window(acked, app_limited);
     }
 
     /// Packets were declared lost (`lost_bytes`, 0 for an ECN congestion mark); the newest
@@ -445,6 +445,11 @@ impl Bbr {
     }
 
     fn enter_drain(&mut self) {
+        // In Startup the bandwidth estimate lags what is acknowledged by design: what the
+        // aggregation filter saw there was growth, not aggregation.
+        self.extra_acked.reset();
+        self.ack_epoch_start = None;
+        self.ack_epoch_acked = 0;
         self.filled_pipe = true;
         self.mode = Mode::Drain;
         self.cycle_index = 2;
@@ -482,9 +487,7 @@ impl Bbr {
     /// ACKs, a busy receiver), and the window must cover what the bandwidth alone does not.
     fn update_ack_aggregation(&mut self, now: Instant, acked: u64) {
         let bw = self.bandwidth.get();
-        if bw == 0 || acked == 0 || self.mode == Mode::Startup {
-            // In Startup the bandwidth estimate lags what is acknowledged by design: that is
-            // growth, not aggregation.
+        if bw == 0 || acked == 0 {
             return;
         }
         let start = *self.ack_epoch_start.get_or_insert(now);
@@ -505,7 +508,7 @@ impl Bbr {
         self.extra_acked.update(self.round_count, extra);
     }
 
-    fn update_window(&mut self, acked: u64) {
+    fn update_window(&mut self, acked: u64, app_limited: bool) {
         let floor = self.min_window();
         if self.mode == Mode::ProbeRtt {
             self.window = self.window.min(self.probe_rtt_window()).max(floor);
@@ -518,6 +521,10 @@ impl Bbr {
             .max(floor);
         self.window = if self.filled_pipe {
             self.window.saturating_add(acked).min(target)
+        } else if app_limited && self.window >= target {
+            // Window validation (RFC 7661): a window the application does not fill is not
+            // evidence the path can take more; grow only up to what the model supports.
+            self.window
         } else {
             // Startup: grow by every acknowledged byte, like slow start, up to the bound.
             self.window

@@ -205,7 +205,7 @@ pub struct QuicArgs {
     /// Send window (unacknowledged bytes in flight), bytes.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
     pub send_window: u64,
-    /// Congestion control: cubic, newreno or bbr.
+    /// Congestion control: cubic, newreno, bbr (quinn's BBRv1) or bbr3 (agentwire-cc).
     #[arg(long, default_value = "cubic")]
     pub cc: CongestionControl,
     /// UDP socket send buffer, bytes.
@@ -560,7 +560,7 @@ pub struct BenchArgs {
     /// Seed of the emulated links' loss.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Congestion control of the QUIC cells (hub and agents): cubic, newreno or bbr.
+    /// Congestion control of the QUIC cells (hub and agents): cubic, newreno, bbr or bbr3.
     #[arg(long, default_value = "cubic")]
     pub quic_cc: CongestionControl,
     /// Concurrent QUIC streams each side lets its peer open (hub and agents; default: the
@@ -615,6 +615,7 @@ impl BenchArgs {
                             size,
                             network: network.clone(),
                             priority_probe: a <= 10,
+                            window: None,
                         });
                     }
                 }

@@ -19,6 +19,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 /// ```
 /// use agentwire::CongestionControl;
 /// assert_eq!("bbr".parse::<CongestionControl>().unwrap(), CongestionControl::Bbr);
+/// assert_eq!("bbr3".parse::<CongestionControl>().unwrap(), CongestionControl::Bbr3);
 /// assert!("vegas".parse::<CongestionControl>().is_err());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -31,6 +32,9 @@ pub enum CongestionControl {
     NewReno,
     /// BBR (quinn's experimental BBRv1).
     Bbr,
+    /// agentwire's BBR-class controller after BBRv3 (crate `agentwire-cc`): model-based like
+    /// BBR, shrugs off loss at the base RTT, backs off on loss with a standing queue.
+    Bbr3,
 }
 
 impl FromStr for CongestionControl {
@@ -39,9 +43,10 @@ impl FromStr for CongestionControl {
         match s.to_ascii_lowercase().as_str() {
             "cubic" => Ok(CongestionControl::Cubic),
             "newreno" | "new-reno" | "reno" => Ok(CongestionControl::NewReno),
-            "bbr" => Ok(CongestionControl::Bbr),
+            "bbr" | "bbr1" => Ok(CongestionControl::Bbr),
+            "bbr3" => Ok(CongestionControl::Bbr3),
             other => Err(format!(
-                "unknown congestion control {other:?} (expected cubic, newreno or bbr)"
+                "unknown congestion control {other:?} (expected cubic, newreno, bbr or bbr3)"
             )),
         }
     }
@@ -53,6 +58,7 @@ impl fmt::Display for CongestionControl {
             CongestionControl::Cubic => "cubic",
             CongestionControl::NewReno => "newreno",
             CongestionControl::Bbr => "bbr",
+            CongestionControl::Bbr3 => "bbr3",
         })
     }
 }
@@ -210,6 +216,9 @@ impl QuicSettings {
             }
             CongestionControl::Bbr => {
                 t.congestion_controller_factory(Arc::new(BbrConfig::default()))
+            }
+            CongestionControl::Bbr3 => {
+                t.congestion_controller_factory(Arc::new(agentwire_cc::BbrConfig::default()))
             }
         };
         Ok(t)

@@ -476,6 +476,7 @@ async fn every_congestion_controller_works() {
         agentwire::CongestionControl::Cubic,
         agentwire::CongestionControl::NewReno,
         agentwire::CongestionControl::Bbr,
+        agentwire::CongestionControl::Bbr3,
     ] {
         let mut config = HubConfig::default();
         config.quic.congestion = cc;

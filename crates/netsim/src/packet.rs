@@ -150,6 +150,38 @@ fn run_in(ns: &str, program: &str, args: &[&str]) -> Result<String, PacketError>
     run("ip", &full)
 }
 
+const TCP_AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+const TCP_ALLOWED_CC: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+
+/// Makes TCP congestion control `algo` usable in every namespace: loads `tcp_ALGO` if the
+/// kernel lacks it and adds it to the host's allowed list. Returns whether it changed the
+/// allowed list.
+pub fn allow_tcp_congestion_control(algo: &str) -> Result<bool, PacketError> {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|s| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+            .map_err(io_err(format!("reading {path}")))
+    };
+    if !read(TCP_AVAILABLE_CC)?.iter().any(|a| a == algo) {
+        // Best effort: the module may be built in under another name, or absent.
+        let _ = run("modprobe", &[&format!("tcp_{algo}")]);
+        if !read(TCP_AVAILABLE_CC)?.iter().any(|a| a == algo) {
+            return Err(PacketError::Unsupported(format!(
+                "TCP congestion control `{algo}` is not available in this kernel (see {TCP_AVAILABLE_CC})"
+            )));
+        }
+    }
+    let mut allowed = read(TCP_ALLOWED_CC)?;
+    if allowed.iter().any(|a| a == algo) {
+        return Ok(false);
+    }
+    allowed.push(algo.to_owned());
+    std::fs::write(TCP_ALLOWED_CC, allowed.join(" ")).map_err(io_err(format!(
+        "adding `{algo}` to {TCP_ALLOWED_CC} (root needed)"
+    )))?;
+    Ok(true)
+}
+
 fn command_exists(program: &str, version_arg: &str) -> bool {
     Command::new(program)
         .arg(version_arg)
@@ -396,9 +428,12 @@ impl Topology {
     }
 
     /// Sets the TCP congestion control of namespace `ns` (one of this topology's) with
-    /// `sysctl -w net.ipv4.tcp_congestion_control=ALGO` inside it. The algorithm must be in
-    /// the host's `/proc/sys/net/ipv4/tcp_available_congestion_control` (a module such as
-    /// `tcp_bbr` is not loaded by this call).
+    /// `sysctl -w net.ipv4.tcp_congestion_control=ALGO` inside it.
+    ///
+    /// A namespace other than the host's may only pick an algorithm the host allows
+    /// (`net.ipv4.tcp_allowed_congestion_control`); this call first makes it allowed (and,
+    /// when the kernel does not have it yet, loads module `tcp_ALGO`), as root can. Read
+    /// [`tcp_congestion_control`](Self::tcp_congestion_control) to see which one is in effect.
     pub fn set_tcp_congestion_control(&self, ns: &str, algo: &str) -> Result<(), PacketError> {
         self.check_ns(ns)?;
         if algo.is_empty() || !algo.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -406,6 +441,7 @@ impl Topology {
                 "congestion control `{algo}` is not a valid name"
             )));
         }
+        allow_tcp_congestion_control(algo)?;
         let kv = format!("net.ipv4.tcp_congestion_control={algo}");
         run_in(ns, "sysctl", &["-q", "-w", &kv]).map(|_| ())
     }

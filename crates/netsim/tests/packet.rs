@@ -304,6 +304,20 @@ fn named_topology_is_stable_kept_by_cleanup_and_sets_tcp_cc() {
         topo.set_tcp_congestion_control(&s, "reno").unwrap();
         assert_eq!(topo.tcp_congestion_control(&s).unwrap(), "reno");
     }
+    // An algorithm the kernel has but the host does not allow to namespaces (cubic, where
+    // only reno and bbr are allowed) is allowed first, then set.
+    if available.split_whitespace().any(|a| a == "cubic") {
+        topo.set_tcp_congestion_control(&c, "cubic").unwrap();
+        assert_eq!(topo.tcp_congestion_control(&c).unwrap(), "cubic");
+        let allowed =
+            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control").unwrap();
+        assert!(
+            allowed.split_whitespace().any(|a| a == "cubic"),
+            "{allowed}"
+        );
+    }
+    let err = topo.set_tcp_congestion_control(&c, "nosuchcc").unwrap_err();
+    assert!(err.to_string().contains("not available"), "{err}");
     assert!(topo
         .set_tcp_congestion_control("aw-elsewhere", "reno")
         .is_err());

@@ -13,6 +13,7 @@ pub fn tiny(transports: &[BenchTransport]) -> BenchConfig {
             size: 100,
             network: NetworkProfile::loopback(),
             priority_probe: true,
+            window: None,
         }],
         window: Some(4),
         warmup_ms: 100,
