@@ -28,6 +28,8 @@ pub struct EmulatedPath {
     topology: Topology,
     spec: String,
     cpu_at_start: f64,
+    /// TCP congestion control in effect on both ends, read once after set-up.
+    tcp_cc: Option<String>,
 }
 
 impl EmulatedPath {
@@ -62,11 +64,13 @@ impl EmulatedPath {
             },
         )
         .context("starting the netsim packet stage")?;
+        let tcp_cc = read_tcp_congestion_control(&topology);
         Ok(EmulatedPath {
             stage,
             topology,
             spec,
             cpu_at_start: resources::self_threads_cpu_seconds(EMULATOR_THREAD_PREFIX),
+            tcp_cc,
         })
     }
 
@@ -107,25 +111,8 @@ impl EmulatedPath {
             r.verdict_errors += d.verdict_errors;
         }
         r.cpu_seconds = self.cpu_seconds();
-        r.tcp_cc = self.tcp_congestion_control();
+        r.tcp_cc.clone_from(&self.tcp_cc);
         r
-    }
-
-    /// The TCP congestion control in effect on both ends (`client/server` when they differ).
-    pub fn tcp_congestion_control(&self) -> Option<String> {
-        let client = self
-            .topology
-            .tcp_congestion_control(self.client_ns())
-            .ok()?;
-        let server = self
-            .topology
-            .tcp_congestion_control(self.server_ns())
-            .ok()?;
-        Some(if client == server {
-            client
-        } else {
-            format!("{client}/{server}")
-        })
     }
 
     /// An error that stopped the stage, if any (the cell's numbers are then void).
@@ -138,6 +125,18 @@ impl EmulatedPath {
     pub fn queue_limit() -> usize {
         StageOptions::default().queue_max_len as usize
     }
+}
+
+/// The TCP congestion control in effect on both ends of `topology` (`client/server` when they
+/// differ), `None` when it cannot be read.
+fn read_tcp_congestion_control(topology: &Topology) -> Option<String> {
+    let client = topology.tcp_congestion_control(topology.client_ns()).ok()?;
+    let server = topology.tcp_congestion_control(topology.server_ns()).ok()?;
+    Some(if client == server {
+        client
+    } else {
+        format!("{client}/{server}")
+    })
 }
 
 /// Moves the calling thread into network namespace `ns` (threads it spawns afterwards, and

@@ -483,6 +483,17 @@ fn document<'a>(report: &Report, charts: &'a [Chart]) -> Vec<Block<'a>> {
     doc
 }
 
+/// The distinct values of `values`, in the order they first appear.
+fn first_seen(values: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for v in values {
+        if !seen.contains(&v) {
+            seen.push(v);
+        }
+    }
+    seen
+}
+
 fn config_table(report: &Report) -> Table {
     let c = &report.config;
     let mut t = Table::new(&["setting", "value"]);
@@ -494,14 +505,7 @@ fn config_table(report: &Report) -> Table {
         }
     };
     let distinct = |f: &dyn Fn(&CellConfig) -> String| -> Vec<String> {
-        let mut seen: Vec<String> = Vec::new();
-        for cell in &report.cells {
-            let v = f(&cell.config);
-            if !seen.contains(&v) {
-                seen.push(v);
-            }
-        }
-        seen
+        first_seen(report.cells.iter().map(|cell| f(&cell.config)))
     };
     let ms_or_none = |ms: u64| {
         if ms == 0 {
@@ -553,17 +557,13 @@ fn config_table(report: &Report) -> Table {
                 .unwrap_or_else(|| "the kernel's default".to_owned()),
         ),
         ("TCP congestion control that ran (read back)", {
-            let ran: Vec<String> = report
-                .cells
-                .iter()
-                .flat_map(|cell| &cell.runs)
-                .filter_map(|r| r.network.emulator.as_ref()?.tcp_cc.clone())
-                .fold(Vec::new(), |mut seen, cc| {
-                    if !seen.contains(&cc) {
-                        seen.push(cc);
-                    }
-                    seen
-                });
+            let ran = first_seen(
+                report
+                    .cells
+                    .iter()
+                    .flat_map(|cell| &cell.runs)
+                    .filter_map(|r| r.network.emulator.as_ref()?.tcp_cc.clone()),
+            );
             if ran.is_empty() {
                 "no emulated path".to_owned()
             } else {

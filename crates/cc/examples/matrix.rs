@@ -103,7 +103,13 @@ fn run(spec: &str, rtt: u64, secs: u64, ccs: &[&str]) -> sim::SimResult {
         .iter()
         .map(|cc| FlowSpec::bulk(controller(cc, scenario.mss)))
         .collect();
-    sim::run(&scenario, flows)
+    match sim::run(&scenario, flows) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{spec}: {e}");
+            std::process::exit(2);
+        }
+    }
 }
 
 fn print_row(kind: &'static str, spec: &str, r: sim::SimResult) -> Row {

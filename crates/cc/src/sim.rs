@@ -363,23 +363,23 @@ impl Flow {
 ///
 /// let s = sim::Scenario::parse("delay=10ms,rate=10mbit,queue=1bdp", "delay=10ms",
 ///                              Duration::from_secs(3)).unwrap();
-/// let r = sim::run(&s, vec![sim::FlowSpec::bulk(Box::new(Bbr::new(BbrConfig::default(), 1200)))]);
+/// let r = sim::run(&s, vec![sim::FlowSpec::bulk(Box::new(Bbr::new(BbrConfig::default(), 1200)))])
+///     .unwrap();
 /// assert!(r.utilisation().unwrap() > 0.8);
 /// ```
-pub fn run(scenario: &Scenario, flows: Vec<FlowSpec>) -> SimResult {
+///
+/// An impairment that does not validate (a probability above 1, say) is an error.
+pub fn run(
+    scenario: &Scenario,
+    flows: Vec<FlowSpec>,
+) -> Result<SimResult, agentwire_netsim::Error> {
     let epoch = Instant::now();
     let at = |t: Duration| epoch + t;
     let mss = scenario.mss;
     let base_rtt = scenario.forward.delay + scenario.reverse.delay;
-    let mut forward: Link<Data> = match Link::new(scenario.forward.clone(), scenario.seed) {
-        Ok(l) => l,
-        Err(_) => return empty_result(scenario, flows),
-    };
+    let mut forward: Link<Data> = Link::new(scenario.forward.clone(), scenario.seed)?;
     let mut reverse: Link<Ack> =
-        match Link::new(scenario.reverse.clone(), scenario.seed.wrapping_add(1)) {
-            Ok(l) => l,
-            Err(_) => return empty_result(scenario, flows),
-        };
+        Link::new(scenario.reverse.clone(), scenario.seed.wrapping_add(1))?;
     let mut flows: Vec<Flow> = flows
         .into_iter()
         .map(|f| Flow {
@@ -479,7 +479,7 @@ pub fn run(scenario: &Scenario, flows: Vec<FlowSpec>) -> SimResult {
     }
 
     let measured = end.saturating_sub(scenario.warmup).as_secs_f64().max(1e-9);
-    SimResult {
+    Ok(SimResult {
         flows: flows
             .iter_mut()
             .map(|f| {
@@ -497,26 +497,7 @@ pub fn run(scenario: &Scenario, flows: Vec<FlowSpec>) -> SimResult {
             .collect(),
         bottleneck: forward.stats(),
         rate_bps: scenario.forward.rate_bps,
-    }
-}
-
-fn empty_result(scenario: &Scenario, flows: Vec<FlowSpec>) -> SimResult {
-    SimResult {
-        flows: flows
-            .iter()
-            .map(|f| FlowResult {
-                controller: f.controller.name().to_owned(),
-                goodput_bps: 0.0,
-                sent_packets: 0,
-                lost_packets: 0,
-                queue_delay_p50_ms: 0.0,
-                queue_delay_p95_ms: 0.0,
-                final_window: f.controller.window(),
-            })
-            .collect(),
-        bottleneck: agentwire_netsim::Stats::default(),
-        rate_bps: scenario.forward.rate_bps,
-    }
+    })
 }
 
 fn percentile_ms(sorted_us: &[u64], q: f64) -> f64 {

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use agentwire_cc::sim::{self, FlowSpec, Reno, Scenario, SimResult};
+use agentwire_cc::sim::{FlowSpec, Reno, Scenario, SimResult};
 use agentwire_cc::{Bbr, BbrConfig, Mode};
 use proptest::prelude::*;
 
@@ -17,6 +17,17 @@ fn scenario(forward: &str, secs: u64) -> Scenario {
     Scenario::parse(forward, delay, Duration::from_secs(secs)).expect("valid spec")
 }
 
+fn run(scenario: &Scenario, flows: Vec<FlowSpec>) -> SimResult {
+    agentwire_cc::sim::run(scenario, flows).expect("valid impairments")
+}
+
+#[test]
+fn an_invalid_impairment_is_an_error() {
+    let mut s = scenario("delay=10ms", 1);
+    s.forward.loss = 2.0;
+    assert!(agentwire_cc::sim::run(&s, vec![FlowSpec::bulk(bbr())]).is_err());
+}
+
 fn loss_percent(r: &SimResult, flow: usize) -> f64 {
     let f = &r.flows[flow];
     100.0 * f.lost_packets as f64 / f.sent_packets.max(1) as f64
@@ -24,7 +35,7 @@ fn loss_percent(r: &SimResult, flow: usize) -> f64 {
 
 #[test]
 fn fills_a_clean_bottleneck() {
-    let r = sim::run(
+    let r = run(
         &scenario("delay=25ms,rate=20mbit,queue=1bdp", 10),
         vec![FlowSpec::bulk(bbr())],
     );
@@ -35,8 +46,8 @@ fn fills_a_clean_bottleneck() {
 #[test]
 fn random_loss_costs_little_where_reno_collapses() {
     let s = scenario("delay=25ms,rate=20mbit,queue=1bdp,loss=1%", 10);
-    let b = sim::run(&s, vec![FlowSpec::bulk(bbr())]);
-    let r = sim::run(&s, vec![FlowSpec::bulk(Box::new(Reno::new(1200)))]);
+    let b = run(&s, vec![FlowSpec::bulk(bbr())]);
+    let r = run(&s, vec![FlowSpec::bulk(Box::new(Reno::new(1200)))]);
     let (bu, ru) = (b.utilisation().unwrap(), r.utilisation().unwrap());
     assert!(bu > 0.8, "bbr3 utilisation {bu:.2} under 1 % random loss");
     assert!(
@@ -47,7 +58,7 @@ fn random_loss_costs_little_where_reno_collapses() {
 
 #[test]
 fn bursty_loss_costs_little() {
-    let r = sim::run(
+    let r = run(
         &scenario("delay=25ms,rate=20mbit,queue=1bdp,ge=0.01/0.3/0/0.5", 10),
         vec![FlowSpec::bulk(bbr())],
     );
@@ -57,8 +68,8 @@ fn bursty_loss_costs_little() {
 #[test]
 fn deep_buffer_keeps_less_queue_than_reno() {
     let s = scenario("delay=25ms,rate=20mbit,queue=4bdp", 12);
-    let b = sim::run(&s, vec![FlowSpec::bulk(bbr())]);
-    let r = sim::run(&s, vec![FlowSpec::bulk(Box::new(Reno::new(1200)))]);
+    let b = run(&s, vec![FlowSpec::bulk(bbr())]);
+    let r = run(&s, vec![FlowSpec::bulk(Box::new(Reno::new(1200)))]);
     let (bq, rq) = (b.flows[0].queue_delay_p50_ms, r.flows[0].queue_delay_p50_ms);
     assert!(b.utilisation().unwrap() > 0.85, "{b:?}");
     assert!(
@@ -71,7 +82,7 @@ fn deep_buffer_keeps_less_queue_than_reno() {
 
 #[test]
 fn shallow_buffer_overflows_rarely() {
-    let r = sim::run(
+    let r = run(
         &scenario("delay=25ms,rate=20mbit,queue=0.25bdp", 12),
         vec![FlowSpec::bulk(bbr())],
     );
@@ -85,7 +96,7 @@ fn shallow_buffer_overflows_rarely() {
 
 #[test]
 fn two_flows_share_a_bottleneck() {
-    let r = sim::run(
+    let r = run(
         &scenario("delay=25ms,rate=20mbit,queue=1bdp", 30),
         vec![FlowSpec::bulk(bbr()), FlowSpec::bulk(bbr())],
     );
@@ -96,7 +107,7 @@ fn two_flows_share_a_bottleneck() {
 
 #[test]
 fn beside_reno_neither_starves() {
-    let r = sim::run(
+    let r = run(
         &scenario("delay=25ms,rate=20mbit,queue=1bdp", 30),
         vec![
             FlowSpec::bulk(bbr()),
@@ -111,7 +122,7 @@ fn beside_reno_neither_starves() {
 fn app_limited_flow_gets_its_rate_and_keeps_its_model() {
     let mut flow = FlowSpec::bulk(bbr());
     flow.app_rate = Some(250_000); // 2 Mbit/s offered on a 20 Mbit/s path
-    let r = sim::run(
+    let r = run(
         &scenario("delay=25ms,rate=20mbit,queue=1bdp", 10),
         vec![flow],
     );
@@ -123,8 +134,8 @@ fn app_limited_flow_gets_its_rate_and_keeps_its_model() {
 #[test]
 fn the_same_run_gives_the_same_result() {
     let s = scenario("delay=10ms,rate=20mbit,queue=1bdp,loss=1%", 5);
-    let a = sim::run(&s, vec![FlowSpec::bulk(bbr())]);
-    let b = sim::run(&s, vec![FlowSpec::bulk(bbr())]);
+    let a = run(&s, vec![FlowSpec::bulk(bbr())]);
+    let b = run(&s, vec![FlowSpec::bulk(bbr())]);
     assert_eq!(a.flows[0].goodput_bps, b.flows[0].goodput_bps);
     assert_eq!(a.bottleneck, b.bottleneck);
 }
@@ -160,7 +171,7 @@ fn persistent_congestion_drops_to_the_floor_and_regrows() {
 
 #[test]
 fn startup_ends_when_bandwidth_stops_growing() {
-    let r = sim::run(
+    let r = run(
         &scenario("delay=10ms,rate=20mbit,queue=1bdp", 3),
         vec![FlowSpec::bulk(bbr())],
     );

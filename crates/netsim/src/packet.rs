@@ -162,10 +162,11 @@ pub fn allow_tcp_congestion_control(algo: &str) -> Result<bool, PacketError> {
             .map(|s| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
             .map_err(io_err(format!("reading {path}")))
     };
-    if !read(TCP_AVAILABLE_CC)?.iter().any(|a| a == algo) {
+    let available = || Ok::<_, PacketError>(read(TCP_AVAILABLE_CC)?.iter().any(|a| a == algo));
+    if !available()? {
         // Best effort: the module may be built in under another name, or absent.
         let _ = run("modprobe", &[&format!("tcp_{algo}")]);
-        if !read(TCP_AVAILABLE_CC)?.iter().any(|a| a == algo) {
+        if !available()? {
             return Err(PacketError::Unsupported(format!(
                 "TCP congestion control `{algo}` is not available in this kernel (see {TCP_AVAILABLE_CC})"
             )));
