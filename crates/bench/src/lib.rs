@@ -43,6 +43,8 @@ pub mod stats;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+use agentwire::transport::TransportKind;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agentwire::{CongestionControl, QuicSettings};
@@ -112,6 +114,9 @@ pub struct BenchConfig {
     pub quic_max_streams: u32,
     /// TCP congestion control inside emulated paths (`None`: the kernel's default).
     pub tcp_cc: Option<String>,
+    /// Write qlog traces of every QUIC connection under this directory, one subdirectory per
+    /// run (see [`qlog_run_dir`]).
+    pub qlog_dir: Option<PathBuf>,
 }
 
 /// In-flight bytes a cell aims for when the window is picked automatically.
@@ -182,9 +187,10 @@ impl BenchConfig {
             request_timeout_ms: 10_000,
             repetitions: 3,
             seed: 1,
-            quic_cc: CongestionControl::Cubic,
+            quic_cc: CongestionControl::default(),
             quic_max_streams: QuicSettings::default().max_concurrent_uni_streams,
             tcp_cc: None,
+            qlog_dir: None,
         }
     }
 
@@ -313,6 +319,7 @@ impl BenchConfig {
                     quic_cc: self.quic_cc,
                     quic_max_streams: self.quic_max_streams,
                     tcp_cc: self.tcp_cc.clone(),
+                    qlog_dir: None,
                 });
             }
         }
@@ -582,6 +589,36 @@ pub fn cell_label(c: &CellConfig) -> String {
     )
 }
 
+/// Where the qlog traces of run `rep` of `cell` go under `dir`:
+/// `<transport>-<agents>x<size>-<network>-r<rep>` (characters other than letters, digits,
+/// `.`, `_` and `-` become `_`).
+///
+/// ```
+/// # use agentwire_bench::*;
+/// let (t, s) = parse_cell("quic:10x1024@50ms+1%").unwrap();
+/// let cell = &BenchConfig::single_cell(t, s).cells()[0];
+/// assert_eq!(
+///     qlog_run_dir("q".as_ref(), cell, 2),
+///     std::path::Path::new("q/quic-10x1024-50ms_1_-r2")
+/// );
+/// ```
+pub fn qlog_run_dir(dir: &Path, cell: &CellConfig, rep: usize) -> PathBuf {
+    let name: String = format!(
+        "{}-{}x{}-{}-r{rep}",
+        cell.transport, cell.agents, cell.size, cell.network
+    )
+    .chars()
+    .map(|c| {
+        if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+            c
+        } else {
+            '_'
+        }
+    })
+    .collect();
+    dir.join(name)
+}
+
 /// Runs every cell of `config` in order with the hub started by `launcher`, reporting progress
 /// before and after each run. Blocks; creates its own threads and runtimes (call it outside
 /// an async context, or from `spawn_blocking`).
@@ -638,7 +675,13 @@ pub fn run(
             p.label = cell_label(cell);
             progress(&p);
             let seed = config.seed.wrapping_add(rep as u64);
-            match run_cell(cell, launcher, seed) {
+            let mut run = cell.clone();
+            run.qlog_dir = config
+                .qlog_dir
+                .as_deref()
+                .filter(|_| cell.transport.kind() == TransportKind::Quic)
+                .map(|dir| qlog_run_dir(dir, cell, rep));
+            match run_cell(&run, launcher, seed) {
                 Ok(r) => {
                     p.label = format!(
                         "{}: {:.0} msg/s, p50 {:.2} ms, p99 {:.2} ms, {} errors",

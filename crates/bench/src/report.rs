@@ -1724,6 +1724,7 @@ mod tests {
             quic_cc: Default::default(),
             quic_max_streams: 4096,
             tcp_cc: None,
+            qlog_dir: None,
         }
     }
 

@@ -15,6 +15,7 @@
 //! the transport, and must not print or write files.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -163,6 +164,9 @@ pub struct CellConfig {
     /// TCP congestion control set inside the emulated path's namespaces (`None`: the
     /// kernel's default; loopback cells always use the host's setting).
     pub tcp_cc: Option<String>,
+    /// Directory for this run's qlog traces (hub and agents), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qlog_dir: Option<PathBuf>,
 }
 
 impl CellConfig {
@@ -239,6 +243,7 @@ pub fn run_cell(config: &CellConfig, launcher: &HubLauncher, seed: u64) -> Resul
         launcher: launcher.clone(),
         quic_cc: config.quic_cc,
         quic_max_streams: config.quic_max_streams,
+        qlog_dir: config.qlog_dir.clone(),
     })
     .context("starting the hub and workers")?;
     let ready = server.ready.clone();
@@ -353,6 +358,7 @@ fn client_options(config: &CellConfig, ready: &ServerReady, id: &str) -> AgentOp
     o.quic.congestion = config.quic_cc;
     o.quic.max_concurrent_uni_streams = config.quic_max_streams;
     o.quic.max_concurrent_bidi_streams = config.quic_max_streams;
+    o.quic.qlog_dir.clone_from(&config.qlog_dir);
     o
 }
 

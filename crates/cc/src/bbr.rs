@@ -78,6 +78,16 @@ pub struct BbrConfig {
     pub queue_share: f64,
     /// See `queue_share`.
     pub queue_floor: Duration,
+    /// Pacing headroom for a sender the model's window does not bind (requests and replies
+    /// rather than bulk): while nothing in flight exceeded the model's window in this round and
+    /// the previous one, the window quinn sees is this multiple of the largest amount in flight
+    /// in the bandwidth window, if that is larger. quinn paces at 1.25 × window / smoothed RTT
+    /// with bursts of 2 ms worth of window, so a window near the model's spreads a burst of
+    /// requests over much of a round trip; the headroom lets it leave promptly. The first send
+    /// beyond the model's window switches it off for that round and the next, so in flight
+    /// stays bounded by the model (give or take one send) and the model itself never changes.
+    /// 0 turns it off.
+    pub app_headroom: f64,
 }
 
 impl Default for BbrConfig {
@@ -92,6 +102,7 @@ impl Default for BbrConfig {
             probe_rtt_gain: 0.5,
             queue_share: 0.125,
             queue_floor: Duration::from_micros(500),
+            app_headroom: 16.0,
         }
     }
 }
@@ -129,8 +140,10 @@ pub struct BbrState {
     pub bandwidth: u64,
     /// Minimum RTT seen in the current window.
     pub min_rtt: Option<Duration>,
-    /// The window, bytes.
+    /// The window quinn sees, bytes (the model's, or the pacing headroom where larger).
     pub window: u64,
+    /// The model's own window, bytes.
+    pub model_window: u64,
     /// The loss-derived upper bound on what is in flight (`u64::MAX` when none).
     pub inflight_hi: u64,
     /// Rounds counted so far.
@@ -195,6 +208,10 @@ pub struct Bbr {
     extra_acked: WindowedMax,
     ack_epoch_start: Option<Instant>,
     ack_epoch_acked: u64,
+    /// The largest amount in flight right after a send, per round (for `app_headroom`).
+    peak_in_flight: WindowedMax,
+    /// The last round in which something sent took in flight beyond the model's window.
+    window_bound_round: Option<u64>,
 }
 
 impl Bbr {
@@ -229,12 +246,16 @@ impl Bbr {
             extra_acked: WindowedMax::new(BW_WINDOW_ROUNDS),
             ack_epoch_start: None,
             ack_epoch_acked: 0,
+            peak_in_flight: WindowedMax::new(BW_WINDOW_ROUNDS),
+            window_bound_round: None,
         }
     }
 
-    /// The number of bytes that may be in flight.
+    /// The number of bytes that may be in flight: the model's window, or the burst headroom
+    /// of an application-limited sender where that is larger (see
+    /// [`BbrConfig::app_headroom`]; it never changes the model's own window).
     pub fn window(&self) -> u64 {
-        self.window
+        self.window.max(self.app_headroom().min(self.inflight_hi))
     }
 
     /// The window the controller started with.
@@ -254,7 +275,8 @@ impl Bbr {
             mode: self.mode,
             bandwidth: self.bandwidth.get(),
             min_rtt: self.min_rtt,
-            window: self.window,
+            window: self.window(),
+            model_window: self.window,
             inflight_hi: self.inflight_hi,
             rounds: self.round_count,
         }
@@ -264,6 +286,10 @@ impl Bbr {
     pub fn on_sent(&mut self, now: Instant, bytes: u64) {
         self.rate.on_sent(now, self.in_flight);
         self.in_flight = self.in_flight.saturating_add(bytes);
+        self.peak_in_flight.update(self.round_count, self.in_flight);
+        if self.in_flight > self.window {
+            self.window_bound_round = Some(self.round_count);
+        }
     }
 
     /// A packet of `bytes`, sent at `sent`, was acknowledged at `now`. `app_limited`: the
@@ -329,6 +355,8 @@ impl Bbr {
             // and let the model regrow the window.
             self.window = self.min_window();
             self.probe_growth = 0;
+            self.peak_in_flight.reset();
+            self.window_bound_round = Some(self.round_count);
         }
     }
 
@@ -506,6 +534,19 @@ impl Bbr {
             .min(self.window)
             .min(cap);
         self.extra_acked.update(self.round_count, extra);
+    }
+
+    /// The pacing headroom of a sender the model's window does not bind (see
+    /// [`BbrConfig::app_headroom`]); 0 when something sent in this round or the previous one
+    /// went beyond the model's window.
+    fn app_headroom(&self) -> u64 {
+        let bound = self
+            .window_bound_round
+            .is_some_and(|r| self.round_count.saturating_sub(r) <= 1);
+        if bound {
+            return 0;
+        }
+        (self.peak_in_flight.get() as f64 * self.config.app_headroom) as u64
     }
 
     fn update_window(&mut self, acked: u64, app_limited: bool) {

@@ -132,6 +132,56 @@ fn app_limited_flow_gets_its_rate_and_keeps_its_model() {
 }
 
 #[test]
+fn a_sender_the_window_does_not_bind_gets_pacing_headroom_and_a_bulk_sender_does_not() {
+    let ms = Duration::from_millis;
+    let config = BbrConfig::default();
+    let mut b = Bbr::new(config.clone(), 1200);
+    let mut t = Instant::now();
+    // One 50 ms round trip: a burst sent at once, all of it acknowledged a round trip later.
+    // `packets: None` sends what the window allows (bulk); returns the bytes sent.
+    let mut round = |b: &mut Bbr, packets: Option<u64>| {
+        let mut sent = 0;
+        let mut n = 0;
+        while packets.map_or(sent < b.window(), |p| n < p) {
+            b.on_sent(t, 1200);
+            sent += 1200;
+            n += 1;
+        }
+        let acked_at = t + ms(50);
+        for _ in 0..n {
+            b.on_ack(acked_at, t, 1200, packets.is_some());
+        }
+        b.on_end_acks(acked_at, 0, packets.is_some());
+        t = acked_at;
+        sent
+    };
+    // Requests: 10 packets a round, far below the model's window.
+    for _ in 0..20 {
+        round(&mut b, Some(10));
+    }
+    let headroom = (config.app_headroom * 12_000.0) as u64;
+    let s = b.state();
+    assert!(
+        s.window >= headroom && s.model_window < headroom,
+        "window {} (headroom {headroom}), model {}",
+        s.window,
+        s.model_window
+    );
+    // Bulk: the first round may use the headroom once; from then on in flight is the
+    // model's window (one packet over at most) and the headroom is gone.
+    round(&mut b, None);
+    for _ in 0..3 {
+        let model = b.state().model_window;
+        assert_eq!(b.window(), model, "headroom while window-bound");
+        let sent = round(&mut b, None);
+        assert!(
+            sent <= model + 1200,
+            "sent {sent} with a model window of {model}"
+        );
+    }
+}
+
+#[test]
 fn the_same_run_gives_the_same_result() {
     let s = scenario("delay=10ms,rate=20mbit,queue=1bdp,loss=1%", 5);
     let a = run(&s, vec![FlowSpec::bulk(bbr())]);

@@ -205,8 +205,9 @@ pub struct QuicArgs {
     /// Send window (unacknowledged bytes in flight), bytes.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
     pub send_window: u64,
-    /// Congestion control: cubic, newreno, bbr (quinn's BBRv1) or bbr3 (agentwire-cc).
-    #[arg(long, default_value = "cubic")]
+    /// Congestion control: bbr3 (agentwire-cc, the default), cubic, newreno or bbr (quinn's
+    /// BBRv1).
+    #[arg(long, default_value = "bbr3")]
     pub cc: CongestionControl,
     /// UDP socket send buffer, bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
@@ -226,6 +227,11 @@ pub struct QuicArgs {
     /// Stream mapping: per-message (one stream per message) or lanes (one per priority).
     #[arg(long, default_value = "per-message")]
     pub mapping: StreamMapping,
+    /// Write one qlog trace per QUIC connection into DIR (`hub-<cid>.sqlog`,
+    /// `agent-<id>-<pid>-<n>.sqlog`; open them in qvis). Each file is complete when its
+    /// connection closes.
+    #[arg(long, value_name = "DIR")]
+    pub qlog: Option<PathBuf>,
 }
 
 impl QuicArgs {
@@ -244,6 +250,7 @@ impl QuicArgs {
             initial_mtu: self.initial_mtu,
             max_mtu: self.max_mtu,
             datagrams: !self.no_datagrams,
+            qlog_dir: self.qlog.clone(),
         }
     }
 }
@@ -560,8 +567,9 @@ pub struct BenchArgs {
     /// Seed of the emulated links' loss.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Congestion control of the QUIC cells (hub and agents): cubic, newreno, bbr or bbr3.
-    #[arg(long, default_value = "cubic")]
+    /// Congestion control of the QUIC cells (hub and agents): bbr3 (the default), cubic,
+    /// newreno or bbr.
+    #[arg(long, default_value = "bbr3")]
     pub quic_cc: CongestionControl,
     /// Concurrent QUIC streams each side lets its peer open (hub and agents; default: the
     /// library's default).
@@ -570,6 +578,10 @@ pub struct BenchArgs {
     /// TCP congestion control inside the emulated paths' namespaces (default: the kernel's).
     #[arg(long, value_parser = ["bbr", "cubic", "reno"])]
     pub tcp_cc: Option<String>,
+    /// Write one qlog trace per QUIC connection (hub and agents) under DIR, one directory per
+    /// run: DIR/<transport>-<agents>x<size>-<network>-r<run>/ (open them in qvis).
+    #[arg(long, value_name = "DIR")]
+    pub qlog: Option<PathBuf>,
     /// Directory for the results: bench-<unix-seconds>.json, report.md, report.html, charts/.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
@@ -647,6 +659,7 @@ impl BenchArgs {
             config.quic_max_streams = n;
         }
         config.tcp_cc.clone_from(&self.tcp_cc);
+        config.qlog_dir.clone_from(&self.qlog);
         config.validate()?;
         Ok(config)
     }

@@ -435,7 +435,11 @@ impl Connector {
             .unwrap_or_default();
         let connecting = client
             .endpoint
-            .connect_with(client.client_config.clone(), addr, &server_name)
+            .connect_with(
+                quic::traced_client_config(&client.client_config, &client.settings, &opts.id),
+                addr,
+                &server_name,
+            )
             .map_err(|e| AgentError::Connect(format!("{addr}: {e}")))?;
         let (conn, zero_rtt) = if opts.zero_rtt {
             match connecting.into_0rtt() {

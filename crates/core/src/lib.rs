@@ -36,6 +36,7 @@ pub mod agent;
 mod clock;
 pub mod hub;
 pub mod metrics;
+pub mod qlog;
 pub mod queue;
 pub mod settings;
 pub mod tls;

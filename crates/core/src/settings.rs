@@ -6,6 +6,7 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,14 +27,16 @@ use socket2::{Domain, Protocol, Socket, Type};
 #[serde(rename_all = "lowercase")]
 pub enum CongestionControl {
     /// CUBIC (quinn's default).
-    #[default]
     Cubic,
     /// NewReno.
     NewReno,
     /// BBR (quinn's experimental BBRv1).
     Bbr,
     /// agentwire's BBR-class controller after BBRv3 (crate `agentwire-cc`): model-based like
-    /// BBR, shrugs off loss at the base RTT, backs off on loss with a standing queue.
+    /// BBR, shrugs off loss at the base RTT, backs off on loss with a standing queue. The
+    /// default: it wins the bench's lossy cell and the simulated matrix (README, "Congestion
+    /// control").
+    #[default]
     Bbr3,
 }
 
@@ -138,6 +141,9 @@ pub struct QuicSettings {
     pub max_mtu: u16,
     /// Offer and accept QUIC datagrams (heartbeats ride them).
     pub datagrams: bool,
+    /// Write one qlog trace per connection into this directory (see [`crate::qlog`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qlog_dir: Option<PathBuf>,
 }
 
 impl Default for QuicSettings {
@@ -154,12 +160,13 @@ impl Default for QuicSettings {
             stream_receive_window: 2 * 1024 * 1024,
             receive_window: 32 * 1024 * 1024,
             send_window: 32 * 1024 * 1024,
-            congestion: CongestionControl::Cubic,
+            congestion: CongestionControl::Bbr3,
             socket_send_buffer: 4 * 1024 * 1024,
             socket_recv_buffer: 4 * 1024 * 1024,
             initial_mtu: 1200,
             max_mtu: 1452,
             datagrams: true,
+            qlog_dir: None,
         }
     }
 }

@@ -556,3 +556,93 @@ async fn requests_and_answers_share_a_stream() {
         .unwrap();
     assert_eq!(lanes.stats().connection.request_streams, 0);
 }
+
+/// The records of a JSON-SEQ qlog file (RFC 7464: each starts with 0x1E), parsed.
+fn qlog_records(path: &std::path::Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.split('\u{1e}')
+        .filter(|r| !r.trim().is_empty())
+        .map(|r| serde_json::from_str(r).unwrap_or_else(|e| panic!("{}: {e}: {r}", path.display())))
+        .collect()
+}
+
+#[tokio::test]
+async fn qlog_writes_one_trace_per_connection_on_both_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = HubConfig::default();
+    config.quic.qlog_dir = Some(dir.path().join("hub"));
+    let t = start_hub(config).await;
+    let mut opts = t.opts("echo");
+    opts.quic.qlog_dir = Some(dir.path().join("agents"));
+    let mut echo = Agent::connect(opts).await.unwrap();
+    let echo_task = tokio::spawn(async move {
+        while let Some(msg) = echo.recv().await {
+            let _ = msg.reply(msg.envelope.body.clone()).await;
+        }
+    });
+    let mut opts = t.opts("boss/1");
+    opts.quic.qlog_dir = Some(dir.path().join("agents"));
+    let boss = Agent::connect(opts).await.unwrap();
+    for _ in 0..20 {
+        boss.request("echo", vec![7u8; 4000], 5 * SECOND)
+            .await
+            .unwrap();
+    }
+    boss.close().await;
+    drop(boss);
+    echo_task.abort();
+    let _ = echo_task.await;
+    t.hub.shutdown();
+    t.listener.close();
+    drop(t);
+
+    // Each file is complete once quinn drops its connection (after the close's draining
+    // period): wait for every trace to carry the connection's packets.
+    let expect = [("hub", 2usize), ("agents", 2)];
+    let deadline = tokio::time::Instant::now() + 20 * SECOND;
+    loop {
+        let mut complete = true;
+        for (sub, n) in expect {
+            let files: Vec<_> = std::fs::read_dir(dir.path().join(sub))
+                .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+                .unwrap_or_default();
+            complete &= files.len() == n
+                && files.iter().all(|f| {
+                    std::fs::read_to_string(f).is_ok_and(|t| t.contains("recovery:metrics_updated"))
+                });
+        }
+        if complete || tokio::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut names: Vec<String> = Vec::new();
+    for sub in ["hub", "agents"] {
+        for entry in std::fs::read_dir(dir.path().join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(name.ends_with(".sqlog"), "{name}");
+            let records = qlog_records(&path);
+            assert!(records[0]["qlog_version"].is_string(), "{name}: no header");
+            let events: Vec<&str> = records[1..]
+                .iter()
+                .filter_map(|r| r["name"].as_str())
+                .collect();
+            assert!(events.contains(&"transport:packet_sent"), "{name}");
+            assert!(events.contains(&"transport:packet_received"), "{name}");
+            assert!(
+                records[1..]
+                    .iter()
+                    .any(|r| r["name"] == "recovery:metrics_updated"
+                        && r["data"]["congestion_window"].is_u64()),
+                "{name}: no congestion window in the trace"
+            );
+            names.push(format!("{sub}/{name}"));
+        }
+    }
+    names.sort();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(names[0].starts_with("agents/agent-boss_1-"), "{names:?}");
+    assert!(names[1].starts_with("agents/agent-echo-"), "{names:?}");
+    assert!(names[2].starts_with("hub/hub-") && names[3].starts_with("hub/hub-"));
+}

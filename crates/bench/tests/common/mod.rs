@@ -27,5 +27,6 @@ pub fn tiny(transports: &[BenchTransport]) -> BenchConfig {
         quic_cc: Default::default(),
         quic_max_streams: 4096,
         tcp_cc: None,
+        qlog_dir: None,
     }
 }

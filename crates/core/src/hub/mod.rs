@@ -206,7 +206,12 @@ impl Hub {
     ) -> Result<QuicListener, TransportError> {
         let tls = crate::tls::server_config(identity, &[crate::tls::ALPN_AGENTWIRE])
             .map_err(|e| TransportError::Connect(e.to_string()))?;
-        let (endpoint, socket_buffers) = quic::server_endpoint(addr, &self.inner.config.quic, tls)?;
+        let quic::ServerEndpoint {
+            endpoint,
+            socket_buffers,
+            config: server_config,
+        } = quic::server_endpoint(addr, &self.inner.config.quic, tls)?;
+        let server_config = Arc::new(server_config);
         let local_addr = endpoint
             .local_addr()
             .map_err(|e| TransportError::Io(e.to_string()))?;
@@ -216,7 +221,8 @@ impl Hub {
         let task = tokio::spawn(async move {
             while let Some(incoming) = ep.accept().await {
                 let inner = inner.clone();
-                tokio::spawn(async move { inner.accept_quic(incoming).await });
+                let server_config = server_config.clone();
+                tokio::spawn(async move { inner.accept_quic(incoming, &server_config).await });
             }
         });
         tracing::info!(%local_addr, ?socket_buffers, "hub listening on QUIC");
@@ -257,10 +263,10 @@ impl HubInner {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    async fn accept_quic(self: Arc<Self>, incoming: quinn::Incoming) {
+    async fn accept_quic(self: Arc<Self>, incoming: quinn::Incoming, config: &quinn::ServerConfig) {
         let metrics = &self.metrics;
         let timeout = self.config.handshake_timeout;
-        let connecting = match incoming.accept() {
+        let connecting = match quic::accept_incoming(incoming, config, &self.config.quic) {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!("refused QUIC connection: {e}");

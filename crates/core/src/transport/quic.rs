@@ -40,12 +40,23 @@ pub const DEFAULT_MAX_BUFFERED_BYTES: usize = 64 * 1024 * 1024;
 /// partial-frame budget.
 const INBOUND_QUEUE: usize = 32;
 
+/// A bound QUIC server endpoint and the configuration it accepts with.
+pub struct ServerEndpoint {
+    /// The endpoint.
+    pub endpoint: quinn::Endpoint,
+    /// The UDP socket buffers the kernel granted.
+    pub socket_buffers: SocketBuffers,
+    /// The server configuration (TLS and transport) every connection starts from; a
+    /// connection traced to qlog gets a copy with its own transport configuration.
+    pub config: quinn::ServerConfig,
+}
+
 /// Builds a quinn server endpoint bound to `addr`.
 pub fn server_endpoint(
     addr: SocketAddr,
     settings: &QuicSettings,
     tls: rustls::ServerConfig,
-) -> Result<(quinn::Endpoint, SocketBuffers), TransportError> {
+) -> Result<ServerEndpoint, TransportError> {
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
         .map_err(|e| TransportError::Connect(format!("TLS config not usable for QUIC: {e}")))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
@@ -54,7 +65,57 @@ pub fn server_endpoint(
             .transport_config()
             .map_err(TransportError::Connect)?,
     ));
-    endpoint(addr, settings, Some(config))
+    let (endpoint, socket_buffers) = endpoint(addr, settings, Some(config.clone()))?;
+    Ok(ServerEndpoint {
+        endpoint,
+        socket_buffers,
+        config,
+    })
+}
+
+/// Accepts `incoming` with `base`, or, when `settings` ask for qlog traces, with a copy of
+/// `base` whose transport configuration writes `DIR/hub-<connection id>.sqlog`. A trace that
+/// cannot be written is logged and the connection accepted untraced: tracing never refuses
+/// service.
+pub fn accept_incoming(
+    incoming: quinn::Incoming,
+    base: &quinn::ServerConfig,
+    settings: &QuicSettings,
+) -> Result<quinn::Connecting, quinn::ConnectionError> {
+    let name = incoming.orig_dst_cid().to_string();
+    let traced = crate::qlog::traced_transport(settings, crate::qlog::QlogRole::Hub, &name)
+        .unwrap_or_else(|e| {
+            tracing::warn!("connection not traced: {e}");
+            None
+        });
+    match traced {
+        None => incoming.accept(),
+        Some(transport) => {
+            let mut config = base.clone();
+            config.transport_config(Arc::new(transport));
+            incoming.accept_with(Arc::new(config))
+        }
+    }
+}
+
+/// `base`, or, when `settings` ask for qlog traces, a copy of it whose transport
+/// configuration writes `DIR/agent-<agent>-<pid>-<n>.sqlog` (a trace that cannot be written
+/// is logged and the connection made untraced).
+pub fn traced_client_config(
+    base: &quinn::ClientConfig,
+    settings: &QuicSettings,
+    agent: &str,
+) -> quinn::ClientConfig {
+    let name = crate::qlog::agent_trace_name(agent);
+    let mut config = base.clone();
+    match crate::qlog::traced_transport(settings, crate::qlog::QlogRole::Agent, &name) {
+        Ok(None) => {}
+        Ok(Some(transport)) => {
+            config.transport_config(Arc::new(transport));
+        }
+        Err(e) => tracing::warn!("connection not traced: {e}"),
+    }
+    config
 }
 
 /// Builds a quinn client endpoint bound to `bind` (use port 0).
