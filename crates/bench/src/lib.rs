@@ -603,20 +603,10 @@ pub fn cell_label(c: &CellConfig) -> String {
 /// );
 /// ```
 pub fn qlog_run_dir(dir: &Path, cell: &CellConfig, rep: usize) -> PathBuf {
-    let name: String = format!(
+    dir.join(agentwire::qlog::file_safe(&format!(
         "{}-{}x{}-{}-r{rep}",
         cell.transport, cell.agents, cell.size, cell.network
-    )
-    .chars()
-    .map(|c| {
-        if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-            c
-        } else {
-            '_'
-        }
-    })
-    .collect();
-    dir.join(name)
+    )))
 }
 
 /// Runs every cell of `config` in order with the hub started by `launcher`, reporting progress

@@ -75,8 +75,17 @@ static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 /// assert_eq!(p, std::path::Path::new("traces/agent-boss_1.sqlog"));
 /// ```
 pub fn qlog_path(dir: &Path, role: QlogRole, name: &str) -> PathBuf {
-    let name: String = name
-        .chars()
+    dir.join(format!("{}-{}.sqlog", role.as_str(), file_safe(name)))
+}
+
+/// `name` with every character other than ASCII letters, digits, `-`, `_` and `.` replaced by
+/// `_`, for use as a file or directory name.
+///
+/// ```
+/// assert_eq!(agentwire::qlog::file_safe("50ms+1%/a b"), "50ms_1__a_b");
+/// ```
+pub fn file_safe(name: &str) -> String {
+    name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
                 c
@@ -84,8 +93,7 @@ pub fn qlog_path(dir: &Path, role: QlogRole, name: &str) -> PathBuf {
                 '_'
             }
         })
-        .collect();
-    dir.join(format!("{}-{name}.sqlog", role.as_str()))
+        .collect()
 }
 
 /// A name unique in this process for an agent's connection: `<agent>-<pid>-<n>`.
