@@ -27,6 +27,7 @@ use super::{
     check_outgoing, ConnectionStats, FrameReceiver, FrameSender, ReplySlot, SendClass,
     TransportError, TransportKind,
 };
+use crate::qlog::QlogRole;
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 
 /// Bytes of partially received frames one connection may hold across all its streams before
@@ -74,21 +75,14 @@ pub fn server_endpoint(
 }
 
 /// Accepts `incoming` with `base`, or, when `settings` ask for qlog traces, with a copy of
-/// `base` whose transport configuration writes `DIR/hub-<connection id>.sqlog`. A trace that
-/// cannot be written is logged and the connection accepted untraced: tracing never refuses
-/// service.
+/// `base` whose transport configuration writes `DIR/hub-<connection id>.sqlog`.
 pub fn accept_incoming(
     incoming: quinn::Incoming,
     base: &quinn::ServerConfig,
     settings: &QuicSettings,
 ) -> Result<quinn::Connecting, quinn::ConnectionError> {
-    let name = incoming.orig_dst_cid().to_string();
-    let traced = crate::qlog::traced_transport(settings, crate::qlog::QlogRole::Hub, &name)
-        .unwrap_or_else(|e| {
-            tracing::warn!("connection not traced: {e}");
-            None
-        });
-    match traced {
+    let odcid = incoming.orig_dst_cid();
+    match traced(settings, QlogRole::Hub, || odcid.to_string()) {
         None => incoming.accept(),
         Some(transport) => {
             let mut config = base.clone();
@@ -99,23 +93,34 @@ pub fn accept_incoming(
 }
 
 /// `base`, or, when `settings` ask for qlog traces, a copy of it whose transport
-/// configuration writes `DIR/agent-<agent>-<pid>-<n>.sqlog` (a trace that cannot be written
-/// is logged and the connection made untraced).
+/// configuration writes `DIR/agent-<agent>-<pid>-<n>.sqlog`.
 pub fn traced_client_config(
     base: &quinn::ClientConfig,
     settings: &QuicSettings,
     agent: &str,
 ) -> quinn::ClientConfig {
-    let name = crate::qlog::agent_trace_name(agent);
     let mut config = base.clone();
-    match crate::qlog::traced_transport(settings, crate::qlog::QlogRole::Agent, &name) {
-        Ok(None) => {}
-        Ok(Some(transport)) => {
-            config.transport_config(Arc::new(transport));
-        }
-        Err(e) => tracing::warn!("connection not traced: {e}"),
+    if let Some(transport) = traced(settings, QlogRole::Agent, || {
+        crate::qlog::agent_trace_name(agent)
+    }) {
+        config.transport_config(Arc::new(transport));
     }
     config
+}
+
+/// The traced transport configuration of one connection, when `settings` ask for qlog
+/// traces (`name` is only computed then). A trace that cannot be written is logged and the
+/// connection goes on untraced: tracing never refuses service.
+fn traced(
+    settings: &QuicSettings,
+    role: QlogRole,
+    name: impl FnOnce() -> String,
+) -> Option<quinn::TransportConfig> {
+    settings.qlog_dir.as_ref()?;
+    crate::qlog::traced_transport(settings, role, &name()).unwrap_or_else(|e| {
+        tracing::warn!("connection not traced: {e}");
+        None
+    })
 }
 
 /// Builds a quinn client endpoint bound to `bind` (use port 0).
