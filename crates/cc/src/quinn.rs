@@ -23,8 +23,9 @@ impl Controller for Bbr {
         sent: Instant,
         bytes: u64,
         app_limited: bool,
-        _rtt: &RttEstimator,
+        rtt: &RttEstimator,
     ) {
+        self.on_smoothed_rtt(rtt.get());
         Bbr::on_ack(self, now, sent, bytes, app_limited);
     }
 

@@ -49,7 +49,15 @@ impl SimController for Bbr {
     fn on_sent(&mut self, now: Instant, bytes: u64) {
         Bbr::on_sent(self, now, bytes);
     }
-    fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool, _: Duration) {
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        bytes: u64,
+        app_limited: bool,
+        srtt: Duration,
+    ) {
+        self.on_smoothed_rtt(srtt);
         Bbr::on_ack(self, now, sent, bytes, app_limited);
     }
     fn on_end_acks(&mut self, now: Instant, in_flight: u64, app_limited: bool) {

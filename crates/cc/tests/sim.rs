@@ -182,6 +182,53 @@ fn a_sender_the_window_does_not_bind_gets_pacing_headroom_and_a_bulk_sender_does
 }
 
 #[test]
+fn a_smoothed_rtt_far_above_the_minimum_does_not_throttle_the_pacer() {
+    let ms = Duration::from_millis;
+    // 10 packets every 50 ms round trip: the model measures 240 kB/s and a 50 ms minimum.
+    let model = |rate_window: f64| {
+        let config = BbrConfig {
+            app_headroom: 0.0,
+            rate_window,
+            ..BbrConfig::default()
+        };
+        let mut b = Bbr::new(config, 1200);
+        let mut t = Instant::now();
+        for _ in 0..20 {
+            for _ in 0..10 {
+                b.on_sent(t, 1200);
+            }
+            let acked = t + ms(50);
+            for _ in 0..10 {
+                b.on_ack(acked, t, 1200, true);
+            }
+            b.on_end_acks(acked, 0, true);
+            t = acked;
+        }
+        // The host gets busy: the smoothed RTT the pacer uses rises to 500 ms.
+        b.on_smoothed_rtt(ms(500));
+        b.state()
+    };
+    let on = model(BbrConfig::default().rate_window);
+    assert!(
+        on.mode != Mode::ProbeRtt && on.min_rtt == Some(ms(50)),
+        "{on:?}"
+    );
+    // quinn paces at 1.25 x window / smoothed RTT: at least 0.9 x the bandwidth (the
+    // draining round's gain) times the rate-window share.
+    let floor = 0.9 * 0.9 * on.bandwidth as f64 * 0.5;
+    assert!(
+        on.window as f64 >= floor,
+        "window {} < {floor}: {on:?}",
+        on.window
+    );
+    assert!(on.model_window < on.window, "{on:?}");
+    // Off: the window is the model's, sized on the 50 ms minimum.
+    let off = model(0.0);
+    assert_eq!(off.window, off.model_window, "{off:?}");
+    assert!((off.window as f64) < floor / 2.0, "{off:?}");
+}
+
+#[test]
 fn the_same_run_gives_the_same_result() {
     let s = scenario("delay=10ms,rate=20mbit,queue=1bdp,loss=1%", 5);
     let a = run(&s, vec![FlowSpec::bulk(bbr())]);

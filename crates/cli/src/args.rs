@@ -212,14 +212,16 @@ pub struct QuicArgs {
     /// UDP socket send buffer, bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub udp_sndbuf: usize,
-    /// UDP socket receive buffer, bytes.
-    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    /// UDP socket receive buffer, bytes (capped by net.core.rmem_max unless the process may
+    /// force it).
+    #[arg(long, default_value_t = 16 * 1024 * 1024)]
     pub udp_rcvbuf: usize,
     /// Initial QUIC packet size.
     #[arg(long, default_value_t = 1200)]
     pub initial_mtu: u16,
-    /// Upper bound for MTU discovery (loopback allows up to 65527).
-    #[arg(long, default_value_t = 1452)]
+    /// Upper bound for MTU discovery, bytes of UDP payload (1200..=65527). Discovery finds
+    /// what the path carries: about 1452 on Ethernet, this bound on loopback.
+    #[arg(long, default_value_t = 16384)]
     pub max_mtu: u16,
     /// Do not use QUIC datagrams (heartbeats then use the control stream).
     #[arg(long)]

@@ -23,6 +23,7 @@ use bytes::Bytes;
 use quinn::{Connection, RecvStream, SendStream, VarInt};
 use tokio::sync::{mpsc, Mutex};
 
+use super::quic_socket::GsoCapped;
 use super::{
     check_outgoing, ConnectionStats, FrameReceiver, FrameSender, ReplySlot, SendClass,
     TransportError, TransportKind,
@@ -142,10 +143,19 @@ fn endpoint(
         .map_err(|e| TransportError::Connect(format!("cannot bind UDP {addr}: {e}")))?;
     let runtime = quinn::default_runtime()
         .ok_or_else(|| TransportError::Connect("no async runtime found".into()))?;
-    let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), server, socket, runtime)
-        .map_err(|e| {
-            TransportError::Connect(format!("cannot start QUIC endpoint on {addr}: {e}"))
-        })?;
+    let socket = runtime
+        .wrap_udp_socket(socket)
+        .map_err(|e| TransportError::Connect(format!("cannot use UDP socket {addr}: {e}")))?;
+    let socket = Arc::new(GsoCapped::new(socket, settings.max_mtu));
+    let endpoint = quinn::Endpoint::new_with_abstract_socket(
+        settings
+            .endpoint_config()
+            .map_err(TransportError::Connect)?,
+        server,
+        socket,
+        runtime,
+    )
+    .map_err(|e| TransportError::Connect(format!("cannot start QUIC endpoint on {addr}: {e}")))?;
     Ok((endpoint, buffers))
 }
 
