@@ -226,6 +226,10 @@ pub struct QuicArgs {
     /// Do not use QUIC datagrams (heartbeats then use the control stream).
     #[arg(long)]
     pub no_datagrams: bool,
+    /// Ack-eliciting packets the peer may receive before it must acknowledge (QUIC ACK
+    /// frequency extension; 1 = every other packet; gaps are acknowledged at once).
+    #[arg(long, default_value_t = 9)]
+    pub ack_threshold: u32,
     /// Stream mapping: per-message (one stream per message) or lanes (one per priority).
     #[arg(long, default_value = "per-message")]
     pub mapping: StreamMapping,
@@ -252,6 +256,7 @@ impl QuicArgs {
             initial_mtu: self.initial_mtu,
             max_mtu: self.max_mtu,
             datagrams: !self.no_datagrams,
+            ack_eliciting_threshold: self.ack_threshold,
             qlog_dir: self.qlog.clone(),
         }
     }
