@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Per-round table of a `scripts/bench-ab.sh` directory, read from the bench JSON of each run.
+
+Usage:
+    python3 scripts/bench_ab_summary.py DIR
+
+For every round and variant it prints each transport's msg/s, p50/p90/p99, QUIC's ratios to
+the best TCP transport of the same round and variant (msg/s: higher is better; p90/p99:
+lower is better) and, where the run had one, the priority probe's critical p50/p99 for QUIC.
+It only rearranges numbers already in the JSON files.
+"""
+
+import glob
+import json
+import os
+import re
+import sys
+
+TCP = ("h2", "wss")
+
+
+def runs(directory):
+    """(variant, round, {transport: cell}) for every run directory, in round order."""
+    out = []
+    for path in glob.glob(os.path.join(directory, "*-r*")):
+        m = re.match(r"(.+)-r(\d+)$", os.path.basename(path))
+        files = sorted(glob.glob(os.path.join(path, "bench-*.json")))
+        if not m or not files:
+            continue
+        with open(files[-1]) as f:
+            cells = json.load(f)["cells"]
+        by_transport = {c["config"]["transport"]: c for c in cells if not c.get("skipped")}
+        out.append((m.group(1), int(m.group(2)), by_transport))
+    return sorted(out, key=lambda r: (r[1], r[0]))
+
+
+def ms(us):
+    return "-" if us is None else f"{us / 1000:.0f}"
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    rows = runs(sys.argv[1])
+    if not rows:
+        sys.exit(f"no bench runs under {sys.argv[1]}")
+    transports = []
+    for _, _, cells in rows:
+        transports += [t for t in cells if t not in transports]
+    head = ["round", "variant"] + [f"{t} msg/s" for t in transports]
+    head += [f"{t} p50/p90/p99 ms" for t in transports]
+    quics = [t for t in transports if t.startswith("quic")]
+    for q in quics:
+        head += [f"{q}/TCP msg/s", f"{q}/TCP p90", f"{q}/TCP p99", f"{q} critical p50/p99 ms"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for variant, rnd, cells in rows:
+        line = [str(rnd), variant]
+        line += [f"{cells[t]['responses_per_sec']:,.0f}" if t in cells else "-" for t in transports]
+        line += [
+            "/".join(ms(cells[t].get(k)) for k in ("p50_us", "p90_us", "p99_us"))
+            if t in cells
+            else "-"
+            for t in transports
+        ]
+        tcp = [cells[t] for t in TCP if t in cells]
+        best = max(tcp, key=lambda c: c["responses_per_sec"]) if tcp else None
+        for q in quics:
+            c = cells.get(q)
+            if not c or not best:
+                line += ["-"] * 4
+                continue
+            line.append(f"{c['responses_per_sec'] / best['responses_per_sec']:.2f}x")
+            for k in ("p90_us", "p99_us"):
+                line.append(f"{c[k] / best[k]:.2f}x" if c.get(k) and best.get(k) else "-")
+            crit = next((p for p in c.get("priority") or [] if p["class"] == "critical"), None)
+            line.append(f"{ms(crit['p50_us'])}/{ms(crit['p99_us'])}" if crit else "-")
+        print("| " + " | ".join(line) + " |")
+
+
+if __name__ == "__main__":
+    main()
