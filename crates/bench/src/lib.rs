@@ -112,6 +112,8 @@ pub struct BenchConfig {
     pub quic_cc: CongestionControl,
     /// Concurrent QUIC streams each side lets its peer open (per direction type).
     pub quic_max_streams: u32,
+    /// Upper bound of QUIC path MTU discovery, bytes of UDP payload (hub and agents).
+    pub quic_max_mtu: u16,
     /// TCP congestion control inside emulated paths (`None`: the kernel's default).
     pub tcp_cc: Option<String>,
     /// Write qlog traces of every QUIC connection under this directory, one subdirectory per
@@ -189,6 +191,7 @@ impl BenchConfig {
             seed: 1,
             quic_cc: CongestionControl::default(),
             quic_max_streams: QuicSettings::default().max_concurrent_uni_streams,
+            quic_max_mtu: QuicSettings::default().max_mtu,
             tcp_cc: None,
             qlog_dir: None,
         }
@@ -279,6 +282,9 @@ impl BenchConfig {
         if self.quic_max_streams == 0 {
             bail!("QUIC concurrent streams must be at least 1");
         }
+        if !(1200..=65_527).contains(&self.quic_max_mtu) {
+            bail!("QUIC max MTU {} is out of range (1200..=65527)", self.quic_max_mtu);
+        }
         if self.repetitions == 0 || self.repetitions > 100 {
             bail!("repetitions {} is out of range (1..=100)", self.repetitions);
         }
@@ -318,6 +324,7 @@ impl BenchConfig {
                     },
                     quic_cc: self.quic_cc,
                     quic_max_streams: self.quic_max_streams,
+                    quic_max_mtu: self.quic_max_mtu,
                     tcp_cc: self.tcp_cc.clone(),
                     qlog_dir: None,
                 });

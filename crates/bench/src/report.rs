@@ -550,6 +550,7 @@ fn config_table(report: &Report) -> Table {
             "QUIC concurrent streams per peer",
             c.quic_max_streams.to_string(),
         ),
+        ("QUIC max MTU", c.quic_max_mtu.to_string()),
         (
             "TCP congestion control in emulated paths",
             c.tcp_cc
@@ -1723,6 +1724,7 @@ mod tests {
             priority_probe_ms: 0,
             quic_cc: Default::default(),
             quic_max_streams: 4096,
+            quic_max_mtu: 16384,
             tcp_cc: None,
             qlog_dir: None,
         }

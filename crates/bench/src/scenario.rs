@@ -161,6 +161,8 @@ pub struct CellConfig {
     pub quic_cc: CongestionControl,
     /// Concurrent QUIC streams each side lets its peer open, per direction type.
     pub quic_max_streams: u32,
+    /// Upper bound of QUIC path MTU discovery (hub and agents), bytes of UDP payload.
+    pub quic_max_mtu: u16,
     /// TCP congestion control set inside the emulated path's namespaces (`None`: the
     /// kernel's default; loopback cells always use the host's setting).
     pub tcp_cc: Option<String>,
@@ -243,6 +245,7 @@ pub fn run_cell(config: &CellConfig, launcher: &HubLauncher, seed: u64) -> Resul
         launcher: launcher.clone(),
         quic_cc: config.quic_cc,
         quic_max_streams: config.quic_max_streams,
+        quic_max_mtu: config.quic_max_mtu,
         qlog_dir: config.qlog_dir.clone(),
     })
     .context("starting the hub and workers")?;
@@ -358,6 +361,7 @@ fn client_options(config: &CellConfig, ready: &ServerReady, id: &str) -> AgentOp
     o.quic.congestion = config.quic_cc;
     o.quic.max_concurrent_uni_streams = config.quic_max_streams;
     o.quic.max_concurrent_bidi_streams = config.quic_max_streams;
+    o.quic.max_mtu = config.quic_max_mtu;
     o.quic.qlog_dir.clone_from(&config.qlog_dir);
     o
 }

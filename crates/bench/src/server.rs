@@ -68,6 +68,8 @@ pub struct ServerSpec {
     pub quic_cc: CongestionControl,
     /// Concurrent QUIC streams the hub and the workers let their peers open.
     pub quic_max_streams: u32,
+    /// Upper bound of QUIC path MTU discovery of the hub and the workers.
+    pub quic_max_mtu: u16,
     /// Directory for qlog traces of the hub's and the workers' QUIC connections.
     pub qlog_dir: Option<PathBuf>,
 }
@@ -273,6 +275,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
             config.quic.congestion = spec.quic_cc;
             config.quic.max_concurrent_uni_streams = spec.quic_max_streams;
             config.quic.max_concurrent_bidi_streams = spec.quic_max_streams;
+            config.quic.max_mtu = spec.quic_max_mtu;
             config.quic.qlog_dir.clone_from(&spec.qlog_dir);
             let url = HubUrl::parse(&listen).map_err(|e| anyhow!(e))?;
             let hub = Hub::new(config, HubMetrics::new());
@@ -324,6 +327,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 .args(["--handshake-timeout-ms", "60000"])
                 .args(["--cc", &spec.quic_cc.to_string()])
                 .args(["--max-streams", &spec.quic_max_streams.to_string()])
+                .args(["--max-mtu", &spec.quic_max_mtu.to_string()])
                 .args(
                     spec.qlog_dir
                         .iter()
@@ -402,6 +406,7 @@ async fn connect_workers(spec: &ServerSpec, ready: &ServerReady) -> Result<Vec<A
         o.quic.congestion = spec.quic_cc;
         o.quic.max_concurrent_uni_streams = spec.quic_max_streams;
         o.quic.max_concurrent_bidi_streams = spec.quic_max_streams;
+        o.quic.max_mtu = spec.quic_max_mtu;
         o.quic.qlog_dir.clone_from(&spec.qlog_dir);
         connecting.spawn(async move { Agent::connect(o).await });
     }

@@ -582,6 +582,10 @@ pub struct BenchArgs {
     /// library's default).
     #[arg(long)]
     pub quic_max_streams: Option<u32>,
+    /// Upper bound of QUIC path MTU discovery, bytes of UDP payload (hub and agents; default:
+    /// the library's default, 16384).
+    #[arg(long)]
+    pub quic_max_mtu: Option<u16>,
     /// TCP congestion control inside the emulated paths' namespaces (default: the kernel's).
     #[arg(long, value_parser = ["bbr", "cubic", "reno"])]
     pub tcp_cc: Option<String>,
@@ -664,6 +668,9 @@ impl BenchArgs {
         config.quic_cc = self.quic_cc;
         if let Some(n) = self.quic_max_streams {
             config.quic_max_streams = n;
+        }
+        if let Some(n) = self.quic_max_mtu {
+            config.quic_max_mtu = n;
         }
         config.tcp_cc.clone_from(&self.tcp_cc);
         config.qlog_dir.clone_from(&self.qlog);

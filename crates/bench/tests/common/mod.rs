@@ -26,6 +26,7 @@ pub fn tiny(transports: &[BenchTransport]) -> BenchConfig {
         seed: 1,
         quic_cc: Default::default(),
         quic_max_streams: 4096,
+        quic_max_mtu: agentwire::QuicSettings::default().max_mtu,
         tcp_cc: None,
         qlog_dir: None,
     }
