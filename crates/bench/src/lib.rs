@@ -283,7 +283,10 @@ impl BenchConfig {
             bail!("QUIC concurrent streams must be at least 1");
         }
         if !(1200..=65_527).contains(&self.quic_max_mtu) {
-            bail!("QUIC max MTU {} is out of range (1200..=65527)", self.quic_max_mtu);
+            bail!(
+                "QUIC max MTU {} is out of range (1200..=65527)",
+                self.quic_max_mtu
+            );
         }
         if self.repetitions == 0 || self.repetitions > 100 {
             bail!("repetitions {} is out of range (1..=100)", self.repetitions);
