@@ -5,9 +5,9 @@
 //! send as sent, so every datagram in it is lost. With 1,452-byte datagrams ten fit; with the
 //! larger datagrams path MTU discovery finds on loopback (up to 65,527 bytes) they do not,
 //! and a bulk sender lost a batch on nearly every send (`agentwire bench`, 100 × 10 KiB at
-//! 0 ms, `--max-mtu 16384`: 994 timed-out requests in one run). [`GsoCapped`] reports to
-//! quinn only as many segments per batch as fit for the largest datagram this endpoint may
-//! send.
+//! 0 ms with the MTU bound at 16,384: 994 timed-out requests in one run). [`GsoCapped`]
+//! reports to quinn only as many segments per batch as fit for the largest datagram this
+//! endpoint may send.
 //!
 //! This module owns that one adjustment; it must not change what is sent or received.
 
