@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use crate::netpath::{self, EmulatedPath};
 use crate::record::*;
 use crate::resources;
-use crate::server::{HubLauncher, ServerReady, ServerSide, ServerSpec};
+use crate::server::{HubLauncher, QuicKnobs, ServerReady, ServerSide, ServerSpec};
 use crate::stats::{self, OpenLoopSchedule};
 
 /// Hard cap on requests one in-flight slot may issue in a cell (a second bound besides time).
@@ -176,6 +176,16 @@ impl CellConfig {
     pub fn workers_for(agents: usize) -> usize {
         (agents / 10).max(1)
     }
+
+    /// The QUIC settings this cell gives the hub, the workers and the clients.
+    pub fn quic_knobs(&self) -> QuicKnobs {
+        QuicKnobs {
+            cc: self.quic_cc,
+            max_streams: self.quic_max_streams,
+            max_mtu: self.quic_max_mtu,
+            qlog_dir: self.qlog_dir.clone(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -243,10 +253,7 @@ pub fn run_cell(config: &CellConfig, launcher: &HubLauncher, seed: u64) -> Resul
             None => "127.0.0.1".to_owned(),
         },
         launcher: launcher.clone(),
-        quic_cc: config.quic_cc,
-        quic_max_streams: config.quic_max_streams,
-        quic_max_mtu: config.quic_max_mtu,
-        qlog_dir: config.qlog_dir.clone(),
+        quic: config.quic_knobs(),
     })
     .context("starting the hub and workers")?;
     let ready = server.ready.clone();
@@ -358,11 +365,7 @@ fn client_options(config: &CellConfig, ready: &ServerReady, id: &str) -> AgentOp
     o.stream_mapping = config.transport.mapping();
     o.connect_timeout = connect_timeout(config);
     o.zero_rtt = config.transport.kind() == TransportKind::Quic;
-    o.quic.congestion = config.quic_cc;
-    o.quic.max_concurrent_uni_streams = config.quic_max_streams;
-    o.quic.max_concurrent_bidi_streams = config.quic_max_streams;
-    o.quic.max_mtu = config.quic_max_mtu;
-    o.quic.qlog_dir.clone_from(&config.qlog_dir);
+    config.quic_knobs().apply(&mut o.quic);
     o
 }
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 use agentwire::hub::{Hub, HubConfig, Listener};
 use agentwire::metrics::HubMetrics;
 use agentwire::tls::{self, HubIdentity};
-use agentwire::{Agent, AgentOptions, CongestionControl, HubTrust, HubUrl, Kind};
+use agentwire::{Agent, AgentOptions, CongestionControl, HubTrust, HubUrl, Kind, QuicSettings};
 use anyhow::{anyhow, bail, Context, Result};
 use tokio::task::JoinSet;
 
@@ -64,14 +64,49 @@ pub struct ServerSpec {
     pub host: String,
     /// How to run the hub.
     pub launcher: HubLauncher,
-    /// Congestion control of the hub's and the workers' QUIC connections.
-    pub quic_cc: CongestionControl,
-    /// Concurrent QUIC streams the hub and the workers let their peers open.
-    pub quic_max_streams: u32,
-    /// Upper bound of QUIC path MTU discovery of the hub and the workers.
-    pub quic_max_mtu: u16,
-    /// Directory for qlog traces of the hub's and the workers' QUIC connections.
+    /// The QUIC settings of the hub and the workers.
+    pub quic: QuicKnobs,
+}
+
+/// The QUIC settings a cell varies, applied alike to the hub, the workers and the clients.
+#[derive(Debug, Clone)]
+pub struct QuicKnobs {
+    /// Congestion control.
+    pub cc: CongestionControl,
+    /// Concurrent streams each side lets its peer open, per direction type.
+    pub max_streams: u32,
+    /// Upper bound of path MTU discovery, bytes of UDP payload.
+    pub max_mtu: u16,
+    /// Directory for qlog traces, if any.
     pub qlog_dir: Option<PathBuf>,
+}
+
+impl QuicKnobs {
+    /// Sets these knobs in `quic` (an in-process hub's or an agent's settings).
+    pub fn apply(&self, quic: &mut QuicSettings) {
+        quic.congestion = self.cc;
+        quic.max_concurrent_uni_streams = self.max_streams;
+        quic.max_concurrent_bidi_streams = self.max_streams;
+        quic.max_mtu = self.max_mtu;
+        quic.qlog_dir.clone_from(&self.qlog_dir);
+    }
+
+    /// The same knobs as `agentwire hub` flags.
+    fn hub_args(&self) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--cc".into(),
+            self.cc.to_string().into(),
+            "--max-streams".into(),
+            self.max_streams.to_string().into(),
+            "--max-mtu".into(),
+            self.max_mtu.to_string().into(),
+        ];
+        if let Some(dir) = &self.qlog_dir {
+            args.push("--qlog".into());
+            args.push(dir.clone().into_os_string());
+        }
+        args
+    }
 }
 
 /// The running server side, as the clients see it.
@@ -272,11 +307,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 ..HubConfig::default()
             };
             let mut config = config;
-            config.quic.congestion = spec.quic_cc;
-            config.quic.max_concurrent_uni_streams = spec.quic_max_streams;
-            config.quic.max_concurrent_bidi_streams = spec.quic_max_streams;
-            config.quic.max_mtu = spec.quic_max_mtu;
-            config.quic.qlog_dir.clone_from(&spec.qlog_dir);
+            spec.quic.apply(&mut config.quic);
             let url = HubUrl::parse(&listen).map_err(|e| anyhow!(e))?;
             let hub = Hub::new(config, HubMetrics::new());
             let listener = match hub.listen(&url, Some(&identity)).await {
@@ -325,14 +356,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 // A thousand agents connecting at once over an emulated 100 ms path on two
                 // cores can take longer than the default 10 s; the bench measures how long.
                 .args(["--handshake-timeout-ms", "60000"])
-                .args(["--cc", &spec.quic_cc.to_string()])
-                .args(["--max-streams", &spec.quic_max_streams.to_string()])
-                .args(["--max-mtu", &spec.quic_max_mtu.to_string()])
-                .args(
-                    spec.qlog_dir
-                        .iter()
-                        .flat_map(|d| [std::ffi::OsStr::new("--qlog"), d.as_os_str()]),
-                )
+                .args(spec.quic.hub_args())
                 .env("RUST_LOG", "warn")
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -403,11 +427,7 @@ async fn connect_workers(spec: &ServerSpec, ready: &ServerReady) -> Result<Vec<A
         );
         o.stream_mapping = spec.transport.mapping();
         o.connect_timeout = START_TIMEOUT;
-        o.quic.congestion = spec.quic_cc;
-        o.quic.max_concurrent_uni_streams = spec.quic_max_streams;
-        o.quic.max_concurrent_bidi_streams = spec.quic_max_streams;
-        o.quic.max_mtu = spec.quic_max_mtu;
-        o.quic.qlog_dir.clone_from(&spec.qlog_dir);
+        spec.quic.apply(&mut o.quic);
         connecting.spawn(async move { Agent::connect(o).await });
     }
     let mut agents = Vec::with_capacity(spec.workers);

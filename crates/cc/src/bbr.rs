@@ -286,10 +286,11 @@ impl Bbr {
         self.config.initial_window.max(self.min_window())
     }
 
-    /// The pacing rate the model implies, bytes per second (`None` before a measurement).
+    /// The pacing rate the model implies, bytes per second: the bandwidth estimate times the
+    /// mode's pacing gain (`None` before a measurement).
     pub fn pacing_rate(&self) -> Option<u64> {
         let bw = self.bandwidth.get();
-        (bw > 0).then(|| (bw as f64 * self.gain()) as u64)
+        (bw > 0).then(|| (bw as f64 * self.pacing_gain()) as u64)
     }
 
     /// What the controller believes now.
@@ -527,13 +528,12 @@ impl Bbr {
     /// RTT (see [`BbrConfig::rate_window`]); 0 in ProbeRTT, before a bandwidth sample or when
     /// turned off.
     fn rate_window(&self) -> u64 {
-        let (Some(srtt), bw) = (self.smoothed_rtt, self.bandwidth.get()) else {
-            return 0;
-        };
-        if self.mode == Mode::ProbeRtt || bw == 0 {
-            return 0;
+        match (self.smoothed_rtt, self.pacing_rate()) {
+            (Some(srtt), Some(rate)) if self.mode != Mode::ProbeRtt => {
+                (rate as f64 * srtt.as_secs_f64() * self.config.rate_window) as u64
+            }
+            _ => 0,
         }
-        (bw as f64 * self.pacing_gain() * srtt.as_secs_f64() * self.config.rate_window) as u64
     }
 
     fn gain(&self) -> f64 {
