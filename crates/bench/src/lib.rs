@@ -114,6 +114,8 @@ pub struct BenchConfig {
     pub quic_max_streams: u32,
     /// Upper bound of QUIC path MTU discovery, bytes of UDP payload (hub and agents).
     pub quic_max_mtu: u16,
+    /// QUIC datagram size on loopback paths (hub and agents; 0 = discovered as on any path).
+    pub quic_loopback_mtu: u16,
     /// TCP congestion control inside emulated paths (`None`: the kernel's default).
     pub tcp_cc: Option<String>,
     /// Write qlog traces of every QUIC connection under this directory, one subdirectory per
@@ -192,6 +194,7 @@ impl BenchConfig {
             quic_cc: CongestionControl::default(),
             quic_max_streams: QuicSettings::default().max_concurrent_uni_streams,
             quic_max_mtu: QuicSettings::default().max_mtu,
+            quic_loopback_mtu: QuicSettings::default().loopback_mtu,
             tcp_cc: None,
             qlog_dir: None,
         }
@@ -288,6 +291,12 @@ impl BenchConfig {
                 self.quic_max_mtu
             );
         }
+        if self.quic_loopback_mtu != 0 && !(1200..=65_527).contains(&self.quic_loopback_mtu) {
+            bail!(
+                "QUIC loopback MTU {} is out of range (0, or 1200..=65527)",
+                self.quic_loopback_mtu
+            );
+        }
         if self.repetitions == 0 || self.repetitions > 100 {
             bail!("repetitions {} is out of range (1..=100)", self.repetitions);
         }
@@ -328,6 +337,7 @@ impl BenchConfig {
                     quic_cc: self.quic_cc,
                     quic_max_streams: self.quic_max_streams,
                     quic_max_mtu: self.quic_max_mtu,
+                    quic_loopback_mtu: self.quic_loopback_mtu,
                     tcp_cc: self.tcp_cc.clone(),
                     qlog_dir: None,
                 });

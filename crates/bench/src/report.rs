@@ -552,6 +552,13 @@ fn config_table(report: &Report) -> Table {
         ),
         ("QUIC max MTU", c.quic_max_mtu.to_string()),
         (
+            "QUIC loopback MTU",
+            match c.quic_loopback_mtu {
+                0 => "discovered".to_owned(),
+                n => n.to_string(),
+            },
+        ),
+        (
             "TCP congestion control in emulated paths",
             c.tcp_cc
                 .clone()
@@ -1725,6 +1732,7 @@ mod tests {
             quic_cc: Default::default(),
             quic_max_streams: 4096,
             quic_max_mtu: 16384,
+            quic_loopback_mtu: 16384,
             tcp_cc: None,
             qlog_dir: None,
         }

@@ -163,6 +163,8 @@ pub struct CellConfig {
     pub quic_max_streams: u32,
     /// Upper bound of QUIC path MTU discovery (hub and agents), bytes of UDP payload.
     pub quic_max_mtu: u16,
+    /// QUIC datagram size on loopback paths (hub and agents; 0 = discovered as on any path).
+    pub quic_loopback_mtu: u16,
     /// TCP congestion control set inside the emulated path's namespaces (`None`: the
     /// kernel's default; loopback cells always use the host's setting).
     pub tcp_cc: Option<String>,
@@ -183,6 +185,7 @@ impl CellConfig {
             cc: self.quic_cc,
             max_streams: self.quic_max_streams,
             max_mtu: self.quic_max_mtu,
+            loopback_mtu: self.quic_loopback_mtu,
             qlog_dir: self.qlog_dir.clone(),
         }
     }

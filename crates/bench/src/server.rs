@@ -77,6 +77,8 @@ pub struct QuicKnobs {
     pub max_streams: u32,
     /// Upper bound of path MTU discovery, bytes of UDP payload.
     pub max_mtu: u16,
+    /// Datagram size on loopback paths (0 = discovered as on any path).
+    pub loopback_mtu: u16,
     /// Directory for qlog traces, if any.
     pub qlog_dir: Option<PathBuf>,
 }
@@ -88,6 +90,7 @@ impl QuicKnobs {
         quic.max_concurrent_uni_streams = self.max_streams;
         quic.max_concurrent_bidi_streams = self.max_streams;
         quic.max_mtu = self.max_mtu;
+        quic.loopback_mtu = self.loopback_mtu;
         quic.qlog_dir.clone_from(&self.qlog_dir);
     }
 
@@ -100,6 +103,8 @@ impl QuicKnobs {
             self.max_streams.to_string().into(),
             "--max-mtu".into(),
             self.max_mtu.to_string().into(),
+            "--loopback-mtu".into(),
+            self.loopback_mtu.to_string().into(),
         ];
         if let Some(dir) = &self.qlog_dir {
             args.push("--qlog".into());

@@ -220,10 +220,13 @@ pub struct QuicArgs {
     #[arg(long, default_value_t = 1200)]
     pub initial_mtu: u16,
     /// Upper bound for MTU discovery, bytes of UDP payload (1200..=65527). Discovery finds
-    /// what the path carries up to this bound (loopback carries up to 65527; 16384 is faster
-    /// there for 10 KiB messages, see the README's "QUIC on clean links").
+    /// what the path carries up to this bound; loopback peers use `--loopback-mtu` instead.
     #[arg(long, default_value_t = 1452)]
     pub max_mtu: u16,
+    /// Datagram size of connections with a peer on a loopback address: they start at it and
+    /// stay there (1200..=65527; 0 = treat loopback like any path, `--initial-mtu`/`--max-mtu`).
+    #[arg(long, default_value_t = 16_384)]
+    pub loopback_mtu: u16,
     /// Do not use QUIC datagrams (heartbeats then use the control stream).
     #[arg(long)]
     pub no_datagrams: bool,
@@ -256,6 +259,7 @@ impl QuicArgs {
             socket_recv_buffer: self.udp_rcvbuf,
             initial_mtu: self.initial_mtu,
             max_mtu: self.max_mtu,
+            loopback_mtu: self.loopback_mtu,
             datagrams: !self.no_datagrams,
             ack_eliciting_threshold: self.ack_threshold,
             qlog_dir: self.qlog.clone(),
@@ -587,6 +591,10 @@ pub struct BenchArgs {
     /// the library's default, 1452).
     #[arg(long)]
     pub quic_max_mtu: Option<u16>,
+    /// QUIC datagram size on loopback paths (hub and agents; 0 = discover as on any path;
+    /// default: the library's default, 16384). Cells over an emulated path are not loopback.
+    #[arg(long)]
+    pub quic_loopback_mtu: Option<u16>,
     /// TCP congestion control inside the emulated paths' namespaces (default: the kernel's).
     #[arg(long, value_parser = ["bbr", "cubic", "reno"])]
     pub tcp_cc: Option<String>,
@@ -672,6 +680,9 @@ impl BenchArgs {
         }
         if let Some(n) = self.quic_max_mtu {
             config.quic_max_mtu = n;
+        }
+        if let Some(n) = self.quic_loopback_mtu {
+            config.quic_loopback_mtu = n;
         }
         config.tcp_cc.clone_from(&self.tcp_cc);
         config.qlog_dir.clone_from(&self.qlog);

@@ -436,7 +436,7 @@ impl Connector {
         let connecting = client
             .endpoint
             .connect_with(
-                quic::traced_client_config(&client.client_config, &client.settings, &opts.id),
+                quic::client_config_for(&client.client_config, &client.settings, addr, &opts.id),
                 addr,
                 &server_name,
             )

@@ -139,6 +139,10 @@ pub struct QuicSettings {
     pub initial_mtu: u16,
     /// Upper bound for path MTU discovery (loopback allows much more than Ethernet's 1500).
     pub max_mtu: u16,
+    /// Datagram size of connections whose peer is on a loopback address: they start at it
+    /// (no discovery round trips) and stay there. 0 treats loopback like any other path
+    /// (`initial_mtu`, `max_mtu`). See [`QuicSettings::for_peer`].
+    pub loopback_mtu: u16,
     /// Offer and accept QUIC datagrams (heartbeats ride them).
     pub datagrams: bool,
     /// Ack-eliciting packets the peer may receive before it must send an ACK (QUIC's ACK
@@ -171,12 +175,14 @@ impl Default for QuicSettings {
             // only what is queued.
             socket_recv_buffer: 16 * 1024 * 1024,
             initial_mtu: 1200,
-            // Path MTU discovery probes up to this. 16,384 lets a 10 KiB message be one datagram
-            // on loopback (QUIC's msg/s about +45 % in the 100 × 10 KiB cell) but collapsed some
-            // 1000 × 100 KiB runs and broke priority ordering under bulk (the conformance test
-            // `critical_overtakes_bulk` failed 3 runs in 8; 0 in 8 at 1,452), so it is opt-in
-            // (`--max-mtu`) until that is understood. docs/benchmarks/2026-11-23-quic-clean-link.
+            // Path MTU discovery probes up to this on paths other than loopback (Ethernet's
+            // 1,500 less IP and UDP headers, with room for a tunnel header).
             max_mtu: 1452,
+            // Loopback carries 64 KiB; 16 KiB datagrams cut the hub's CPU per 100 KiB
+            // message to about a third in the 1000 × 100 KiB cell (path MTU discovery rarely
+            // got there under load: each probe waits behind the queue). Above 16 KiB a
+            // drop costs too much. docs/benchmarks/2026-11-24-loopback-mtu.
+            loopback_mtu: 16_384,
             datagrams: true,
             // Every tenth packet, as TCP stacks' and Chromium's ACK decimation: an ACK is a
             // datagram of its own each way, and ACK handling was a fifth of the hub's QUIC CPU.
@@ -255,15 +261,55 @@ impl QuicSettings {
     }
 
     /// Builds the quinn endpoint configuration: the largest UDP payload this endpoint accepts
-    /// (announced to peers, who size their datagrams by it) is `max_mtu`, at least quinn's
-    /// default.
+    /// (announced to peers, who size their datagrams by it) is the
+    /// [largest datagram](Self::largest_datagram), at least quinn's default.
     pub fn endpoint_config(&self) -> Result<quinn::EndpointConfig, String> {
         let mut config = quinn::EndpointConfig::default();
-        let payload = self.max_mtu.max(1472);
+        let payload = self.largest_datagram().max(1472);
         config
             .max_udp_payload_size(payload)
-            .map_err(|_| format!("max MTU {} is out of range (1200..=65527)", self.max_mtu))?;
+            .map_err(|_| format!("MTU {payload} is out of range (1200..=65527)"))?;
         Ok(config)
+    }
+
+    /// The largest datagram a connection of this endpoint may use: `max_mtu`, or
+    /// `loopback_mtu` if larger.
+    ///
+    /// ```
+    /// use agentwire::settings::QuicSettings;
+    /// let mut s = QuicSettings::default();
+    /// s.max_mtu = 1452;
+    /// s.loopback_mtu = 16_384;
+    /// assert_eq!(s.largest_datagram(), 16_384);
+    /// s.loopback_mtu = 0;
+    /// assert_eq!(s.largest_datagram(), 1452);
+    /// ```
+    pub fn largest_datagram(&self) -> u16 {
+        self.max_mtu.max(self.loopback_mtu)
+    }
+
+    /// The settings of one connection to or from `peer`: on a loopback address (IPv4, IPv6 or
+    /// IPv4-mapped), datagrams start and stay at `loopback_mtu` when it is set; elsewhere
+    /// these settings unchanged.
+    ///
+    /// ```
+    /// use agentwire::settings::QuicSettings;
+    /// let s = QuicSettings::default();
+    /// let local = s.for_peer("127.0.0.1".parse().unwrap());
+    /// assert_eq!((local.initial_mtu, local.max_mtu), (s.loopback_mtu, s.loopback_mtu));
+    /// let mapped = s.for_peer("::ffff:127.0.0.1".parse().unwrap());
+    /// assert_eq!(mapped.initial_mtu, s.loopback_mtu);
+    /// let remote = s.for_peer("192.0.2.7".parse().unwrap());
+    /// assert_eq!((remote.initial_mtu, remote.max_mtu), (s.initial_mtu, s.max_mtu));
+    /// ```
+    pub fn for_peer(&self, peer: std::net::IpAddr) -> std::borrow::Cow<'_, QuicSettings> {
+        if self.loopback_mtu == 0 || !peer.to_canonical().is_loopback() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut local = self.clone();
+        local.initial_mtu = self.loopback_mtu;
+        local.max_mtu = self.loopback_mtu;
+        std::borrow::Cow::Owned(local)
     }
 
     /// Binds a UDP socket at `addr` with the requested buffer sizes.

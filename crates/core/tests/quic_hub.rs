@@ -646,3 +646,44 @@ async fn qlog_writes_one_trace_per_connection_on_both_ends() {
     assert!(names[1].starts_with("agents/agent-echo-"), "{names:?}");
     assert!(names[2].starts_with("hub/hub-") && names[3].starts_with("hub/hub-"));
 }
+
+/// Connections between loopback addresses start at the loopback datagram size on both ends
+/// (no discovery), and with it switched off they stay at Ethernet's sizes on loopback too.
+#[tokio::test]
+async fn loopback_connections_use_the_loopback_datagram_size() {
+    let t = start_hub(HubConfig::default()).await;
+    let _echo = t.echo_agent("echo").await;
+    let a = t.agent("local").await;
+    let reply = a
+        .request("echo", vec![1u8; 64 * 1024], 10 * SECOND)
+        .await
+        .unwrap();
+    assert_eq!(reply.body.len(), 64 * 1024);
+    let want = agentwire::QuicSettings::default().loopback_mtu;
+    assert_eq!(a.stats().connection.mtu, want, "the agent's datagram size");
+    let at_hub = t
+        .hub
+        .agents()
+        .into_iter()
+        .find(|i| i.id == "local")
+        .unwrap();
+    assert_eq!(at_hub.connection.mtu, want, "the hub's datagram size");
+
+    let mut config = HubConfig::default();
+    config.quic.loopback_mtu = 0;
+    let t = start_hub(config).await;
+    let _echo = t.echo_agent("echo").await;
+    let mut opts = t.opts("discovering");
+    opts.quic.loopback_mtu = 0;
+    let a = Agent::connect(opts).await.unwrap();
+    let reply = a
+        .request("echo", vec![1u8; 64 * 1024], 10 * SECOND)
+        .await
+        .unwrap();
+    assert_eq!(reply.body.len(), 64 * 1024);
+    let mtu = a.stats().connection.mtu;
+    assert!(
+        mtu <= agentwire::QuicSettings::default().max_mtu,
+        "discovered {mtu}"
+    );
+}

@@ -27,6 +27,7 @@ pub fn tiny(transports: &[BenchTransport]) -> BenchConfig {
         quic_cc: Default::default(),
         quic_max_streams: 4096,
         quic_max_mtu: agentwire::QuicSettings::default().max_mtu,
+        quic_loopback_mtu: agentwire::QuicSettings::default().loopback_mtu,
         tcp_cc: None,
         qlog_dir: None,
     }

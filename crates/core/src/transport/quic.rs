@@ -21,8 +21,9 @@ use std::sync::Arc;
 use agentwire_proto::{ErrorCode, FrameDecoder, FrameType, Limits, Priority, RawFrame};
 use bytes::Bytes;
 use quinn::{Connection, RecvStream, SendStream, VarInt};
-use tokio::sync::{mpsc, Mutex};
+use tokio::sync::Mutex;
 
+use super::quic_inbound::{self, InboundReceiver, InboundSender, Ticket};
 use super::quic_socket::GsoCapped;
 use super::{
     check_outgoing, ConnectionStats, FrameReceiver, FrameSender, ReplySlot, SendClass,
@@ -37,9 +38,9 @@ use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 pub const DEFAULT_MAX_BUFFERED_BYTES: usize = 64 * 1024 * 1024;
 
 /// Frames queued between the stream readers and the consumer of one connection. Beyond it,
-/// each stream reader holds at most one whole frame while it waits, so memory held for one
-/// connection is bounded by (this + concurrent streams) × max frame size, plus the
-/// partial-frame budget.
+/// each stream reader holds at most one whole frame while it waits (admitted in the order
+/// the peer opened the streams, see [`quic_inbound`]), so memory held for one connection is
+/// bounded by (this + concurrent streams) × max frame size, plus the partial-frame budget.
 const INBOUND_QUEUE: usize = 32;
 
 /// A bound QUIC server endpoint and the configuration it accepts with.
@@ -75,15 +76,17 @@ pub fn server_endpoint(
     })
 }
 
-/// Accepts `incoming` with `base`, or, when `settings` ask for qlog traces, with a copy of
-/// `base` whose transport configuration writes `DIR/hub-<connection id>.sqlog`.
+/// Accepts `incoming` with `base`, or with a copy of `base` whose transport configuration
+/// fits this peer ([`QuicSettings::for_peer`]: loopback datagram size) and, when `settings`
+/// ask for qlog traces, writes `DIR/hub-<connection id>.sqlog`.
 pub fn accept_incoming(
     incoming: quinn::Incoming,
     base: &quinn::ServerConfig,
     settings: &QuicSettings,
 ) -> Result<quinn::Connecting, quinn::ConnectionError> {
     let odcid = incoming.orig_dst_cid();
-    match traced(settings, QlogRole::Hub, || odcid.to_string()) {
+    let peer = incoming.remote_address().ip();
+    match connection_transport(settings, peer, QlogRole::Hub, || odcid.to_string()) {
         None => incoming.accept(),
         Some(transport) => {
             let mut config = base.clone();
@@ -93,20 +96,43 @@ pub fn accept_incoming(
     }
 }
 
-/// `base`, or, when `settings` ask for qlog traces, a copy of it whose transport
-/// configuration writes `DIR/agent-<agent>-<pid>-<n>.sqlog`.
-pub fn traced_client_config(
+/// `base`, or a copy of it whose transport configuration fits a hub at `peer`
+/// ([`QuicSettings::for_peer`]: loopback datagram size) and, when `settings` ask for qlog
+/// traces, writes `DIR/agent-<agent>-<pid>-<n>.sqlog`.
+pub fn client_config_for(
     base: &quinn::ClientConfig,
     settings: &QuicSettings,
+    peer: SocketAddr,
     agent: &str,
 ) -> quinn::ClientConfig {
     let mut config = base.clone();
-    if let Some(transport) = traced(settings, QlogRole::Agent, || {
+    if let Some(transport) = connection_transport(settings, peer.ip(), QlogRole::Agent, || {
         crate::qlog::agent_trace_name(agent)
     }) {
         config.transport_config(Arc::new(transport));
     }
     config
+}
+
+/// The transport configuration of one connection with `peer` when it differs from the
+/// endpoint's shared one: `settings` adjusted for the peer ([`QuicSettings::for_peer`]) or
+/// asking for a qlog trace (`name` is only computed then). A trace that cannot be written is
+/// logged and the connection goes on untraced: tracing never refuses service.
+fn connection_transport(
+    settings: &QuicSettings,
+    peer: std::net::IpAddr,
+    role: QlogRole,
+    name: impl FnOnce() -> String,
+) -> Option<quinn::TransportConfig> {
+    let settings = settings.for_peer(peer);
+    if let Some(traced) = traced(&settings, role, name) {
+        return Some(traced);
+    }
+    match &settings {
+        std::borrow::Cow::Borrowed(_) => None,
+        // Validated when the endpoint was built (`endpoint`).
+        std::borrow::Cow::Owned(adjusted) => adjusted.transport_config().ok(),
+    }
 }
 
 /// The traced transport configuration of one connection, when `settings` ask for qlog
@@ -138,6 +164,11 @@ fn endpoint(
     settings: &QuicSettings,
     server: Option<quinn::ServerConfig>,
 ) -> Result<(quinn::Endpoint, SocketBuffers), TransportError> {
+    // A connection's settings may differ by peer; check the loopback variant here, once.
+    settings
+        .for_peer(std::net::Ipv4Addr::LOCALHOST.into())
+        .transport_config()
+        .map_err(TransportError::Connect)?;
     let (socket, buffers) = settings
         .bind_udp(addr)
         .map_err(|e| TransportError::Connect(format!("cannot bind UDP {addr}: {e}")))?;
@@ -146,7 +177,7 @@ fn endpoint(
     let socket = runtime
         .wrap_udp_socket(socket)
         .map_err(|e| TransportError::Connect(format!("cannot use UDP socket {addr}: {e}")))?;
-    let socket = Arc::new(GsoCapped::new(socket, settings.max_mtu));
+    let socket = Arc::new(GsoCapped::new(socket, settings.largest_datagram()));
     let endpoint = quinn::Endpoint::new_with_abstract_socket(
         settings
             .endpoint_config()
@@ -246,14 +277,14 @@ pub fn split_connection(
     let limits = Limits::default();
     let max_in = Arc::new(AtomicU32::new(limits.max_frame_size));
     let buffered = Arc::new(AtomicUsize::new(0));
-    let (tx, rx) = mpsc::channel(INBOUND_QUEUE);
+    let (tx, rx) = quic_inbound::channel(INBOUND_QUEUE);
     let reader = StreamReader {
         max_frame_size: max_in.clone(),
         buffered,
         max_buffered: DEFAULT_MAX_BUFFERED_BYTES,
         tx: tx.clone(),
     };
-    tokio::spawn(reader.clone().pump(control_recv, None));
+    tokio::spawn(reader.clone().pump(control_recv, None, None));
     tokio::spawn(accept_loop(conn.clone(), reader.clone(), tx));
     let sender = QuicSender {
         inner: Arc::new(SenderInner {
@@ -334,7 +365,7 @@ impl QuicSender {
                 inner.streams_opened.fetch_add(1, Ordering::Relaxed);
                 inner.request_streams.fetch_add(1, Ordering::Relaxed);
                 // The answer comes back on the other direction of this stream.
-                tokio::spawn(inner.reader.clone().pump(answers, None));
+                tokio::spawn(inner.reader.clone().pump(answers, None, None));
                 stream.write_chunk(frame).await.map_err(map_write_error)?;
                 let _ = stream.finish();
                 Ok(())
@@ -469,7 +500,7 @@ impl FrameSender for QuicSender {
 /// Receiving half of a QUIC connection: frames from the control stream, every unidirectional
 /// stream and datagrams, merged.
 pub struct QuicReceiver {
-    rx: mpsc::Receiver<Result<Inbound, TransportError>>,
+    rx: InboundReceiver<Result<Inbound, TransportError>>,
     max_frame_size: Arc<AtomicU32>,
     done: bool,
     last_reply: Option<ReplySlot>,
@@ -520,14 +551,20 @@ struct StreamReader {
     max_frame_size: Arc<AtomicU32>,
     buffered: Arc<AtomicUsize>,
     max_buffered: usize,
-    tx: mpsc::Sender<Result<Inbound, TransportError>>,
+    tx: InboundSender<Result<Inbound, TransportError>>,
 }
 
 impl StreamReader {
     /// Reads frames from `stream` until it ends. `reply` is the other direction of a
     /// peer-opened bidirectional stream: it travels with the first frame, as that request's
-    /// reply slot.
-    async fn pump(self, mut stream: RecvStream, mut reply: Option<SendStream>) {
+    /// reply slot. `first` is the stream's place in the peer's opening order (taken when it
+    /// was accepted); its first frame waits for room with it, later frames with a new ticket.
+    async fn pump(
+        self,
+        mut stream: RecvStream,
+        mut reply: Option<SendStream>,
+        mut first: Option<Ticket>,
+    ) {
         let mut decoder = FrameDecoder::new(self.max_frame_size.load(Ordering::Relaxed));
         let mut held = 0usize;
         let result = loop {
@@ -539,7 +576,7 @@ impl StreamReader {
                 Err(_) => break Ok(()),
             };
             decoder.push(&chunk.bytes);
-            let outcome = self.drain(&mut decoder, &mut reply).await;
+            let outcome = self.drain(&mut decoder, &mut reply, &mut first).await;
             let now = decoder.buffered();
             if now > held {
                 let total = self.buffered.fetch_add(now - held, Ordering::Relaxed) + now - held;
@@ -557,14 +594,16 @@ impl StreamReader {
                 held = now;
             }
             match outcome {
-                Ok(true) => {}
+                // Chunks already buffered come back without waiting: give the connection's
+                // other tasks (the accept loop with a new, maybe critical, stream) a turn.
+                Ok(true) => tokio::task::yield_now().await,
                 Ok(false) => break Ok(()),
                 Err(e) => break Err(e),
             }
         };
         self.buffered.fetch_sub(held, Ordering::Relaxed);
         if let Err(e) = result {
-            let _ = self.tx.send(Err(e)).await;
+            let _ = self.tx.send(self.tx.ticket(), Err(e)).await;
         }
     }
 
@@ -573,13 +612,15 @@ impl StreamReader {
         &self,
         decoder: &mut FrameDecoder,
         reply: &mut Option<SendStream>,
+        first: &mut Option<Ticket>,
     ) -> Result<bool, TransportError> {
         loop {
             decoder.set_max_frame_size(self.max_frame_size.load(Ordering::Relaxed));
             match decoder.next_frame()? {
                 Some(frame) => {
                     let slot = reply.take().map(ReplySlot::new);
-                    if self.tx.send(Ok((frame, slot))).await.is_err() {
+                    let ticket = first.take().unwrap_or_else(|| self.tx.ticket());
+                    if self.tx.send(ticket, Ok((frame, slot))).await.is_err() {
                         return Ok(false);
                     }
                 }
@@ -592,25 +633,25 @@ impl StreamReader {
 async fn accept_loop(
     conn: Connection,
     reader: StreamReader,
-    tx: mpsc::Sender<Result<Inbound, TransportError>>,
+    tx: InboundSender<Result<Inbound, TransportError>>,
 ) {
     loop {
         tokio::select! {
             stream = conn.accept_uni() => match stream {
                 Ok(stream) => {
-                    tokio::spawn(reader.clone().pump(stream, None));
+                    tokio::spawn(reader.clone().pump(stream, None, Some(tx.ticket())));
                 }
                 Err(e) => {
-                    let _ = tx.send(Err(map_connection_error(&e))).await;
+                    let _ = tx.send(tx.ticket(), Err(map_connection_error(&e))).await;
                     return;
                 }
             },
             request = conn.accept_bi() => match request {
                 Ok((reply, stream)) => {
-                    tokio::spawn(reader.clone().pump(stream, Some(reply)));
+                    tokio::spawn(reader.clone().pump(stream, Some(reply), Some(tx.ticket())));
                 }
                 Err(e) => {
-                    let _ = tx.send(Err(map_connection_error(&e))).await;
+                    let _ = tx.send(tx.ticket(), Err(map_connection_error(&e))).await;
                     return;
                 }
             },
@@ -628,12 +669,12 @@ async fn accept_loop(
                         }
                     });
                     let fatal = frame.is_err();
-                    if tx.send(frame.map(|f| (f, None))).await.is_err() || fatal {
+                    if tx.send(tx.ticket(), frame.map(|f| (f, None))).await.is_err() || fatal {
                         return;
                     }
                 }
                 Err(e) => {
-                    let _ = tx.send(Err(map_connection_error(&e))).await;
+                    let _ = tx.send(tx.ticket(), Err(map_connection_error(&e))).await;
                     return;
                 }
             },
