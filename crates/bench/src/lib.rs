@@ -116,6 +116,8 @@ pub struct BenchConfig {
     pub quic_max_mtu: u16,
     /// QUIC datagram size on loopback paths (hub and agents; 0 = discovered as on any path).
     pub quic_loopback_mtu: u16,
+    /// The hub's QUIC receive budget, bytes (0 = off).
+    pub quic_receive_budget: u64,
     /// TCP congestion control inside emulated paths (`None`: the kernel's default).
     pub tcp_cc: Option<String>,
     /// Write qlog traces of every QUIC connection under this directory, one subdirectory per
@@ -195,6 +197,7 @@ impl BenchConfig {
             quic_max_streams: QuicSettings::default().max_concurrent_uni_streams,
             quic_max_mtu: QuicSettings::default().max_mtu,
             quic_loopback_mtu: QuicSettings::default().loopback_mtu,
+            quic_receive_budget: QuicSettings::default().receive_budget,
             tcp_cc: None,
             qlog_dir: None,
         }
@@ -338,6 +341,7 @@ impl BenchConfig {
                     quic_max_streams: self.quic_max_streams,
                     quic_max_mtu: self.quic_max_mtu,
                     quic_loopback_mtu: self.quic_loopback_mtu,
+                    quic_receive_budget: self.quic_receive_budget,
                     tcp_cc: self.tcp_cc.clone(),
                     qlog_dir: None,
                 });
@@ -483,6 +487,10 @@ pub struct CellSummary {
     pub bottlenecks: Vec<String>,
     /// Errors over all runs (closed loop, open loop and probe).
     pub errors: u64,
+    /// Loopback cells: UDP receive-buffer drops over all runs (host-wide; see
+    /// [`CellResult::udp_rcvbuf_errors`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp_rcvbuf_errors: Option<u64>,
     /// Whether every run accounted for every request.
     pub consistent: bool,
     /// Every repetition, in run order.
@@ -580,6 +588,10 @@ impl CellSummary {
                 .iter()
                 .map(|r| r.errors + r.open_loop.as_ref().map_or(0, |o| o.errors))
                 .sum(),
+            udp_rcvbuf_errors: runs
+                .iter()
+                .filter_map(|r| r.udp_rcvbuf_errors)
+                .reduce(|a, b| a + b),
             consistent: runs.iter().all(|r| r.consistent),
             config,
             runs,

@@ -297,4 +297,9 @@ pub struct CellResult {
     pub bottleneck: Option<String>,
     /// Up to five distinct error messages seen.
     pub error_samples: Vec<String>,
+    /// Loopback cells: datagrams the kernel dropped for full UDP receive buffers during the
+    /// run (connect to stop; counted for the whole host namespace, so other UDP traffic on the
+    /// machine counts too). Absent for cells over an emulated path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp_rcvbuf_errors: Option<u64>,
 }

@@ -552,6 +552,13 @@ fn config_table(report: &Report) -> Table {
         ),
         ("QUIC max MTU", c.quic_max_mtu.to_string()),
         (
+            "QUIC hub receive budget",
+            match c.quic_receive_budget {
+                0 => "off".to_owned(),
+                n => format!("{} KiB", n / 1024),
+            },
+        ),
+        (
             "QUIC loopback MTU",
             match c.quic_loopback_mtu {
                 0 => "discovered".to_owned(),
@@ -1733,6 +1740,7 @@ mod tests {
             quic_max_streams: 4096,
             quic_max_mtu: 16384,
             quic_loopback_mtu: 16384,
+            quic_receive_budget: 0,
             tcp_cc: None,
             qlog_dir: None,
         }
@@ -1791,6 +1799,7 @@ mod tests {
             },
             bottleneck: None,
             error_samples: Vec::new(),
+            udp_rcvbuf_errors: None,
         }
     }
 

@@ -112,6 +112,41 @@ fn read_path(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
+/// Datagrams the kernel dropped because a UDP socket's receive buffer was full
+/// (`RcvbufErrors`), from the contents of `/proc/net/snmp` (the `Udp:` header and value lines)
+/// or `/proc/net/snmp6` (`Udp6RcvbufErrors`).
+///
+/// ```
+/// use agentwire_bench::resources::parse_udp_rcvbuf_errors;
+/// let snmp = "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+///             Udp: 1895999 3 6058 1800000 6058 0\n";
+/// assert_eq!(parse_udp_rcvbuf_errors(snmp), Some(6058));
+/// assert_eq!(parse_udp_rcvbuf_errors("Udp6RcvbufErrors                  17\n"), Some(17));
+/// assert_eq!(parse_udp_rcvbuf_errors("garbage"), None);
+/// ```
+pub fn parse_udp_rcvbuf_errors(text: &str) -> Option<u64> {
+    if let Some(line) = text.lines().find(|l| l.starts_with("Udp6RcvbufErrors")) {
+        return line.split_whitespace().nth(1)?.parse().ok();
+    }
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+    let header = udp.next()?;
+    let values = udp.next()?;
+    let column = header
+        .split_whitespace()
+        .position(|name| name == "RcvbufErrors")?;
+    values.split_whitespace().nth(column)?.parse().ok()
+}
+
+/// UDP receive-buffer drops counted so far in this network namespace, IPv4 and IPv6.
+pub fn udp_rcvbuf_errors() -> Option<u64> {
+    let v4 = read("/proc/net/snmp").and_then(|t| parse_udp_rcvbuf_errors(&t));
+    let v6 = read("/proc/net/snmp6").and_then(|t| parse_udp_rcvbuf_errors(&t));
+    match (v4, v6) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

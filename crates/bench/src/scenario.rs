@@ -165,6 +165,8 @@ pub struct CellConfig {
     pub quic_max_mtu: u16,
     /// QUIC datagram size on loopback paths (hub and agents; 0 = discovered as on any path).
     pub quic_loopback_mtu: u16,
+    /// The hub's QUIC receive budget, bytes (0 = off).
+    pub quic_receive_budget: u64,
     /// TCP congestion control set inside the emulated path's namespaces (`None`: the
     /// kernel's default; loopback cells always use the host's setting).
     pub tcp_cc: Option<String>,
@@ -186,6 +188,7 @@ impl CellConfig {
             max_streams: self.quic_max_streams,
             max_mtu: self.quic_max_mtu,
             loopback_mtu: self.quic_loopback_mtu,
+            receive_budget: self.quic_receive_budget,
             qlog_dir: self.qlog_dir.clone(),
         }
     }
@@ -247,6 +250,7 @@ pub fn run_cell(config: &CellConfig, launcher: &HubLauncher, seed: u64) -> Resul
     };
     let me = std::process::id();
     resources::reset_peak_rss(me);
+    let drops_before = path.is_none().then(resources::udp_rcvbuf_errors).flatten();
     let server = ServerSide::start(ServerSpec {
         transport: config.transport,
         workers: config.workers,
@@ -276,7 +280,11 @@ pub fn run_cell(config: &CellConfig, launcher: &HubLauncher, seed: u64) -> Resul
         bail!("the emulator failed during the cell: {failure}");
     }
     let outcome = outcome?;
-    Ok(assemble(config, launcher, &path, outcome, emulator))
+    let mut result = assemble(config, launcher, &path, outcome, emulator);
+    result.udp_rcvbuf_errors = drops_before
+        .zip(resources::udp_rcvbuf_errors())
+        .map(|(before, after)| after.saturating_sub(before));
+    Ok(result)
 }
 
 /// CPU readings at one instant: this process, the emulator's threads in it, the hub process.
@@ -633,6 +641,7 @@ fn assemble(
         resources,
         bottleneck,
         error_samples: c.error_samples.clone(),
+        udp_rcvbuf_errors: None,
     }
 }
 

@@ -79,6 +79,8 @@ pub struct QuicKnobs {
     pub max_mtu: u16,
     /// Datagram size on loopback paths (0 = discovered as on any path).
     pub loopback_mtu: u16,
+    /// The hub's receive budget, bytes (0 = off).
+    pub receive_budget: u64,
     /// Directory for qlog traces, if any.
     pub qlog_dir: Option<PathBuf>,
 }
@@ -91,6 +93,7 @@ impl QuicKnobs {
         quic.max_concurrent_bidi_streams = self.max_streams;
         quic.max_mtu = self.max_mtu;
         quic.loopback_mtu = self.loopback_mtu;
+        quic.receive_budget = self.receive_budget;
         quic.qlog_dir.clone_from(&self.qlog_dir);
     }
 
@@ -105,6 +108,8 @@ impl QuicKnobs {
             self.max_mtu.to_string().into(),
             "--loopback-mtu".into(),
             self.loopback_mtu.to_string().into(),
+            "--receive-budget".into(),
+            self.receive_budget.to_string().into(),
         ];
         if let Some(dir) = &self.qlog_dir {
             args.push("--qlog".into());

@@ -227,6 +227,12 @@ pub struct QuicArgs {
     /// stay there (1200..=65527; 0 = treat loopback like any path, `--initial-mtu`/`--max-mtu`).
     #[arg(long, default_value_t = 16_384)]
     pub loopback_mtu: u16,
+    /// Hub: stream bytes all QUIC connections together may have in flight toward it (each
+    /// connection's window is this divided by the connections open, at least 16 KiB, at most
+    /// `--conn-window`); fewer UDP drops and a lower tail, less throughput. 0 (the default) =
+    /// every connection gets `--conn-window`.
+    #[arg(long, default_value_t = 0)]
+    pub receive_budget: u64,
     /// Do not use QUIC datagrams (heartbeats then use the control stream).
     #[arg(long)]
     pub no_datagrams: bool,
@@ -260,6 +266,7 @@ impl QuicArgs {
             initial_mtu: self.initial_mtu,
             max_mtu: self.max_mtu,
             loopback_mtu: self.loopback_mtu,
+            receive_budget: self.receive_budget,
             datagrams: !self.no_datagrams,
             ack_eliciting_threshold: self.ack_threshold,
             qlog_dir: self.qlog.clone(),
@@ -595,6 +602,10 @@ pub struct BenchArgs {
     /// default: the library's default, 16384). Cells over an emulated path are not loopback.
     #[arg(long)]
     pub quic_loopback_mtu: Option<u16>,
+    /// The hub's QUIC receive budget, bytes (its connections' windows share it; 0 = every
+    /// connection gets the full window; default: the library's default).
+    #[arg(long)]
+    pub quic_receive_budget: Option<u64>,
     /// TCP congestion control inside the emulated paths' namespaces (default: the kernel's).
     #[arg(long, value_parser = ["bbr", "cubic", "reno"])]
     pub tcp_cc: Option<String>,
@@ -683,6 +694,9 @@ impl BenchArgs {
         }
         if let Some(n) = self.quic_loopback_mtu {
             config.quic_loopback_mtu = n;
+        }
+        if let Some(n) = self.quic_receive_budget {
+            config.quic_receive_budget = n;
         }
         config.tcp_cc.clone_from(&self.tcp_cc);
         config.qlog_dir.clone_from(&self.qlog);

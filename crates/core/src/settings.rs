@@ -143,6 +143,14 @@ pub struct QuicSettings {
     /// (no discovery round trips) and stay there. 0 treats loopback like any other path
     /// (`initial_mtu`, `max_mtu`). See [`QuicSettings::for_peer`].
     pub loopback_mtu: u16,
+    /// Server endpoints (the hub): the stream bytes all connections of the endpoint may have
+    /// in flight toward it together, about what its UDP socket holds. Each connection's window
+    /// is this divided by the connections open, at least 16 KiB, at most `receive_window`
+    /// (see [`crate::transport::quic_budget`]). 0 (the default) gives every connection
+    /// `receive_window`. A budget trades throughput for fewer socket drops and a lower tail:
+    /// 16 MiB in the 1000 × 100 KiB cell had no drops and p99 1.0–1.1 s against 1.2–1.5 s, but
+    /// 0.6x the msg/s (docs/benchmarks/2026-11-24-hub-decode).
+    pub receive_budget: u64,
     /// Offer and accept QUIC datagrams (heartbeats ride them).
     pub datagrams: bool,
     /// Ack-eliciting packets the peer may receive before it must send an ACK (QUIC's ACK
@@ -183,6 +191,7 @@ impl Default for QuicSettings {
             // got there under load: each probe waits behind the queue). Above 16 KiB a
             // drop costs too much. docs/benchmarks/2026-11-24-loopback-mtu.
             loopback_mtu: 16_384,
+            receive_budget: 0,
             datagrams: true,
             // Every tenth packet, as TCP stacks' and Chromium's ACK decimation: an ACK is a
             // datagram of its own each way, and ACK handling was a fifth of the hub's QUIC CPU.
@@ -202,6 +211,20 @@ pub struct SocketBuffers {
     pub send: usize,
     /// SO_RCVBUF as read back.
     pub recv: usize,
+}
+
+/// RFC 9002's initial congestion window for datagrams of `mtu` bytes: ten datagrams, at most
+/// max(14,720, two datagrams).
+///
+/// ```
+/// use agentwire::settings::initial_window;
+/// assert_eq!(initial_window(1200), 12_000);
+/// assert_eq!(initial_window(1452), 14_520);
+/// assert_eq!(initial_window(16_384), 32_768);
+/// ```
+pub fn initial_window(mtu: u16) -> u64 {
+    let mtu = u64::from(mtu);
+    (10 * mtu).min(14_720.max(2 * mtu))
 }
 
 impl QuicSettings {
@@ -243,16 +266,19 @@ impl QuicSettings {
         } else {
             t.datagram_receive_buffer_size(None);
         }
+        // quinn's controllers start at 14,720 bytes whatever the datagram size, which is less
+        // than one 16 KiB loopback datagram: they could never send (a handshake timed out).
+        let window = initial_window(self.initial_mtu);
         match self.congestion {
-            CongestionControl::Cubic => {
-                t.congestion_controller_factory(Arc::new(CubicConfig::default()))
-            }
-            CongestionControl::NewReno => {
-                t.congestion_controller_factory(Arc::new(NewRenoConfig::default()))
-            }
-            CongestionControl::Bbr => {
-                t.congestion_controller_factory(Arc::new(BbrConfig::default()))
-            }
+            CongestionControl::Cubic => t.congestion_controller_factory(Arc::new(
+                CubicConfig::default().initial_window(window).clone(),
+            )),
+            CongestionControl::NewReno => t.congestion_controller_factory(Arc::new(
+                NewRenoConfig::default().initial_window(window).clone(),
+            )),
+            CongestionControl::Bbr => t.congestion_controller_factory(Arc::new(
+                BbrConfig::default().initial_window(window).clone(),
+            )),
             CongestionControl::Bbr3 => {
                 t.congestion_controller_factory(Arc::new(agentwire_cc::BbrConfig::default()))
             }

@@ -687,3 +687,54 @@ async fn loopback_connections_use_the_loopback_datagram_size() {
         "discovered {mtu}"
     );
 }
+
+/// With a receive budget far below what the agents send at once, every connection gets the
+/// smallest window and still delivers everything: windows throttle, they never stall.
+#[tokio::test]
+async fn a_tiny_receive_budget_throttles_but_delivers() {
+    let mut config = HubConfig::default();
+    config.quic.receive_budget = 1;
+    let t = start_hub(config).await;
+    let _echo = t.echo_agent("echo").await;
+    let mut askers = Vec::new();
+    for i in 0..4 {
+        askers.push(t.agent(&format!("asker-{i}")).await);
+    }
+    let body = vec![3u8; 512 * 1024];
+    let mut calls = Vec::new();
+    for a in &askers {
+        calls.push(a.request("echo", body.clone(), 30 * SECOND));
+    }
+    for reply in futures_util::future::join_all(calls).await {
+        assert_eq!(reply.unwrap().body.len(), body.len());
+    }
+}
+
+/// A session resumed with 0-RTT after the receive budget's share has shrunk (more agents
+/// connected since) is still accepted: the transport parameters a connection starts with do
+/// not depend on how many share the budget.
+#[tokio::test]
+async fn zero_rtt_survives_a_shrinking_receive_budget_share() {
+    let mut config = HubConfig::default();
+    config.quic.receive_budget = 4 * 1024 * 1024;
+    let t = start_hub(config).await;
+    let _echo = t.echo_agent("echo").await;
+    let mut opts = t.opts("resumer");
+    opts.zero_rtt = true;
+    let connector = Connector::new(&opts).unwrap();
+    let first = connector.connect(&opts).await.unwrap();
+    first.request("echo", "one", 5 * SECOND).await.unwrap();
+    first.close().await;
+    t.wait_agents(1).await;
+    let mut others = Vec::new();
+    for i in 0..20 {
+        others.push(t.agent(&format!("other-{i}")).await);
+    }
+    let second = connector.connect(&opts).await.unwrap();
+    assert!(second.stats().zero_rtt_used, "{:?}", second.stats());
+    let reply = second
+        .request("echo", vec![4u8; 300 * 1024], 10 * SECOND)
+        .await
+        .unwrap();
+    assert_eq!(reply.body.len(), 300 * 1024);
+}

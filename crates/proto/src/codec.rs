@@ -108,6 +108,40 @@ impl Codec {
     pub fn encode_envelope(self, env: &Envelope) -> Result<Vec<u8>, CodecError> {
         self.encode(env)
     }
+
+    /// Decodes an envelope from a frame's payload. With MessagePack the body is a slice of
+    /// `payload` (no copy) when it is the payload's last bytes, as this crate and every
+    /// array-layout encoder write it; any other layout takes the copying [`Codec::decode`],
+    /// which also reports trailing bytes.
+    ///
+    /// ```
+    /// use agentwire_proto::{Codec, Destination, Envelope, Kind};
+    /// let env = Envelope::new(7, "a", Destination::agent("b"), Kind::Task).with_body(vec![1u8; 4096]);
+    /// let payload = bytes::Bytes::from(Codec::MsgPack.encode(&env).unwrap());
+    /// let back = Codec::MsgPack.decode_envelope(&payload).unwrap();
+    /// assert_eq!(back, env);
+    /// // The body points into the payload's buffer.
+    /// assert_eq!(back.body.as_ptr(), payload[payload.len() - 4096..].as_ptr());
+    /// ```
+    pub fn decode_envelope(self, payload: &bytes::Bytes) -> Result<Envelope, CodecError> {
+        if self != Codec::MsgPack {
+            return self.decode(payload);
+        }
+        let mut de = rmp_serde::Deserializer::from_read_ref(&payload[..]);
+        let Ok(wire) =
+            <crate::envelope::BorrowedEnvelope as serde::Deserialize>::deserialize(&mut de)
+        else {
+            return self.decode(payload);
+        };
+        let body_end = wire.body.as_ptr() as usize + wire.body.len();
+        let payload_end = payload.as_ptr() as usize + payload.len();
+        if body_end != payload_end {
+            // Map layout, or bytes after the envelope: the checked path decides.
+            return self.decode(payload);
+        }
+        let body = payload.slice_ref(wire.body);
+        Ok(wire.with_body(body))
+    }
 }
 
 impl fmt::Display for Codec {
@@ -120,6 +154,41 @@ impl fmt::Display for Codec {
 mod tests {
     use super::*;
     use crate::{Destination, Kind};
+
+    fn envelope() -> Envelope {
+        Envelope::new(9, "a", Destination::agent("b"), Kind::Task)
+            .with_header("k", "v")
+            .with_body(vec![5u8; 300])
+    }
+
+    #[test]
+    fn decode_envelope_checks_what_decode_checks() {
+        let env = envelope();
+        let payload = bytes::Bytes::from(Codec::MsgPack.encode(&env).unwrap());
+        assert_eq!(Codec::MsgPack.decode_envelope(&payload).unwrap(), env);
+        // A trailing byte, a truncated body and garbage are errors, as with `decode`.
+        let mut trailing = payload.to_vec();
+        trailing.push(0);
+        let e = Codec::MsgPack
+            .decode_envelope(&bytes::Bytes::from(trailing))
+            .unwrap_err();
+        assert!(e.message.contains("trailing"), "{e}");
+        let truncated = payload.slice(..payload.len() - 1);
+        assert!(Codec::MsgPack.decode_envelope(&truncated).is_err());
+        assert!(Codec::MsgPack
+            .decode_envelope(&bytes::Bytes::from_static(b"\xc1garbage"))
+            .is_err());
+    }
+
+    #[test]
+    fn decode_envelope_takes_the_map_layout_too() {
+        // Some MessagePack encoders write structs as maps; the body is then not last.
+        let env = envelope();
+        let named = bytes::Bytes::from(rmp_serde::to_vec_named(&env).unwrap());
+        assert_eq!(Codec::MsgPack.decode_envelope(&named).unwrap(), env);
+        let json = bytes::Bytes::from(Codec::Json.encode(&env).unwrap());
+        assert_eq!(Codec::Json.decode_envelope(&json).unwrap(), env);
+    }
 
     #[test]
     fn names() {

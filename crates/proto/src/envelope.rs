@@ -485,6 +485,42 @@ impl<'de> Deserialize<'de> for Destination {
 }
 
 /// The body: raw bytes in MessagePack, standard base64 (with padding) in JSON.
+/// An envelope as MessagePack carries it, with the body borrowed from the frame (same fields,
+/// same order as [`Envelope`]; `Codec::decode_envelope` turns the borrowed body into a slice
+/// of the frame's buffer instead of copying it).
+#[derive(Deserialize)]
+pub(crate) struct BorrowedEnvelope<'a> {
+    id: u64,
+    from: String,
+    to: Destination,
+    kind: Kind,
+    priority: Priority,
+    ttl_ms: u32,
+    timestamp_us: u64,
+    correlation: Option<u64>,
+    headers: BTreeMap<String, String>,
+    #[serde(borrow)]
+    pub(crate) body: &'a [u8],
+}
+
+impl BorrowedEnvelope<'_> {
+    /// The envelope, with `body` in place of the borrowed one.
+    pub(crate) fn with_body(self, body: Bytes) -> Envelope {
+        Envelope {
+            id: self.id,
+            from: self.from,
+            to: self.to,
+            kind: self.kind,
+            priority: self.priority,
+            ttl_ms: self.ttl_ms,
+            timestamp_us: self.timestamp_us,
+            correlation: self.correlation,
+            headers: self.headers,
+            body,
+        }
+    }
+}
+
 pub(crate) mod body_repr {
     use super::*;
 

@@ -259,7 +259,9 @@ impl Frame {
             FrameType::Hello => Frame::Hello(Codec::MsgPack.decode(p).map_err(codec_err)?),
             FrameType::Welcome => Frame::Welcome(Codec::MsgPack.decode(p).map_err(codec_err)?),
             FrameType::Reject => Frame::Reject(Codec::MsgPack.decode(p).map_err(codec_err)?),
-            FrameType::Envelope => Frame::Envelope(codec.decode(p).map_err(codec_err)?),
+            FrameType::Envelope => {
+                Frame::Envelope(codec.decode_envelope(&raw.payload).map_err(codec_err)?)
+            }
             FrameType::Subscribe => Frame::Subscribe(text(p)?),
             FrameType::Unsubscribe => Frame::Unsubscribe(text(p)?),
             FrameType::Heartbeat => {

@@ -37,6 +37,7 @@ use crate::clock::now_us;
 use crate::metrics::HubMetrics;
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use crate::tls::HubIdentity;
+use crate::transport::quic_budget::{Admission, ReceiveBudget};
 use crate::transport::{quic, FrameReceiver, FrameSender, ReplySlot, SendClass, TransportError};
 
 /// The topic on which the hub publishes `join` and `leave` events. Subscribe to it to learn
@@ -218,11 +219,17 @@ impl Hub {
         self.start_liveness();
         let inner = self.inner.clone();
         let ep = endpoint.clone();
+        let quic = &self.inner.config.quic;
+        let budget = (quic.receive_budget > 0)
+            .then(|| ReceiveBudget::new(quic.receive_budget, quic.receive_window));
         let task = tokio::spawn(async move {
             while let Some(incoming) = ep.accept().await {
                 let inner = inner.clone();
                 let server_config = server_config.clone();
-                tokio::spawn(async move { inner.accept_quic(incoming, &server_config).await });
+                let admission = budget.as_ref().map(ReceiveBudget::admit);
+                tokio::spawn(async move {
+                    inner.accept_quic(incoming, &server_config, admission).await
+                });
             }
         });
         tracing::info!(%local_addr, ?socket_buffers, "hub listening on QUIC");
@@ -263,10 +270,16 @@ impl HubInner {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    async fn accept_quic(self: Arc<Self>, incoming: quinn::Incoming, config: &quinn::ServerConfig) {
+    async fn accept_quic(
+        self: Arc<Self>,
+        incoming: quinn::Incoming,
+        config: &quinn::ServerConfig,
+        mut admission: Option<Admission>,
+    ) {
         let metrics = &self.metrics;
         let timeout = self.config.handshake_timeout;
-        let connecting = match quic::accept_incoming(incoming, config, &self.config.quic) {
+        let window = admission.as_ref().map(Admission::window);
+        let connecting = match quic::accept_incoming(incoming, config, &self.config.quic, window) {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!("refused QUIC connection: {e}");
@@ -282,6 +295,11 @@ impl HubInner {
             metrics.handshake("quic", crate::metrics::outcome::FAILED);
             return;
         };
+        // Raise the connection window from the common starting value to its share now, so
+        // the MAX_DATA leaves with the hub's first 1-RTT packets.
+        if let Some(admission) = admission.as_mut() {
+            admission.register(&conn);
+        }
         let setup = async {
             tokio::pin!(handshake_done);
             let (control, early) = tokio::select! {

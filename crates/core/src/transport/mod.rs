@@ -13,6 +13,7 @@
 pub mod any;
 pub mod h2;
 pub mod quic;
+pub mod quic_budget;
 pub mod quic_inbound;
 pub mod quic_socket;
 pub mod stream;

@@ -77,16 +77,18 @@ pub fn server_endpoint(
 }
 
 /// Accepts `incoming` with `base`, or with a copy of `base` whose transport configuration
-/// fits this peer ([`QuicSettings::for_peer`]: loopback datagram size) and, when `settings`
-/// ask for qlog traces, writes `DIR/hub-<connection id>.sqlog`.
+/// fits this peer ([`QuicSettings::for_peer`]: loopback datagram size), has the connection
+/// window `window` (a share of the endpoint's [receive budget](super::quic_budget)) and, when
+/// `settings` ask for qlog traces, writes `DIR/hub-<connection id>.sqlog`.
 pub fn accept_incoming(
     incoming: quinn::Incoming,
     base: &quinn::ServerConfig,
     settings: &QuicSettings,
+    window: Option<u64>,
 ) -> Result<quinn::Connecting, quinn::ConnectionError> {
     let odcid = incoming.orig_dst_cid();
     let peer = incoming.remote_address().ip();
-    match connection_transport(settings, peer, QlogRole::Hub, || odcid.to_string()) {
+    match connection_transport(settings, peer, window, QlogRole::Hub, || odcid.to_string()) {
         None => incoming.accept(),
         Some(transport) => {
             let mut config = base.clone();
@@ -106,25 +108,32 @@ pub fn client_config_for(
     agent: &str,
 ) -> quinn::ClientConfig {
     let mut config = base.clone();
-    if let Some(transport) = connection_transport(settings, peer.ip(), QlogRole::Agent, || {
-        crate::qlog::agent_trace_name(agent)
-    }) {
+    if let Some(transport) =
+        connection_transport(settings, peer.ip(), None, QlogRole::Agent, || {
+            crate::qlog::agent_trace_name(agent)
+        })
+    {
         config.transport_config(Arc::new(transport));
     }
     config
 }
 
 /// The transport configuration of one connection with `peer` when it differs from the
-/// endpoint's shared one: `settings` adjusted for the peer ([`QuicSettings::for_peer`]) or
-/// asking for a qlog trace (`name` is only computed then). A trace that cannot be written is
-/// logged and the connection goes on untraced: tracing never refuses service.
+/// endpoint's shared one: `settings` adjusted for the peer ([`QuicSettings::for_peer`]), with
+/// another connection window, or asking for a qlog trace (`name` is only computed then). A
+/// trace that cannot be written is logged and the connection goes on untraced: tracing never
+/// refuses service.
 fn connection_transport(
     settings: &QuicSettings,
     peer: std::net::IpAddr,
+    window: Option<u64>,
     role: QlogRole,
     name: impl FnOnce() -> String,
 ) -> Option<quinn::TransportConfig> {
-    let settings = settings.for_peer(peer);
+    let mut settings = settings.for_peer(peer);
+    if let Some(window) = window.filter(|w| *w != settings.receive_window) {
+        settings.to_mut().receive_window = window;
+    }
     if let Some(traced) = traced(&settings, role, name) {
         return Some(traced);
     }
