@@ -225,7 +225,7 @@ pub struct QuicArgs {
     pub max_mtu: u16,
     /// Datagram size of connections with a peer on a loopback address: they start at it and
     /// stay there (1200..=65527; 0 = treat loopback like any path, `--initial-mtu`/`--max-mtu`).
-    #[arg(long, default_value_t = 16_384)]
+    #[arg(long, default_value_t = agentwire::settings::MAX_UDP_PAYLOAD_V4)]
     pub loopback_mtu: u16,
     /// Hub: stream bytes all QUIC connections together may have in flight toward it (each
     /// connection's window is this divided by the connections open, at least 16 KiB, at most
@@ -599,7 +599,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub quic_max_mtu: Option<u16>,
     /// QUIC datagram size on loopback paths (hub and agents; 0 = discover as on any path;
-    /// default: the library's default, 16384). Cells over an emulated path are not loopback.
+    /// default: the library's default, 65507). Cells over an emulated path are not loopback.
     #[arg(long)]
     pub quic_loopback_mtu: Option<u16>,
     /// The hub's QUIC receive budget, bytes (its connections' windows share it; 0 = every

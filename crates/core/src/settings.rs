@@ -186,11 +186,13 @@ impl Default for QuicSettings {
             // Path MTU discovery probes up to this on paths other than loopback (Ethernet's
             // 1,500 less IP and UDP headers, with room for a tunnel header).
             max_mtu: 1452,
-            // Loopback carries 64 KiB; 16 KiB datagrams cut the hub's CPU per 100 KiB
-            // message to about a third in the 1000 × 100 KiB cell (path MTU discovery rarely
-            // got there under load: each probe waits behind the queue). Above 16 KiB a
-            // drop costs too much. docs/benchmarks/2026-11-24-loopback-mtu.
-            loopback_mtu: 16_384,
+            // Loopback carries 64 KiB datagrams, like TCP's 64 KiB segments there. Starting at
+            // 16 KiB cut the hub's CPU per 100 KiB message to about half in the 1000 × 100 KiB
+            // cell (path MTU discovery rarely got there under load: each probe waits behind
+            // the queue); 65,507 (IPv4's largest) then gave 0.49–1.23x WebSocket's msg/s
+            // against 0.64–0.79x at 16 KiB, and a lower p99 at 100 × 10 KiB.
+            // docs/benchmarks/2026-11-24-loopback-mtu.
+            loopback_mtu: MAX_UDP_PAYLOAD_V4,
             receive_budget: 0,
             datagrams: true,
             // Every tenth packet, as TCP stacks' and Chromium's ACK decimation: an ACK is a
@@ -212,6 +214,9 @@ pub struct SocketBuffers {
     /// SO_RCVBUF as read back.
     pub recv: usize,
 }
+
+/// The most UDP payload one IPv4 datagram carries (65,535 less the IPv4 and UDP headers).
+pub const MAX_UDP_PAYLOAD_V4: u16 = 65_507;
 
 /// RFC 9002's initial congestion window for datagrams of `mtu` bytes: ten datagrams, at most
 /// max(14,720, two datagrams).
@@ -325,16 +330,27 @@ impl QuicSettings {
     /// assert_eq!((local.initial_mtu, local.max_mtu), (s.loopback_mtu, s.loopback_mtu));
     /// let mapped = s.for_peer("::ffff:127.0.0.1".parse().unwrap());
     /// assert_eq!(mapped.initial_mtu, s.loopback_mtu);
+    /// let mut big = QuicSettings::default();
+    /// big.loopback_mtu = 65_527;
+    /// assert_eq!(big.for_peer("127.0.0.1".parse().unwrap()).initial_mtu, 65_507);
+    /// assert_eq!(big.for_peer("::1".parse().unwrap()).initial_mtu, 65_527);
     /// let remote = s.for_peer("192.0.2.7".parse().unwrap());
     /// assert_eq!((remote.initial_mtu, remote.max_mtu), (s.initial_mtu, s.max_mtu));
     /// ```
     pub fn for_peer(&self, peer: std::net::IpAddr) -> std::borrow::Cow<'_, QuicSettings> {
-        if self.loopback_mtu == 0 || !peer.to_canonical().is_loopback() {
+        let peer = peer.to_canonical();
+        if self.loopback_mtu == 0 || !peer.is_loopback() {
             return std::borrow::Cow::Borrowed(self);
         }
+        // An IPv4 datagram carries at most 65,507 bytes of UDP payload (IPv6: 65,527); a
+        // larger size fails every send (`EMSGSIZE`) and the connection stalls.
+        let size = match peer {
+            std::net::IpAddr::V4(_) => self.loopback_mtu.min(MAX_UDP_PAYLOAD_V4),
+            std::net::IpAddr::V6(_) => self.loopback_mtu,
+        };
         let mut local = self.clone();
-        local.initial_mtu = self.loopback_mtu;
-        local.max_mtu = self.loopback_mtu;
+        local.initial_mtu = size;
+        local.max_mtu = size;
         std::borrow::Cow::Owned(local)
     }
 

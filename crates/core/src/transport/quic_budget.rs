@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use quinn::VarInt;
 
-/// The smallest window a connection gets however many share the budget: one 16 KiB datagram.
+/// The smallest window a connection gets however many share the budget (16 KiB).
 pub const MIN_WINDOW: u64 = 16 * 1024;
 
 /// Each connection's share of `budget` among `connections`, between [`MIN_WINDOW`] and
