@@ -186,7 +186,7 @@ fn endpoint(
     let socket = runtime
         .wrap_udp_socket(socket)
         .map_err(|e| TransportError::Connect(format!("cannot use UDP socket {addr}: {e}")))?;
-    let socket = Arc::new(GsoCapped::new(socket, settings.largest_datagram()));
+    let socket = Arc::new(GsoCapped::new(socket));
     let endpoint = quinn::Endpoint::new_with_abstract_socket(
         settings
             .endpoint_config()
