@@ -250,9 +250,10 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_full_queue_holds_its_sender_until_room_is_made() {
-        let (tx, mut rx) = channel(1);
+    /// Queues 1 in a queue of one, then starts a sender of 2 that has to wait.
+    async fn fill_then_block(
+        tx: &InboundSender<i32>,
+    ) -> tokio::task::JoinHandle<Result<(), ReceiverGone>> {
         tx.send(tx.ticket(), 1).await.unwrap();
         let ticket = tx.ticket();
         let blocked = tokio::spawn({
@@ -260,6 +261,13 @@ mod tests {
             async move { tx.send(ticket, 2).await }
         });
         settle().await;
+        blocked
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_holds_its_sender_until_room_is_made() {
+        let (tx, mut rx) = channel(1);
+        let blocked = fill_then_block(&tx).await;
         assert!(
             !blocked.is_finished(),
             "the sender waits while the queue is full"
@@ -278,13 +286,7 @@ mod tests {
     #[tokio::test]
     async fn dropping_the_receiver_releases_waiting_senders_with_an_error() {
         let (tx, rx) = channel(1);
-        tx.send(tx.ticket(), 1).await.unwrap();
-        let ticket = tx.ticket();
-        let blocked = tokio::spawn({
-            let tx = tx.clone();
-            async move { tx.send(ticket, 2).await }
-        });
-        settle().await;
+        let blocked = fill_then_block(&tx).await;
         drop(rx);
         assert_eq!(blocked.await.unwrap(), Err(ReceiverGone));
         assert_eq!(tx.send(tx.ticket(), 3).await, Err(ReceiverGone));
