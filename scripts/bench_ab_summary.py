@@ -3,11 +3,14 @@
 
 Usage:
     python3 scripts/bench_ab_summary.py DIR
+    python3 scripts/bench_ab_summary.py --resources DIR
 
 For every round and variant it prints each transport's msg/s, p50/p90/p99, QUIC's ratios to
 the best TCP transport of the same round and variant (msg/s: higher is better; p90/p99:
 lower is better) and, where the run had one, the priority probe's critical p50/p99 for QUIC.
-It only rearranges numbers already in the JSON files.
+With --resources it prints instead each transport's time to connect every agent and the hub's
+peak RSS, and QUIC's ratios to the best TCP transport by each (the fastest to connect, the
+smallest hub; lower is better for both). It only rearranges numbers already in the JSON files.
 """
 
 import glob
@@ -38,15 +41,48 @@ def ms(us):
     return "-" if us is None else f"{us / 1000:.0f}"
 
 
+def resources(rows, transports):
+    """Connect time and hub peak RSS per round and variant, QUIC's ratios to the best TCP."""
+    mib = lambda c: (c.get("hub_peak_rss_bytes") or 0) / 2**20
+    head = ["round", "variant"] + [f"{t} connect ms" for t in transports]
+    head += [f"{t} hub MiB" for t in transports]
+    quics = [t for t in transports if t.startswith("quic")]
+    head += [f"{q}/TCP {what}" for q in quics for what in ("connect", "hub MiB")]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for variant, rnd, cells in rows:
+        line = [str(rnd), variant]
+        line += [f"{cells[t]['connect_ms']:,.0f}" if t in cells else "-" for t in transports]
+        line += [f"{mib(cells[t]):,.0f}" if t in cells else "-" for t in transports]
+        tcp = [cells[t] for t in TCP if t in cells]
+        for q in quics:
+            c = cells.get(q)
+            if not c or not tcp:
+                line += ["-", "-"]
+                continue
+            fastest = min(t["connect_ms"] for t in tcp)
+            smallest = min(mib(t) for t in tcp)
+            line.append(f"{c['connect_ms'] / fastest:.2f}x" if fastest else "-")
+            line.append(f"{mib(c) / smallest:.2f}x" if smallest else "-")
+        print("| " + " | ".join(line) + " |")
+
+
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    show_resources = args[:1] == ["--resources"]
+    if show_resources:
+        args = args[1:]
+    if len(args) != 1:
         sys.exit(__doc__)
-    rows = runs(sys.argv[1])
+    rows = runs(args[0])
     if not rows:
-        sys.exit(f"no bench runs under {sys.argv[1]}")
+        sys.exit(f"no bench runs under {args[0]}")
     transports = []
     for _, _, cells in rows:
         transports += [t for t in cells if t not in transports]
+    if show_resources:
+        resources(rows, transports)
+        return
     head = ["round", "variant"] + [f"{t} msg/s" for t in transports]
     head += [f"{t} p50/p90/p99 ms" for t in transports]
     quics = [t for t in transports if t.startswith("quic")]

@@ -613,8 +613,17 @@ impl HubTrust {
     }
 }
 
+/// ring's provider with TLS 1.3's AES-128-GCM-SHA256 suite preferred (ring lists
+/// AES-256-GCM-SHA384 first). The handshake's key schedule then hashes with SHA-256, which
+/// ring runs on the CPU's SHA extensions; SHA-384 has no hardware path there, and a profile of
+/// 1,000 agents connecting spent about 6 % of all CPU in it. Both ends of every agentwire
+/// connection use this order, and the other suites stay available to other peers.
 fn ring_provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider
+        .cipher_suites
+        .sort_by_key(|suite| suite.suite() != rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
+    Arc::new(provider)
 }
 
 /// Verifies handshake signatures with the provider's algorithms, TLS 1.3 only.
@@ -1066,6 +1075,7 @@ mod tests {
         client_err: Option<rustls::Error>,
         server_err: Option<rustls::Error>,
         alpn: Option<Vec<u8>>,
+        suite: Option<rustls::CipherSuite>,
     }
 
     impl Outcome {
@@ -1090,6 +1100,7 @@ mod tests {
             client_err: None,
             server_err: None,
             alpn: None,
+            suite: None,
         };
         for _ in 0..20 {
             let a = match pump(&mut c, &mut s) {
@@ -1110,6 +1121,7 @@ mod tests {
             };
             if a == 0 && b == 0 && !c.is_handshaking() && !s.is_handshaking() {
                 out.alpn = c.alpn_protocol().map(|p| p.to_vec());
+                out.suite = c.negotiated_cipher_suite().map(|s| s.suite());
                 assert_eq!(s.alpn_protocol(), c.alpn_protocol());
                 return out;
             }
@@ -1138,6 +1150,11 @@ mod tests {
                 out.server_err
             );
             assert_eq!(out.alpn.as_deref(), Some(ALPN_AGENTWIRE));
+            assert_eq!(
+                out.suite,
+                Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256),
+                "the hardware-hashed suite is preferred"
+            );
         }
     }
 
