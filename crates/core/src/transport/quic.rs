@@ -186,7 +186,13 @@ fn endpoint(
     let socket = runtime
         .wrap_udp_socket(socket)
         .map_err(|e| TransportError::Connect(format!("cannot use UDP socket {addr}: {e}")))?;
-    let socket = Arc::new(GsoCapped::new(socket));
+    // Bound to loopback, every peer is a loopback peer and every datagram has its size.
+    let loopback = settings.for_peer(addr.ip());
+    let socket = Arc::new(if addr.ip().to_canonical().is_loopback() && settings.loopback_mtu > 0 {
+        GsoCapped::loopback(socket, loopback.max_mtu)
+    } else {
+        GsoCapped::new(socket)
+    });
     let endpoint = quinn::Endpoint::new_with_abstract_socket(
         settings
             .endpoint_config()

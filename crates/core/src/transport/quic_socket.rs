@@ -13,7 +13,16 @@
 //! datagram per send on the lossy paths too, and there the bench's priority probe stalled (all
 //! classes at p50 400–550 ms instead of 53 ms, four runs in four).
 //!
-//! This module owns that one adjustment; it must not change what is sent or received.
+//! A socket bound to a loopback address talks only to loopback peers, so every datagram it
+//! carries has the loopback size ([`crate::settings::QuicSettings::loopback_mtu`]). There
+//! [`GsoCapped::loopback`] also tells quinn to batch no more datagrams than one send takes
+//! (one of 65,507 bytes). quinn builds each batch in a buffer that every connection keeps for
+//! its lifetime, sized by the largest batch it ever built: ten 64 KiB datagrams made that
+//! 640 KiB per connection, and a hub with 1,000 agents exchanging 100 KiB messages peaked at
+//! 430-470 MiB instead of 270-285 MiB, with no more messages per second
+//! (`docs/benchmarks/2026-11-24-hub-memory/`).
+//!
+//! This module owns those adjustments; it must not change what is sent or received.
 
 use std::fmt;
 use std::io;
@@ -59,12 +68,28 @@ pub fn gso_chunks(len: usize, segment: usize) -> impl Iterator<Item = std::ops::
 /// A quinn socket whose GSO sends stay within 65,535 bytes.
 pub struct GsoCapped {
     inner: Arc<dyn AsyncUdpSocket>,
+    /// At most this many datagrams per batch, when every datagram has one known size.
+    batch_limit: Option<usize>,
 }
 
 impl GsoCapped {
-    /// Wraps `inner`.
+    /// Wraps `inner`; batches of any size are split into sends that fit.
     pub fn new(inner: Arc<dyn AsyncUdpSocket>) -> Self {
-        GsoCapped { inner }
+        GsoCapped {
+            inner,
+            batch_limit: None,
+        }
+    }
+
+    /// Wraps `inner`, a socket whose datagrams are all at most `datagram` bytes (a socket
+    /// bound to a loopback address, whose connections all use the loopback size): quinn is
+    /// told to batch no more of them than one GSO send takes ([`segments_for`]), so that no
+    /// connection keeps a buffer of several of them.
+    pub fn loopback(inner: Arc<dyn AsyncUdpSocket>, datagram: u16) -> Self {
+        GsoCapped {
+            inner,
+            batch_limit: Some(segments_for(usize::from(datagram))),
+        }
     }
 }
 
@@ -72,6 +97,7 @@ impl fmt::Debug for GsoCapped {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GsoCapped")
             .field("inner", &self.inner)
+            .field("batch_limit", &self.batch_limit)
             .finish()
     }
 }
@@ -117,7 +143,8 @@ impl AsyncUdpSocket for GsoCapped {
     }
 
     fn max_transmit_segments(&self) -> usize {
-        self.inner.max_transmit_segments()
+        let inner = self.inner.max_transmit_segments();
+        self.batch_limit.map_or(inner, |limit| inner.min(limit))
     }
 
     fn max_receive_segments(&self) -> usize {
@@ -126,5 +153,31 @@ impl AsyncUdpSocket for GsoCapped {
 
     fn may_fragment(&self) -> bool {
         self.inner.may_fragment()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn socket() -> Arc<dyn AsyncUdpSocket> {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind a loopback UDP socket");
+        let runtime = quinn::TokioRuntime;
+        quinn::Runtime::wrap_udp_socket(&runtime, udp).expect("wrap the socket for quinn")
+    }
+
+    #[tokio::test]
+    async fn loopback_sockets_batch_only_what_one_send_takes() {
+        let inner = socket();
+        let native = inner.max_transmit_segments();
+        assert_eq!(GsoCapped::new(inner.clone()).max_transmit_segments(), native);
+        assert_eq!(
+            GsoCapped::loopback(inner.clone(), 65_507).max_transmit_segments(),
+            1
+        );
+        assert_eq!(
+            GsoCapped::loopback(inner, 16_384).max_transmit_segments(),
+            native.min(3)
+        );
     }
 }
