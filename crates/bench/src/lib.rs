@@ -32,14 +32,11 @@
 
 #![warn(missing_docs)]
 
-pub mod environment;
 pub mod netpath;
 pub mod record;
 pub mod report;
-pub mod resources;
 pub mod scenario;
 pub mod server;
-pub mod stats;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -51,6 +48,8 @@ use agentwire::{CongestionControl, QuicSettings};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+// The shared measurement modules, still reachable here under their old paths.
+pub use agentwire_measure::{environment, resources, stats};
 pub use environment::{build_profile, Environment};
 pub use record::*;
 pub use scenario::{run_cell, BenchTransport, CellConfig};
@@ -656,7 +655,14 @@ pub fn run(
 ) -> Result<Report> {
     config.validate()?;
     let started_unix = unix_now();
-    let environment = Environment::detect();
+    let udp = agentwire::transport::quic::probe_udp(&QuicSettings::default()).map(|u| {
+        environment::UdpProbe {
+            buffers: (u.buffers.send, u.buffers.recv),
+            gso_segments: u.gso_segments,
+            gro_segments: u.gro_segments,
+        }
+    });
+    let environment = Environment::detect(udp);
     let cells = config.cells();
     let total = cells.len();
     let reps = config.repetitions;

@@ -57,13 +57,9 @@ pub fn rate_pass(measured_bps: f64, target_bps: f64, tolerance: f64) -> bool {
     (measured_bps - target_bps).abs() <= tolerance * target_bps
 }
 
-/// Median of sorted samples (mean of the middle two for an even count); 0 when empty.
-pub fn median(sorted: &[f64]) -> f64 {
-    match sorted.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-    }
+/// Median of samples (mean of the middle two for an even count); 0 when empty.
+pub fn median(samples: &[f64]) -> f64 {
+    agentwire_measure::stats::median(samples).unwrap_or(0.0)
 }
 
 /// Nearest-rank percentile `q` (0..=1) of sorted samples; 0 when empty.
@@ -408,18 +404,6 @@ fn blast(
     })
 }
 
-/// CPU seconds (user + system) used by this process so far, from `/proc/self/stat`.
-fn process_cpu_secs() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = f.get(11)?.parse().ok()?;
-    let stime: f64 = f.get(12)?.parse().ok()?;
-    // USER_HZ is 100 on every Linux architecture's ABI.
-    Some((utime + stime) / 100.0)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Report
 // ---------------------------------------------------------------------------------------------
@@ -615,7 +599,7 @@ async fn run_check(
         em.target,
         em.overhead,
     );
-    let cpu0 = process_cpu_secs();
+    let cpu0 = agentwire_measure::resources::self_cpu_seconds();
     let b = blocking(move || {
         blast(
             c,
@@ -628,7 +612,7 @@ async fn run_check(
         )
     })
     .await?;
-    let cpu1 = process_cpu_secs();
+    let cpu1 = agentwire_measure::resources::self_cpu_seconds();
     drop(em);
     let received = b.arrivals.len() as u64;
     let span = match (b.arrivals.first(), b.arrivals.last()) {

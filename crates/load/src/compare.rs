@@ -14,7 +14,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use agentwire_bench::report::{grouped_bars_svg, BarSeries};
+use agentwire_measure::chart::{grouped_bars_svg, BarSeries};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 

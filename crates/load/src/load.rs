@@ -5,7 +5,7 @@
 //! * Closed loop (the default): every stream sends its next request as soon as the previous
 //!   one has been answered, until `--requests` have been sent or `--duration` is over.
 //! * Open loop (`--rate R`): R requests per second in all, split evenly over every stream of
-//!   every connection ([`agentwire_bench::stats::OpenLoopSchedule`]); a request's time is
+//!   every connection ([`agentwire_measure::stats::OpenLoopSchedule`]); a request's time is
 //!   measured from when it was *due*, so a stall shows up in the latencies instead of
 //!   silently lowering the rate (no coordinated omission). Time to first byte is measured
 //!   from the actual send.
@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use agentwire_bench::stats::OpenLoopSchedule;
+use agentwire_measure::stats::OpenLoopSchedule;
 use anyhow::{anyhow, bail, Context, Result};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use http::Uri;
@@ -398,7 +398,7 @@ pub fn run(config: &LoadConfig) -> Result<LoadReport> {
         zero_rtt_rejected: AtomicU64::new(0),
         live: config.live.clone(),
     };
-    let cpu_before = agentwire_bench::resources::self_cpu_seconds();
+    let cpu_before = agentwire_measure::resources::self_cpu_seconds();
     let results: Vec<Result<SlotResult>> = std::thread::scope(|scope| {
         let mut handles = Vec::new();
         for t in 0..config.threads {
@@ -418,7 +418,7 @@ pub fn run(config: &LoadConfig) -> Result<LoadReport> {
             })
             .collect()
     });
-    let cpu_after = agentwire_bench::resources::self_cpu_seconds();
+    let cpu_after = agentwire_measure::resources::self_cpu_seconds();
     let mut stats = Stats::default();
     let mut last: Option<Instant> = None;
     for r in results {
@@ -438,7 +438,7 @@ pub fn run(config: &LoadConfig) -> Result<LoadReport> {
         (Some(a), Some(b)) => Some((b - a).max(0.0)),
         _ => None,
     };
-    let rss = agentwire_bench::resources::peak_rss_bytes(std::process::id());
+    let rss = agentwire_measure::resources::peak_rss_bytes(std::process::id());
     let handshakes = HandshakeCounts::tally(
         ctx.established.load(Ordering::Relaxed),
         ctx.setup.tls.verified(),

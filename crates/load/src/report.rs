@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::fmt::Write as _;
 
-use agentwire_bench::stats::{new_histogram, record_us, summarize, LatencySummary};
+use agentwire_measure::stats::{new_histogram, record_us, summarize, LatencySummary};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 use serde::{Serialize, Serializer};
 
-use agentwire_bench::resources;
+use agentwire_measure::resources;
 
 use crate::load::{self, Limit, LoadConfig, Trust};
 use crate::report::LoadReport;
@@ -213,7 +213,7 @@ impl ScorecardConfig {
     }
 }
 
-/// The machine the scorecard ran on (from [`agentwire_bench::environment::Environment`]).
+/// The machine the scorecard ran on (from [`agentwire_measure::environment::Environment`]).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EnvironmentSummary {
     /// CPU model, if known.
@@ -233,7 +233,8 @@ pub struct EnvironmentSummary {
 impl EnvironmentSummary {
     /// Probes this machine (best effort).
     pub fn detect() -> Self {
-        let e = agentwire_bench::environment::Environment::detect();
+        // The scorecard records no network facts, so no UDP socket is probed.
+        let e = agentwire_measure::environment::Environment::detect(None);
         EnvironmentSummary {
             cpu_model: e.cpu_model,
             cores: e.cores,

@@ -159,6 +159,40 @@ fn traced(
     })
 }
 
+/// What a UDP socket bound with `settings` on loopback gets from this machine: the buffers the
+/// kernel granted and the GSO/GRO segments quinn detects. `None` if the socket cannot be
+/// made. Benchmarks record it beside their results.
+///
+/// ```
+/// use agentwire::{transport::quic::probe_udp, QuicSettings};
+/// // Loopback UDP always binds; quinn reports at least one segment per send.
+/// let udp = probe_udp(&QuicSettings::default()).ok_or("no loopback UDP socket")?;
+/// assert!(udp.gso_segments >= 1 && udp.buffers.recv > 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn probe_udp(settings: &QuicSettings) -> Option<UdpSupport> {
+    let (socket, buffers) = settings
+        .bind_udp(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .ok()?;
+    let state = quinn::udp::UdpSocketState::new((&socket).into()).ok()?;
+    Some(UdpSupport {
+        buffers,
+        gso_segments: state.max_gso_segments(),
+        gro_segments: state.gro_segments(),
+    })
+}
+
+/// The result of [`probe_udp`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpSupport {
+    /// The socket buffers granted.
+    pub buffers: SocketBuffers,
+    /// Segments per GSO send quinn would use (1 = no GSO).
+    pub gso_segments: usize,
+    /// Segments per GRO receive quinn would use (1 = no GRO).
+    pub gro_segments: usize,
+}
+
 /// Builds a quinn client endpoint bound to `bind` (use port 0).
 pub fn client_endpoint(
     bind: SocketAddr,
@@ -188,11 +222,13 @@ fn endpoint(
         .map_err(|e| TransportError::Connect(format!("cannot use UDP socket {addr}: {e}")))?;
     // Bound to loopback, every peer is a loopback peer and every datagram has its size.
     let loopback = settings.for_peer(addr.ip());
-    let socket = Arc::new(if addr.ip().to_canonical().is_loopback() && settings.loopback_mtu > 0 {
-        GsoCapped::loopback(socket, loopback.max_mtu)
-    } else {
-        GsoCapped::new(socket)
-    });
+    let socket = Arc::new(
+        if addr.ip().to_canonical().is_loopback() && settings.loopback_mtu > 0 {
+            GsoCapped::loopback(socket, loopback.max_mtu)
+        } else {
+            GsoCapped::new(socket)
+        },
+    );
     let endpoint = quinn::Endpoint::new_with_abstract_socket(
         settings
             .endpoint_config()

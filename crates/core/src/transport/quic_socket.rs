@@ -170,7 +170,10 @@ mod tests {
     async fn loopback_sockets_batch_only_what_one_send_takes() {
         let inner = socket();
         let native = inner.max_transmit_segments();
-        assert_eq!(GsoCapped::new(inner.clone()).max_transmit_segments(), native);
+        assert_eq!(
+            GsoCapped::new(inner.clone()).max_transmit_segments(),
+            native
+        );
         assert_eq!(
             GsoCapped::loopback(inner.clone(), 65_507).max_transmit_segments(),
             1

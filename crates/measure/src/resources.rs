@@ -22,7 +22,7 @@ pub const USER_HZ: f64 = 100.0;
 /// counted from the last `)`.
 ///
 /// ```
-/// use agentwire_bench::resources::parse_stat_cpu_seconds;
+/// use agentwire_measure::resources::parse_stat_cpu_seconds;
 /// let stat = "4242 (agentwire hub) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0";
 /// assert_eq!(parse_stat_cpu_seconds(stat), Some(3.0));
 /// assert_eq!(parse_stat_cpu_seconds("garbage"), None);
@@ -40,7 +40,7 @@ pub fn parse_stat_cpu_seconds(stat: &str) -> Option<f64> {
 /// Peak resident set size in bytes (`VmHWM`) from the contents of `/proc/<pid>/status`.
 ///
 /// ```
-/// use agentwire_bench::resources::parse_status_peak_rss;
+/// use agentwire_measure::resources::parse_status_peak_rss;
 /// let status = "Name:\tagentwire\nVmPeak:\t  900000 kB\nVmHWM:\t   12345 kB\nVmRSS:\t 1000 kB\n";
 /// assert_eq!(parse_status_peak_rss(status), Some(12345 * 1024));
 /// assert_eq!(parse_status_peak_rss("Name:\tx\n"), None);
@@ -117,7 +117,7 @@ fn read_path(path: &Path) -> Option<String> {
 /// or `/proc/net/snmp6` (`Udp6RcvbufErrors`).
 ///
 /// ```
-/// use agentwire_bench::resources::parse_udp_rcvbuf_errors;
+/// use agentwire_measure::resources::parse_udp_rcvbuf_errors;
 /// let snmp = "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
 ///             Udp: 1895999 3 6058 1800000 6058 0\n";
 /// assert_eq!(parse_udp_rcvbuf_errors(snmp), Some(6058));

@@ -46,9 +46,9 @@ pub struct LatencySummary {
 /// Summarises `hist`.
 ///
 /// ```
-/// let mut h = agentwire_bench::stats::new_histogram();
-/// for v in 1..=100 { agentwire_bench::stats::record_us(&mut h, v); }
-/// let s = agentwire_bench::stats::summarize(&h);
+/// let mut h = agentwire_measure::stats::new_histogram();
+/// for v in 1..=100 { agentwire_measure::stats::record_us(&mut h, v); }
+/// let s = agentwire_measure::stats::summarize(&h);
 /// assert_eq!((s.count, s.p50_us, s.max_us), (100, 50, 100));
 /// ```
 pub fn summarize(hist: &Histogram<u64>) -> LatencySummary {
@@ -88,7 +88,7 @@ pub fn recorded_pairs(hist: &Histogram<u64>) -> Vec<(u64, u64)> {
 /// empty or when a value is not a number.
 ///
 /// ```
-/// use agentwire_bench::stats::median;
+/// use agentwire_measure::stats::median;
 /// assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
 /// assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
 /// assert_eq!(median(&[]), None);
@@ -111,7 +111,7 @@ pub fn median(values: &[f64]) -> Option<f64> {
 /// fewer than two values or a zero mean.
 ///
 /// ```
-/// use agentwire_bench::stats::coefficient_of_variation;
+/// use agentwire_measure::stats::coefficient_of_variation;
 /// let cov = coefficient_of_variation(&[90.0, 100.0, 110.0]).unwrap();
 /// assert!((cov - 0.1).abs() < 1e-12);
 /// assert_eq!(coefficient_of_variation(&[5.0]), None);
@@ -139,7 +139,7 @@ pub fn coefficient_of_variation(values: &[f64]) -> Option<f64> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use agentwire_bench::stats::OpenLoopSchedule;
+/// use agentwire_measure::stats::OpenLoopSchedule;
 /// // 1000 requests/s over 10 clients for one second: each client sends every 10 ms.
 /// let s = OpenLoopSchedule::for_client(1000.0, 10, 3, Duration::from_secs(1)).unwrap();
 /// assert_eq!(s.count(), 100);
@@ -208,7 +208,7 @@ impl OpenLoopSchedule {
 ///
 /// ```
 /// use std::time::Duration;
-/// use agentwire_bench::stats::latency_from_intended_us;
+/// use agentwire_measure::stats::latency_from_intended_us;
 /// // Due at 10 ms, sent late at 40 ms (a stall), answered at 41 ms: 31 ms, not 1 ms.
 /// assert_eq!(latency_from_intended_us(Duration::from_millis(10), Duration::from_millis(41)), 31_000);
 /// ```

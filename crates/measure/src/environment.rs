@@ -53,29 +53,42 @@ pub struct NetworkEnvironment {
     pub tcp_congestion_control: Option<String>,
 }
 
+/// What a QUIC socket got from this machine, probed by the caller (this crate knows no QUIC
+/// stack): the buffers granted and the UDP offloads detected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpProbe {
+    /// Send and receive buffer sizes as read back from the kernel, bytes.
+    pub buffers: (usize, usize),
+    /// Segments per GSO send (1 = no GSO).
+    pub gso_segments: usize,
+    /// Segments per GRO receive (1 = no GRO).
+    pub gro_segments: usize,
+}
+
 impl NetworkEnvironment {
-    /// Probes this machine (best effort; nothing that fails is an error).
-    pub fn detect() -> Self {
+    /// Probes this machine's sysctls (best effort; nothing that fails is an error), with the
+    /// caller's UDP socket probe.
+    ///
+    /// ```
+    /// use agentwire_measure::environment::{NetworkEnvironment, UdpProbe};
+    /// let probe = UdpProbe { buffers: (212_992, 212_992), gso_segments: 64, gro_segments: 64 };
+    /// let net = NetworkEnvironment::detect(Some(probe));
+    /// assert_eq!(net.quic_udp_buffers, Some((212_992, 212_992)));
+    /// assert_eq!(NetworkEnvironment::detect(None).udp_gso_segments, None);
+    /// ```
+    pub fn detect(udp: Option<UdpProbe>) -> Self {
         let read = |p: &str| {
             std::fs::read_to_string(p)
                 .ok()
                 .map(|s| s.trim().to_owned())
                 .filter(|s| !s.is_empty())
         };
-        let probe = agentwire::QuicSettings::default()
-            .bind_udp(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
-            .ok();
-        let (gso, gro) = probe
-            .as_ref()
-            .and_then(|(sock, _)| quinn::udp::UdpSocketState::new(sock.into()).ok())
-            .map(|state| (state.max_gso_segments(), state.gro_segments()))
-            .unzip();
         NetworkEnvironment {
             rmem_max: read("/proc/sys/net/core/rmem_max").and_then(|s| s.parse().ok()),
             wmem_max: read("/proc/sys/net/core/wmem_max").and_then(|s| s.parse().ok()),
-            quic_udp_buffers: probe.as_ref().map(|(_, b)| (b.send, b.recv)),
-            udp_gso_segments: gso,
-            udp_gro_segments: gro,
+            quic_udp_buffers: udp.map(|u| u.buffers),
+            udp_gso_segments: udp.map(|u| u.gso_segments),
+            udp_gro_segments: udp.map(|u| u.gro_segments),
             tcp_congestion_control: read("/proc/sys/net/ipv4/tcp_congestion_control"),
         }
     }
@@ -105,7 +118,7 @@ pub fn build_profile() -> &'static str {
 /// `0,2-5`). The machine's CPUs, whatever this process's affinity (`taskset`) allows.
 ///
 /// ```
-/// use agentwire_bench::environment::count_cpus;
+/// use agentwire_measure::environment::count_cpus;
 /// assert_eq!(count_cpus("0-1\n"), Some(2));
 /// assert_eq!(count_cpus("0,2-5"), Some(5));
 /// assert_eq!(count_cpus("x"), None);
@@ -128,8 +141,9 @@ pub fn count_cpus(list: &str) -> Option<usize> {
 }
 
 impl Environment {
-    /// Probes the current machine.
-    pub fn detect() -> Self {
+    /// Probes the current machine; `udp` is what a QUIC socket got here, probed by the caller
+    /// (`None` if it could not be probed).
+    pub fn detect(udp: Option<UdpProbe>) -> Self {
         Environment {
             cpu_model: cpu_model(),
             cores: std::fs::read_to_string("/sys/devices/system/cpu/online")
@@ -148,7 +162,7 @@ impl Environment {
             build_profile: build_profile(),
             target: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
             crate_versions: crate_versions(),
-            network: NetworkEnvironment::detect(),
+            network: NetworkEnvironment::detect(udp),
         }
     }
 }
@@ -202,7 +216,7 @@ mod tests {
 
     #[test]
     fn detect_does_not_fail() {
-        let env = Environment::detect();
+        let env = Environment::detect(None);
         assert!(env.cores >= 1);
         assert!(env.build_profile == "debug" || env.build_profile == "release");
         // The versions come from this workspace's Cargo.lock.
@@ -213,8 +227,8 @@ mod tests {
         );
         assert!(env.crate_versions.contains_key("rustls"));
         assert_eq!(env.crate_versions["agentwire"], env!("CARGO_PKG_VERSION"));
-        // Loopback UDP always binds; quinn reports at least one segment per send.
-        assert!(env.network.udp_gso_segments.is_some_and(|n| n >= 1));
-        assert!(env.network.quic_udp_buffers.is_some());
+        // No UDP probe given, none recorded.
+        assert_eq!(env.network.udp_gso_segments, None);
+        assert_eq!(env.network.quic_udp_buffers, None);
     }
 }
