@@ -3,7 +3,8 @@
 # interleaved round by round, with ngtcp2's gtlsserver beside them over HTTP/3.
 # Usage: scripts/peers/ab.sh BIN_A [BIN_B ...]   (copies of target/release/agentwire)
 # Env: ROUNDS (4), DUR (seconds, 4), PROTO (h3), FILE (5k.bin), CLIENT (binary running load;
-#      default the first one), EXTRA (more load flags), NO_NGTCP2=1 to leave ngtcp2 out.
+#      default the first one), EXTRA (more load flags), NO_NGTCP2=1 to leave ngtcp2 out,
+#      NGTCP2_ARGS (more gtlsserver flags, e.g. --max-udp-payload-size=65507).
 # Servers on core 1, the client on core 0; prints per round "name req/s server-us/req errors"
 # and the medians. Loopback only; every run is bounded by DUR.
 set -uo pipefail
@@ -19,7 +20,8 @@ for b in "$@"; do
 done
 if [ "$PROTO" = h3 ] && [ -z "${NO_NGTCP2:-}" ] && command -v gtlsserver >/dev/null; then
   sleep 1.5
-  taskset -c 1 gtlsserver -q -d "$D/www" 127.0.0.1 9599 "$D/certs/hub.key" "$D/certs/hub.pem" >/dev/null 2>&1 &
+  # shellcheck disable=SC2086 # the extra flags are split on purpose
+  taskset -c 1 gtlsserver -q ${NGTCP2_ARGS:-} -d "$D/www" 127.0.0.1 9599 "$D/certs/hub.key" "$D/certs/hub.pem" >/dev/null 2>&1 &
   PIDS+=($!); NAMES+=(ngtcp2); PORTS+=(9599)
 fi
 trap 'kill "${PIDS[@]}" 2>/dev/null; rm -rf "$D"' EXIT

@@ -54,6 +54,9 @@ pub(crate) struct ClientSetup {
     pub tls: TlsSetup,
     /// HTTP/3: the QUIC client configuration (TLS from [`ClientSetup::tls`] inside).
     pub quic: quinn::ClientConfig,
+    /// HTTP/3 to a loopback server: the same with agentwire's loopback datagram size
+    /// ([`agentwire::QuicSettings::for_peer`]).
+    pub quic_loopback: quinn::ClientConfig,
     /// HTTP/2 and HTTP/1.1: TLS over TCP (the same TLS configuration).
     pub tcp_tls: tokio_rustls::TlsConnector,
     /// HTTP/3: send the first requests as 0-RTT data when a ticket allows it.
@@ -77,7 +80,14 @@ impl ClientSetup {
             .map_err(|e| anyhow::anyhow!("the TLS configuration does not suit QUIC: {e}"))?;
         let mut quic = quinn::ClientConfig::new(Arc::new(crypto));
         quic.transport_config(Arc::new(quic_transport(stream_window, conn_window)?));
+        let quic_loopback = agentwire::transport::quic::client_config_for(
+            &quic,
+            &quic_settings(stream_window, conn_window),
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            "load",
+        );
         Ok(ClientSetup {
+            quic_loopback,
             proto,
             tcp_tls: tokio_rustls::TlsConnector::from(tls.config()),
             tls,
@@ -171,8 +181,13 @@ pub(crate) async fn connect(
         let endpoint =
             endpoint.ok_or_else(|| LoadError::new(ErrorKind::Other, "no QUIC endpoint"))?;
         let name = server_name_str(&target.server_name);
+        let config = if target.addr.ip().to_canonical().is_loopback() {
+            &setup.quic_loopback
+        } else {
+            &setup.quic
+        };
         let connecting = endpoint
-            .connect_with(setup.quic.clone(), target.addr, &name)
+            .connect_with(config.clone(), target.addr, &name)
             .map_err(|e| LoadError::new(ErrorKind::Connect, format!("cannot connect: {e}")))?;
         let (quic, zero_rtt) = if setup.zero_rtt {
             match connecting.into_0rtt() {

@@ -590,13 +590,8 @@ fn client_endpoint(server: SocketAddr) -> Result<quinn::Endpoint> {
     let (socket, _) = settings
         .bind_udp(local)
         .with_context(|| format!("binding a UDP socket on {local}"))?;
-    quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
-        None,
-        socket,
-        Arc::new(quinn::TokioRuntime),
-    )
-    .context("creating the QUIC client endpoint")
+    agentwire::transport::quic::endpoint_on(socket, &settings, None)
+        .context("creating the QUIC client endpoint")
 }
 
 /// One stream's place in the open-loop schedule.

@@ -177,7 +177,11 @@ pub fn start(config: ServeConfig) -> Result<ServerHandle> {
     }
     .context("cannot start the server's runtime")?;
 
-    let (tcp, endpoint, local_addr) = runtime.block_on(bind_both(config.listen, quic_config))?;
+    let quic = QuicAccept {
+        base: quic_config,
+        settings: crate::client::quic_settings(2 * 1024 * 1024, 32 * 1024 * 1024),
+    };
+    let (tcp, endpoint, local_addr) = runtime.block_on(bind_both(config.listen, &quic))?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tcp_tls));
     let files = store.len();
@@ -187,7 +191,10 @@ pub fn start(config: ServeConfig) -> Result<ServerHandle> {
         .spawn(move || {
             runtime.block_on(serve_all(
                 tcp,
-                endpoint,
+                QuicServer {
+                    endpoint,
+                    accept: Arc::new(quic),
+                },
                 acceptor,
                 store,
                 stop_rx,
@@ -209,9 +216,9 @@ pub fn start(config: ServeConfig) -> Result<ServerHandle> {
 /// Binds UDP and TCP on the same port (with port 0: tries ports until one is free on both).
 async fn bind_both(
     listen: SocketAddr,
-    quic_config: quinn::ServerConfig,
+    quic: &QuicAccept,
 ) -> Result<(TcpListener, quinn::Endpoint, SocketAddr)> {
-    let settings = crate::client::quic_settings(2 * 1024 * 1024, 32 * 1024 * 1024);
+    let settings = &quic.settings;
     let tries = if listen.port() == 0 { 20 } else { 1 };
     let mut last_err = None;
     for _ in 0..tries {
@@ -221,13 +228,9 @@ async fn bind_both(
         let udp_addr = udp.local_addr().context("reading the UDP address")?;
         match bind_tcp(udp_addr) {
             Ok(tcp) => {
-                let endpoint = quinn::Endpoint::new(
-                    quinn::EndpointConfig::default(),
-                    Some(quic_config.clone()),
-                    udp,
-                    Arc::new(quinn::TokioRuntime),
-                )
-                .context("creating the QUIC endpoint")?;
+                let endpoint =
+                    agentwire::transport::quic::endpoint_on(udp, settings, Some(quic.base.clone()))
+                        .context("creating the QUIC endpoint")?;
                 let tcp = TcpListener::from_std(tcp).context("registering the TCP listener")?;
                 return Ok((tcp, endpoint, udp_addr));
             }
@@ -253,9 +256,22 @@ fn bind_tcp(addr: SocketAddr) -> Result<std::net::TcpListener> {
     Ok(socket.into())
 }
 
+/// How QUIC connections are accepted: the server configuration, adjusted per peer by
+/// agentwire's settings (loopback peers get the loopback datagram size).
+struct QuicAccept {
+    base: quinn::ServerConfig,
+    settings: agentwire::QuicSettings,
+}
+
+/// The HTTP/3 side of the server: its endpoint and how it accepts.
+struct QuicServer {
+    endpoint: quinn::Endpoint,
+    accept: Arc<QuicAccept>,
+}
+
 async fn serve_all(
     tcp: TcpListener,
-    endpoint: quinn::Endpoint,
+    quic: QuicServer,
     acceptor: tokio_rustls::TlsAcceptor,
     store: Arc<FileStore>,
     mut stop: watch::Receiver<bool>,
@@ -271,8 +287,10 @@ async fn serve_all(
         alt_svc,
         stop.clone(),
     ));
+    let endpoint = quic.endpoint;
     let quic_task = tokio::spawn(accept_quic(
         endpoint.clone(),
+        quic.accept,
         store,
         stop.clone(),
         head_timeout,
@@ -346,6 +364,7 @@ async fn accept_tcp(
 
 async fn accept_quic(
     endpoint: quinn::Endpoint,
+    quic: Arc<QuicAccept>,
     store: Arc<FileStore>,
     stop: watch::Receiver<bool>,
     head_timeout: Duration,
@@ -353,9 +372,16 @@ async fn accept_quic(
     while let Some(incoming) = endpoint.accept().await {
         let store = store.clone();
         let mut stop = stop.clone();
+        let quic = quic.clone();
         tokio::spawn(async move {
             let serve = async {
-                let Ok(connecting) = incoming.accept() else {
+                let accepted = agentwire::transport::quic::accept_incoming(
+                    incoming,
+                    &quic.base,
+                    &quic.settings,
+                    None,
+                );
+                let Ok(connecting) = accepted else {
                     return;
                 };
                 let Ok(Ok(conn)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, connecting).await else {

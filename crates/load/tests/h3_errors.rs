@@ -1,8 +1,9 @@
 //! `serve`'s HTTP/3 layer against a raw QUIC client (quinn, ALPN `h3`) that sends what a real
 //! client should not: a malformed frame or header section closes that one connection with
 //! its HTTP/3 error code, a malformed request resets only its own stream (as does one whose
-//! headers do not come in time), and every other connection goes on being served. No
-//! assertion depends on speed; timeouts only catch hangs.
+//! headers do not come in time), and every other connection goes on being served. Also: a
+//! loopback client set up as agentwire's own gets its download in loopback-sized datagrams.
+//! No assertion depends on speed; timeouts only catch hangs.
 
 mod common;
 
@@ -211,5 +212,46 @@ fn a_request_whose_headers_never_complete_is_rejected_and_the_connection_goes_on
         }
         assert_1k_response(&request(&conn, &get("/1k.bin")).await.unwrap());
         assert!(conn.close_reason().is_none());
+    });
+}
+
+#[test]
+fn loopback_downloads_come_in_loopback_sized_datagrams() {
+    let s = setup();
+    runtime().block_on(async {
+        let settings = agentwire::QuicSettings {
+            datagrams: false,
+            ..agentwire::QuicSettings::default()
+        };
+        let (socket, _) = settings.bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
+        let endpoint = agentwire::transport::quic::endpoint_on(socket, &settings, None).unwrap();
+        let config = agentwire::transport::quic::client_config_for(
+            &s.client,
+            &settings,
+            s.server.local_addr(),
+            "test",
+        );
+        let conn = endpoint
+            .connect_with(config, s.server.local_addr(), "127.0.0.1")
+            .unwrap()
+            .await
+            .unwrap();
+        let response = tokio::time::timeout(HANG_GUARD, request(&conn, &get("/1m.bin")))
+            .await
+            .expect("the download finishes")
+            .expect("the download is not reset");
+        assert!(response.len() > 1024 * 1024, "{} bytes", response.len());
+        let stats = conn.stats();
+        assert!(
+            stats.path.current_mtu >= 60_000,
+            "datagram size {}",
+            stats.path.current_mtu
+        );
+        // 1 MiB in 1,452-byte datagrams would take over 700 of them.
+        assert!(
+            stats.udp_rx.datagrams < 200,
+            "{} datagrams received",
+            stats.udp_rx.datagrams
+        );
     });
 }

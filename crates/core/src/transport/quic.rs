@@ -207,14 +207,43 @@ fn endpoint(
     settings: &QuicSettings,
     server: Option<quinn::ServerConfig>,
 ) -> Result<(quinn::Endpoint, SocketBuffers), TransportError> {
+    let (socket, buffers) = settings
+        .bind_udp(addr)
+        .map_err(|e| TransportError::Connect(format!("cannot bind UDP {addr}: {e}")))?;
+    Ok((endpoint_on(socket, settings, server)?, buffers))
+}
+
+/// A quinn endpoint on `socket` (bound by the caller, for example with
+/// [`QuicSettings::bind_udp`]), set up as agentwire's own: the largest datagram any of its
+/// connections may use ([`QuicSettings::endpoint_config`]) and GSO batches that the kernel
+/// takes, one loopback-sized datagram per batch when `socket` is bound to a loopback address
+/// ([`GsoCapped`]). Pair it with [`accept_incoming`] and [`client_config_for`], which give
+/// each connection the settings for its peer. `agentwire serve` and `agentwire load` use it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use agentwire::{transport::quic::endpoint_on, QuicSettings};
+/// let settings = QuicSettings::default();
+/// let (socket, _buffers) = settings.bind_udp("127.0.0.1:0".parse()?)?;
+/// let endpoint = endpoint_on(socket, &settings, None)?;
+/// assert!(endpoint.local_addr()?.ip().is_loopback());
+/// # Ok(())
+/// # }
+/// ```
+pub fn endpoint_on(
+    socket: std::net::UdpSocket,
+    settings: &QuicSettings,
+    server: Option<quinn::ServerConfig>,
+) -> Result<quinn::Endpoint, TransportError> {
+    let addr = socket.local_addr().map_err(|e| {
+        TransportError::Connect(format!("cannot read the UDP socket's address: {e}"))
+    })?;
     // A connection's settings may differ by peer; check the loopback variant here, once.
     settings
         .for_peer(std::net::Ipv4Addr::LOCALHOST.into())
         .transport_config()
         .map_err(TransportError::Connect)?;
-    let (socket, buffers) = settings
-        .bind_udp(addr)
-        .map_err(|e| TransportError::Connect(format!("cannot bind UDP {addr}: {e}")))?;
     let runtime = quinn::default_runtime()
         .ok_or_else(|| TransportError::Connect("no async runtime found".into()))?;
     let socket = runtime
@@ -229,7 +258,7 @@ fn endpoint(
             GsoCapped::new(socket)
         },
     );
-    let endpoint = quinn::Endpoint::new_with_abstract_socket(
+    quinn::Endpoint::new_with_abstract_socket(
         settings
             .endpoint_config()
             .map_err(TransportError::Connect)?,
@@ -237,8 +266,7 @@ fn endpoint(
         socket,
         runtime,
     )
-    .map_err(|e| TransportError::Connect(format!("cannot start QUIC endpoint on {addr}: {e}")))?;
-    Ok((endpoint, buffers))
+    .map_err(|e| TransportError::Connect(format!("cannot start QUIC endpoint on {addr}: {e}")))
 }
 
 /// Builds a quinn client configuration from TLS settings and transport settings.
