@@ -117,6 +117,34 @@ pub fn svg_canvas(
     Some(svg)
 }
 
+/// A chart on `root` with `caption` and the margins and label areas every chart here has.
+fn framed<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    caption: &str,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(caption, caption_style())
+        .margin(12)
+        .x_label_area_size(48)
+        .y_label_area_size(80);
+    builder
+}
+
+/// Draws the series' legend at `position` on a translucent white box.
+fn draw_legend<'a, 'b: 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
+    position: SeriesLabelPosition,
+) -> DrawResult {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
 /// The captions' font.
 pub fn caption_style() -> TextStyle<'static> {
     ("sans-serif", 18).into_font().into()
@@ -170,12 +198,7 @@ pub fn bar_chart(
     let y_max = if top > 0.0 { top * 1.25 } else { 1.0 };
     let n = groups.len();
     svg_canvas(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(caption, caption_style())
-            .margin(12)
-            .x_label_area_size(48)
-            .y_label_area_size(80)
-            .build_cartesian_2d(CategoryAxis(n), 0f64..y_max)?;
+        let mut chart = framed(root, caption).build_cartesian_2d(CategoryAxis(n), 0f64..y_max)?;
         let label_of = |v: &f64| {
             let i = v.floor();
             if i >= 0.0 && (i as usize) < n {
@@ -215,13 +238,7 @@ pub fn bar_chart(
                     Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        Ok(())
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
     })
 }
 
@@ -263,11 +280,7 @@ pub fn line_chart(
     });
     let ticks = x_ticks.unwrap_or_else(|| log_ticks(x_lo, x_hi));
     svg_canvas(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(caption, caption_style())
-            .margin(12)
-            .x_label_area_size(48)
-            .y_label_area_size(80)
+        let mut chart = framed(root, caption)
             .build_cartesian_2d((x_lo..x_hi).log_scale().with_key_points(ticks), 0f64..y_top)?;
         chart
             .configure_mesh()
@@ -306,13 +319,7 @@ pub fn line_chart(
                 chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, color.filled())))?;
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        Ok(())
+        draw_legend(&mut chart, SeriesLabelPosition::LowerRight)
     })
 }
 
