@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 
-use agentwire_h3wire::put_prefix_int as put_int;
+use agentwire_hpack::put_prefix_int as put_int;
 
 use crate::{code, H2Error};
 
@@ -92,31 +92,8 @@ fn compression(reason: &'static str) -> H2Error {
 /// Reads an HPACK integer with an `prefix_bits`-bit prefix from the front of `buf`: the value
 /// and the bytes it took.
 fn read_int(buf: &[u8], prefix_bits: u32) -> Result<(u64, usize), H2Error> {
-    let first = *buf
-        .first()
-        .ok_or_else(|| compression("truncated integer"))?;
-    let mask = (1u64 << prefix_bits) - 1;
-    let mut value = u64::from(first) & mask;
-    if value < mask {
-        return Ok((value, 1));
-    }
-    let mut shift = 0u32;
-    for (i, byte) in buf.iter().enumerate().skip(1) {
-        // Five continuation bytes carry 35 bits: more is never needed (and would overflow
-        // the shift), even with zero bytes as padding.
-        if shift > 28 {
-            return Err(compression("integer too large"));
-        }
-        value += u64::from(byte & 0x7f) << shift;
-        if value > MAX_INT {
-            return Err(compression("integer too large"));
-        }
-        if byte & 0x80 == 0 {
-            return Ok((value, i + 1));
-        }
-        shift += 7;
-    }
-    Err(compression("truncated integer"))
+    agentwire_hpack::decode_prefix_int(buf, prefix_bits, MAX_INT)
+        .map_err(|e| compression(e.reason()))
 }
 
 /// One dynamic-table entry.
@@ -349,7 +326,7 @@ fn read_string<'a>(buf: &'a [u8], out: &mut Vec<u8>) -> Result<&'a [u8], H2Error
     }
     let (bytes, rest) = rest.split_at(len);
     if huffman {
-        agentwire_h3wire::huffman_decode_into(bytes, out).map_err(|e| compression(e.reason()))?;
+        agentwire_hpack::huffman_decode_into(bytes, out).map_err(|e| compression(e.reason()))?;
     } else {
         out.extend_from_slice(bytes);
     }
