@@ -859,6 +859,9 @@ impl AgentHandle {
                     .clone()
                     .unwrap_or_else(|| "connection ended".into()),
             )),
+            // The hub answers `cancelled` when the request's ttl (= `timeout`) ran out there
+            // first: the same timeout as ours.
+            Ok(Ok(resp)) if is_hub_cancel(&resp) => Err(AgentError::Timeout(timeout)),
             Ok(Ok(resp)) if resp.kind == Kind::Error => Err(remote_error(&resp)),
             Ok(Ok(resp)) => Ok(resp),
         }
@@ -983,6 +986,13 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
+/// The hub's answer to a request whose ttl ran out before its answer came.
+fn is_hub_cancel(env: &Envelope) -> bool {
+    env.kind == Kind::Error
+        && env.from == crate::hub::HUB_ID
+        && env.headers.get("code").map(String::as_str) == Some(ErrorCode::Cancelled.name())
+}
+
 fn remote_error(env: &Envelope) -> AgentError {
     let code = env
         .headers
@@ -1096,9 +1106,10 @@ async fn agent_reader<R: FrameReceiver>(
                     let _ = waiter.send(env);
                     continue;
                 }
-                if env.kind == Kind::Response {
-                    // Its request timed out or was cancelled: nobody waits for it any more.
-                    tracing::debug!(correlation = corr, "discarding a late response");
+                // Its request timed out or was cancelled: nobody waits for it any more. The
+                // hub's own `cancelled` answer to a request whose ttl ran out is just as late.
+                if env.kind == Kind::Response || is_hub_cancel(&env) {
+                    tracing::debug!(correlation = corr, kind = %env.kind, "discarding a late answer");
                     continue;
                 }
             }

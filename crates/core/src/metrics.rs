@@ -153,6 +153,29 @@ impl MetricConstructor<Histogram> for LatencyHistogram {
     }
 }
 
+/// Message counters resolved once for every kind × priority of one direction (see
+/// [`HubMetrics::message_table`]): recording is two atomic adds.
+#[derive(Clone, Debug)]
+pub struct MessageTable {
+    cells: Vec<(Counter, Counter)>,
+    priorities: usize,
+}
+
+impl MessageTable {
+    /// Counts one message of kind number `kind` and priority number `priority` (indices into
+    /// the lists the table was made from) carrying `bytes` bytes. Out-of-range indices count
+    /// nothing.
+    pub fn record(&self, kind: usize, priority: usize, bytes: u64) {
+        if priority >= self.priorities {
+            return;
+        }
+        if let Some((messages, total)) = self.cells.get(kind * self.priorities + priority) {
+            messages.inc();
+            total.inc_by(bytes);
+        }
+    }
+}
+
 /// Shared state behind [`HubMetrics`].
 struct Inner {
     registry: Mutex<Registry>,
@@ -412,6 +435,46 @@ impl HubMetrics {
             .message_bytes
             .get_or_create(&labels)
             .inc_by(bytes);
+    }
+
+    /// Pre-resolved `messages_total` and `message_bytes_total` handles for every
+    /// `kind` × `priority` of one `direction` (`"in"` or `"out"`), so that recording a
+    /// message is two atomic adds with no label lookup. Creating them makes every
+    /// combination visible (at 0) in the exposition.
+    ///
+    /// ```
+    /// use agentwire::metrics::HubMetrics;
+    /// let m = HubMetrics::new();
+    /// let table = m.message_table("in", &["task", "event"], &["high", "low"]);
+    /// table.record(1, 0, 10); // one `event` of class `high`, 10 bytes
+    /// assert!(m.encode().contains(
+    ///     "agentwire_hub_messages_total{direction=\"in\",kind=\"event\",priority=\"high\"} 1"
+    /// ));
+    /// ```
+    pub fn message_table(
+        &self,
+        direction: &'static str,
+        kinds: &[&'static str],
+        priorities: &[&'static str],
+    ) -> MessageTable {
+        let mut cells = Vec::with_capacity(kinds.len() * priorities.len());
+        for &kind in kinds {
+            for &priority in priorities {
+                let labels = MessageLabels {
+                    direction,
+                    kind,
+                    priority,
+                };
+                cells.push((
+                    self.inner.messages.get_or_create(&labels).clone(),
+                    self.inner.message_bytes.get_or_create(&labels).clone(),
+                ));
+            }
+        }
+        MessageTable {
+            cells,
+            priorities: priorities.len(),
+        }
     }
 
     /// Counts one protocol error with `code` in `errors_total{code}`.

@@ -105,12 +105,60 @@ pub enum Frame {
 }
 
 /// A frame whose length prefix has been checked but whose payload is not yet decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// A frame cut from received bytes also keeps the whole frame as it arrived (length prefix,
+/// type byte, payload: one buffer), so that a hub can forward it without copying
+/// ([`RawFrame::to_wire`]).
+#[derive(Debug, Clone)]
 pub struct RawFrame {
     /// The type byte (may be unknown; [`Frame::decode`] rejects it then).
     pub type_byte: u8,
     /// The payload after the type byte.
     pub payload: Bytes,
+    /// The whole frame as received, when it was cut from one buffer.
+    wire: Option<Bytes>,
+}
+
+impl PartialEq for RawFrame {
+    fn eq(&self, other: &Self) -> bool {
+        self.type_byte == other.type_byte && self.payload == other.payload
+    }
+}
+
+impl Eq for RawFrame {}
+
+impl RawFrame {
+    /// A frame of `type_byte` with `payload`.
+    pub fn new(type_byte: u8, payload: Bytes) -> Self {
+        RawFrame {
+            type_byte,
+            payload,
+            wire: None,
+        }
+    }
+
+    /// The frame as it goes on the wire (length prefix, type byte, payload): the received
+    /// buffer itself when there is one (no copy), otherwise a new buffer.
+    ///
+    /// ```
+    /// use agentwire_proto::{Codec, Frame, FrameDecoder, RawFrame};
+    /// let bytes = Frame::Subscribe("news".into()).encode(Codec::MsgPack).unwrap();
+    /// let raw = FrameDecoder::decode_one(bytes.clone(), 1024).unwrap();
+    /// assert_eq!(raw.to_wire(), bytes);
+    /// assert_eq!(raw.to_wire().as_ptr(), bytes.as_ptr()); // the same buffer
+    /// assert_eq!(RawFrame::new(raw.type_byte, raw.payload.clone()).to_wire(), bytes);
+    /// ```
+    pub fn to_wire(&self) -> Bytes {
+        if let Some(wire) = &self.wire {
+            return wire.clone();
+        }
+        let len = u32::try_from(self.payload.len() + 1).unwrap_or(u32::MAX);
+        let mut out = Vec::with_capacity(FRAME_HEADER_LEN + 1 + self.payload.len());
+        out.extend_from_slice(&len.to_be_bytes());
+        out.push(self.type_byte);
+        out.extend_from_slice(&self.payload);
+        Bytes::from(out)
+    }
 }
 
 /// Why bytes could not be turned into a frame.
@@ -357,10 +405,14 @@ impl FrameDecoder {
                 .reserve((total - self.buf.len()).min(MAX_RESERVE_AHEAD));
             return Ok(None);
         }
-        self.buf.advance(FRAME_HEADER_LEN);
-        let type_byte = self.buf.get_u8();
-        let payload = self.buf.split_to(len as usize - 1).freeze();
-        Ok(Some(RawFrame { type_byte, payload }))
+        let wire = self.buf.split_to(total).freeze();
+        let type_byte = wire[FRAME_HEADER_LEN];
+        let payload = wire.slice(FRAME_HEADER_LEN + 1..);
+        Ok(Some(RawFrame {
+            type_byte,
+            payload,
+            wire: Some(wire),
+        }))
     }
 
     /// Call at end of stream: an error if a partial frame is buffered.
@@ -386,7 +438,7 @@ impl FrameDecoder {
     /// let raw = FrameDecoder::decode_one(bytes.clone(), 1024).unwrap();
     /// assert_eq!(Frame::decode(&raw, Codec::MsgPack).unwrap(), Frame::Subscribe("news".into()));
     /// ```
-    pub fn decode_one(mut bytes: Bytes, max_frame_size: u32) -> Result<RawFrame, FrameError> {
+    pub fn decode_one(bytes: Bytes, max_frame_size: u32) -> Result<RawFrame, FrameError> {
         let len = read_len(&bytes, max_frame_size)?.ok_or(FrameError::Truncated {
             buffered: bytes.len(),
             needed: FRAME_HEADER_LEN,
@@ -401,11 +453,12 @@ impl FrameDecoder {
         if bytes.len() > total {
             return Err(FrameError::Trailing(bytes.len() - total));
         }
-        bytes.advance(FRAME_HEADER_LEN);
-        let type_byte = bytes.get_u8();
+        let type_byte = bytes[FRAME_HEADER_LEN];
+        let payload = bytes.slice(FRAME_HEADER_LEN + 1..);
         Ok(RawFrame {
             type_byte,
-            payload: bytes,
+            payload,
+            wire: Some(bytes),
         })
     }
 }
@@ -668,13 +721,7 @@ mod tests {
             Ok(Frame::Subscribe(String::new()))
         );
         assert!(matches!(
-            Frame::decode(
-                &RawFrame {
-                    type_byte: 0x10,
-                    payload: Bytes::new()
-                },
-                Codec::Json
-            ),
+            Frame::decode(&RawFrame::new(0x10, Bytes::new()), Codec::Json),
             Err(FrameError::Malformed {
                 frame: FrameType::Envelope,
                 ..
@@ -753,10 +800,7 @@ mod tests {
     #[test]
     fn heartbeat_payload_must_be_16_bytes() {
         for len in [0usize, 1, 8, 15, 17, 32] {
-            let raw = RawFrame {
-                type_byte: FrameType::Heartbeat as u8,
-                payload: Bytes::from(vec![0u8; len]),
-            };
+            let raw = RawFrame::new(FrameType::Heartbeat as u8, Bytes::from(vec![0u8; len]));
             assert!(
                 matches!(
                     Frame::decode(&raw, Codec::MsgPack),
@@ -770,10 +814,7 @@ mod tests {
         }
         let mut payload = 5u64.to_be_bytes().to_vec();
         payload.extend_from_slice(&6u64.to_be_bytes());
-        let raw = RawFrame {
-            type_byte: 0x30,
-            payload: Bytes::from(payload),
-        };
+        let raw = RawFrame::new(0x30, Bytes::from(payload));
         assert_eq!(
             Frame::decode(&raw, Codec::Json),
             Ok(Frame::Heartbeat(Heartbeat {
@@ -786,10 +827,7 @@ mod tests {
     #[test]
     fn goodbye_payload_needs_a_code() {
         for len in 0..4 {
-            let raw = RawFrame {
-                type_byte: FrameType::Goodbye as u8,
-                payload: Bytes::from(vec![0u8; len]),
-            };
+            let raw = RawFrame::new(FrameType::Goodbye as u8, Bytes::from(vec![0u8; len]));
             assert!(matches!(
                 Frame::decode(&raw, Codec::MsgPack),
                 Err(FrameError::Malformed {
@@ -798,10 +836,7 @@ mod tests {
                 })
             ));
         }
-        let raw = RawFrame {
-            type_byte: 0x40,
-            payload: Bytes::from_static(&[0, 0, 0, 16]),
-        };
+        let raw = RawFrame::new(0x40, Bytes::from_static(&[0, 0, 0, 16]));
         assert_eq!(
             Frame::decode(&raw, Codec::MsgPack),
             Ok(Frame::Goodbye(Goodbye {
@@ -813,10 +848,7 @@ mod tests {
 
     #[test]
     fn goodbye_is_lenient_about_unknown_codes_and_bad_utf8() {
-        let raw = RawFrame {
-            type_byte: 0x40,
-            payload: Bytes::from_static(&[0, 0, 0x10, 0, b'o', 0xff, b'k']),
-        };
+        let raw = RawFrame::new(0x40, Bytes::from_static(&[0, 0, 0x10, 0, b'o', 0xff, b'k']));
         assert_eq!(
             Frame::decode(&raw, Codec::MsgPack),
             Ok(Frame::Goodbye(Goodbye {
@@ -829,10 +861,7 @@ mod tests {
     #[test]
     fn subscribe_rejects_invalid_utf8() {
         for t in [0x20u8, 0x21] {
-            let raw = RawFrame {
-                type_byte: t,
-                payload: Bytes::from_static(&[b'a', 0xc3]),
-            };
+            let raw = RawFrame::new(t, Bytes::from_static(&[b'a', 0xc3]));
             assert!(matches!(
                 Frame::decode(&raw, Codec::MsgPack),
                 Err(FrameError::Malformed { .. })

@@ -674,10 +674,7 @@ mod tests {
             HubDecision::Reject { code, .. } => assert_eq!(code, ErrorCode::ProtocolViolation),
             other => panic!("{other:?}"),
         }
-        let garbage = RawFrame {
-            type_byte: FrameType::Hello as u8,
-            payload: Bytes::from_static(&[0x93, 1, 2]),
-        };
+        let garbage = RawFrame::new(FrameType::Hello as u8, Bytes::from_static(&[0x93, 1, 2]));
         match hub.on_frame(&garbage, 1) {
             HubDecision::Reject { code, reply } => {
                 assert_eq!(code, ErrorCode::MalformedFrame);
@@ -756,10 +753,7 @@ mod tests {
         );
 
         let mut agent = AgentHandshake::new(Hello::new("w1", "worker"));
-        let garbage = RawFrame {
-            type_byte: FrameType::Welcome as u8,
-            payload: Bytes::from_static(&[0xc1]),
-        };
+        let garbage = RawFrame::new(FrameType::Welcome as u8, Bytes::from_static(&[0xc1]));
         assert!(matches!(
             agent.on_frame(&garbage),
             Err(HandshakeError::Malformed(_))

@@ -36,6 +36,7 @@ mod error;
 pub mod frame;
 pub mod handshake;
 mod limits;
+mod view;
 
 pub use codec::{Codec, CodecError};
 pub use envelope::{Destination, Envelope, Kind, Priority};
@@ -48,3 +49,4 @@ pub use handshake::{
     Welcome, PROTOCOL_VERSION,
 };
 pub use limits::{LimitError, Limits};
+pub use view::{DestinationRef, EnvelopeView};

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use agentwire_proto::{
-    AgentHandshake, Codec, Destination, Envelope, ErrorCode, Frame, FrameDecoder, FrameError,
-    Goodbye, Heartbeat, Hello, HubDecision, HubHandshake, HubPolicy, Kind, Priority, RawFrame,
-    Reject, Welcome,
+    AgentHandshake, Codec, Destination, Envelope, EnvelopeView, ErrorCode, Frame, FrameDecoder,
+    FrameError, Goodbye, Heartbeat, Hello, HubDecision, HubHandshake, HubPolicy, Kind, Priority,
+    RawFrame, Reject, Welcome,
 };
 use bytes::Bytes;
 use proptest::collection::{btree_map, vec};
@@ -229,7 +229,7 @@ proptest! {
 
     #[test]
     fn random_payloads_never_panic_frame_decode(type_byte in any::<u8>(), payload in vec(any::<u8>(), 0..256)) {
-        let raw = RawFrame { type_byte, payload: Bytes::from(payload) };
+        let raw = RawFrame::new(type_byte, Bytes::from(payload));
         for codec in Codec::ALL {
             let _ = Frame::decode(&raw, codec);
         }
@@ -240,7 +240,7 @@ proptest! {
         type_byte in prop_oneof![Just(0x01u8), Just(0x02), Just(0x03), any::<u8>()],
         payload in vec(any::<u8>(), 0..256),
     ) {
-        let raw = RawFrame { type_byte, payload: Bytes::from(payload) };
+        let raw = RawFrame::new(type_byte, Bytes::from(payload));
         let hub = HubHandshake::new(HubPolicy { auth_token: Some("t".into()), ..HubPolicy::default() });
         let reply = match hub.on_frame(&raw, 7) {
             HubDecision::Accept { reply, .. } | HubDecision::Reject { reply, .. } => reply,
@@ -272,7 +272,7 @@ proptest! {
         if let Some(t) = truncate {
             payload.truncate(t % (payload.len() + 1));
         }
-        let raw = RawFrame { type_byte: 0x01, payload: Bytes::from(payload) };
+        let raw = RawFrame::new(0x01, Bytes::from(payload));
         let hub = HubHandshake::new(HubPolicy::default());
         match hub.on_frame(&raw, 1) {
             HubDecision::Accept { session, .. } => {
@@ -305,12 +305,42 @@ proptest! {
         if let Some(t) = truncate {
             payload.truncate(t % (payload.len() + 1));
         }
-        let raw = RawFrame { type_byte: 0x10, payload: Bytes::from(payload) };
+        let raw = RawFrame::new(0x10, Bytes::from(payload));
         let mut dec = FrameDecoder::new(MAX);
         let mut bytes = (u32::try_from(raw.payload.len()).unwrap() + 1).to_be_bytes().to_vec();
         bytes.push(raw.type_byte);
         bytes.extend_from_slice(&raw.payload);
         dec.push(&bytes);
         prop_assert_eq!(drain_and_decode(&mut dec), Ok(()));
+    }
+}
+
+proptest! {
+    /// The hub forwards a frame it only read the routing header of: whatever
+    /// `EnvelopeView::parse` accepts, every receiver's full decode must accept too, with the
+    /// same header. Checked on valid envelopes and on envelopes with bytes flipped or cut.
+    #[test]
+    fn what_the_view_accepts_decodes_fully(
+        env in envelope(),
+        flips in vec((any::<usize>(), any::<u8>()), 0..4),
+        truncate in any::<Option<usize>>(),
+    ) {
+        let mut payload = Codec::MsgPack.encode_envelope(&env).unwrap();
+        for (at, x) in flips {
+            if !payload.is_empty() {
+                let i = at % payload.len();
+                payload[i] ^= x;
+            }
+        }
+        if let Some(t) = truncate {
+            payload.truncate(t % (payload.len() + 1));
+        }
+        let payload = Bytes::from(payload);
+        if let Some(view) = EnvelopeView::parse(&payload) {
+            let full = Codec::MsgPack.decode_envelope(&payload);
+            prop_assert!(full.is_ok(), "view accepted what the decoder refuses: {:?}", full);
+            let full = full.unwrap();
+            prop_assert_eq!(view, EnvelopeView::of(&full));
+        }
     }
 }

@@ -1,58 +1,48 @@
-//! The hub: accepts agents on any transport, routes their messages, tracks liveness.
+//! The hub's driver: accepts agents on any transport and runs [`HubCore`] for them.
 //!
-//! The hub owns the registry (unique agent ids, see [`DuplicatePolicy`]), routing (direct,
-//! topic, broadcast, request/response), bounded per-agent send queues, liveness from
-//! heartbeats and the join/leave events published on the [`PRESENCE_TOPIC`] topic. It runs the
-//! same logic over every transport through [`FrameSender`]/[`FrameReceiver`]; it must not know
-//! about streams, datagrams or sockets.
+//! Routing, the registry, request tracking, queues and liveness are [`HubCore`]'s, a
+//! state machine without I/O (`hub/core`). This module owns what the core must not do: one
+//! reader task per connection that feeds it frames, one writer task per connection that takes
+//! the frames it queued, the timer that calls it back, and the transports' listeners
+//! (`hub/listen.rs`). It runs the same logic over every transport through
+//! [`FrameSender`]/[`FrameReceiver`]; it must not route or interpret messages itself.
 //!
 //! Back-pressure policy: the hub never waits on a slow agent. Each agent has a bounded queue
 //! (`agent_queue_capacity` frames); when a direct message finds it full, the sender gets a
-//! [`Kind::Error`] envelope with code `queue-full` and the message's id as correlation. Topic
-//! and broadcast copies that find a queue full are dropped for that subscriber and counted in
+//! [`Kind::Error`](agentwire_proto::Kind::Error) envelope with code `queue-full` and the
+//! message's id as correlation. Topic and broadcast copies that find a queue full are dropped
+//! for that subscriber and counted in
 //! `agentwire_hub_dropped_messages_total{reason="queue-full"}`. Memory is bounded by
 //! agents × queue capacity × frame size.
 
+mod core;
 mod listen;
-mod registry;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
 
-use agentwire_proto::{
-    Codec, Destination, Envelope, ErrorCode, Frame, HubDecision, HubHandshake, HubPolicy, Kind,
-    Priority, RawFrame,
-};
-use bytes::Bytes;
+use agentwire_proto::{ErrorCode, HubPolicy};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+pub use self::core::{
+    Action, AgentSnapshot, Conn, CoreConfig, DuplicatePolicy, HubCore, Now, Outbound, Registration,
+    HUB_ID, PRESENCE_TOPIC,
+};
+pub use crate::transport::ConnectionControl;
 pub use listen::{BoundAddr, Listener};
-pub use registry::{AgentInfo, ConnectionControl, DuplicatePolicy};
-use registry::{AgentSlot, Outbound, Registered, Registry};
 
-use crate::clock::now_us;
-use crate::metrics::HubMetrics;
+use crate::metrics::{HubMetrics, MessageTable};
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use crate::tls::HubIdentity;
 use crate::transport::quic_budget::{Admission, ReceiveBudget};
-use crate::transport::{quic, FrameReceiver, FrameSender, ReplySlot, SendClass, TransportError};
+use crate::transport::{
+    quic, ConnectionStats, FrameReceiver, FrameSender, ReplySlot, SendClass, TransportError,
+};
 
-/// The topic on which the hub publishes `join` and `leave` events. Subscribe to it to learn
-/// who comes and goes; the events are [`Kind::Event`] envelopes from [`HUB_ID`] with headers
-/// `event` (`join`/`leave`), `agent`, `role` and, for leaves, `reason`.
-pub const PRESENCE_TOPIC: &str = "$presence";
-
-/// The `from` of envelopes the hub itself sends (errors, presence events).
-pub const HUB_ID: &str = "$hub";
-
-/// Longest time the hub keeps a request's reply stream open waiting for its answer.
-const MAX_REPLY_WAIT: Duration = Duration::from_secs(60);
-
-/// Requests remembered for the latency histogram; beyond this the oldest are forgotten.
-const MAX_TRACKED_REQUESTS: usize = 100_000;
+/// How long a rejected peer gets to read the reject and close by itself.
+const REJECT_LINGER: Duration = Duration::from_secs(2);
 
 /// Hub configuration.
 ///
@@ -102,6 +92,56 @@ impl Default for HubConfig {
     }
 }
 
+impl HubConfig {
+    /// The part of this configuration [`HubCore`] runs on.
+    pub fn core_config(&self) -> CoreConfig {
+        CoreConfig {
+            policy: self.policy.clone(),
+            heartbeat_miss_limit: self.heartbeat_miss_limit,
+            agent_queue_capacity: self.agent_queue_capacity,
+            handshake_timeout: self.handshake_timeout,
+            duplicate_policy: self.duplicate_policy,
+            ..CoreConfig::default()
+        }
+    }
+}
+
+/// A snapshot of one connected agent, for the API and the CLI.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AgentInfo {
+    /// The agent's id.
+    pub id: String,
+    /// Its role.
+    pub role: String,
+    /// Hub-assigned session id.
+    pub session_id: u64,
+    /// Transport in use.
+    pub transport: &'static str,
+    /// Codec in use.
+    pub codec: &'static str,
+    /// Frames waiting in its send queue.
+    pub queued: usize,
+    /// Topics it subscribes to.
+    pub topics: Vec<String>,
+    /// Seconds since it connected.
+    pub connected_secs: f64,
+    /// Network counters of its connection.
+    pub connection: ConnectionStats,
+}
+
+/// What the driver keeps per connection, inside the core's [`Conn`].
+pub struct ConnDriver {
+    /// Wakes the connection's writer task.
+    wake: Notify,
+    /// Closes the transport, reads its counters, sets its frame limit.
+    control: Box<dyn ConnectionControl>,
+    /// A close that waits for the writer to send what is queued first (a reject).
+    linger: Mutex<Option<(ErrorCode, String)>>,
+}
+
+type HubConn = Conn<ConnDriver, ReplySlot>;
+type HubActions = Vec<Action<ConnDriver, ReplySlot>>;
+
 /// A running hub. Cheap to clone; every clone is the same hub.
 #[derive(Clone)]
 pub struct Hub {
@@ -110,14 +150,9 @@ pub struct Hub {
 
 struct HubInner {
     config: HubConfig,
-    handshake: HubHandshake,
-    registry: Registry,
-    metrics: HubMetrics,
-    started: Instant,
-    next_session: AtomicU64,
-    next_id: AtomicU64,
-    requests: Mutex<HashMap<(String, u64), Instant>>,
-    liveness_task: OnceLock<JoinHandle<()>>,
+    core: HubCore<ConnDriver, ReplySlot>,
+    messages_out: MessageTable,
+    timer_task: OnceLock<JoinHandle<()>>,
 }
 
 /// A QUIC listener of a hub.
@@ -147,33 +182,23 @@ impl Drop for QuicListener {
     }
 }
 
-/// Why the reader loop for one agent ended.
-struct Ending {
-    code: ErrorCode,
-    reason: String,
-}
-
 impl Hub {
     /// A hub with `config`, recording into `metrics`.
     pub fn new(config: HubConfig, metrics: HubMetrics) -> Self {
+        let core = HubCore::new(config.core_config(), metrics, Now::system());
         Hub {
             inner: Arc::new(HubInner {
-                handshake: HubHandshake::new(config.policy.clone()),
+                messages_out: core.message_out_table(),
+                core,
                 config,
-                registry: Registry::default(),
-                metrics,
-                started: Instant::now(),
-                next_session: AtomicU64::new(1),
-                next_id: AtomicU64::new(1),
-                requests: Mutex::new(HashMap::new()),
-                liveness_task: OnceLock::new(),
+                timer_task: OnceLock::new(),
             }),
         }
     }
 
     /// The hub's metrics.
     pub fn metrics(&self) -> &HubMetrics {
-        &self.inner.metrics
+        self.inner.core.metrics()
     }
 
     /// The configuration in force.
@@ -183,20 +208,27 @@ impl Hub {
 
     /// Agents connected now.
     pub fn agent_count(&self) -> usize {
-        self.inner.registry.len()
+        self.inner.core.agent_count()
     }
 
     /// A snapshot of every connected agent, sorted by id.
     pub fn agents(&self) -> Vec<AgentInfo> {
-        let mut v: Vec<AgentInfo> = self
-            .inner
-            .registry
-            .all()
-            .iter()
-            .map(|s| Registry::info(s))
-            .collect();
-        v.sort_by(|a, b| a.id.cmp(&b.id));
-        v
+        self.inner
+            .core
+            .agents()
+            .into_iter()
+            .map(|a| AgentInfo {
+                id: a.registration.agent_id.to_string(),
+                role: a.registration.role,
+                session_id: a.conn.id(),
+                transport: a.conn.transport().name(),
+                codec: a.registration.codec.name(),
+                queued: a.queued,
+                topics: a.topics,
+                connected_secs: a.conn.opened().elapsed().as_secs_f64(),
+                connection: a.conn.driver().control.stats(),
+            })
+            .collect()
     }
 
     /// Starts accepting QUIC connections on `addr` (ALPN `agentwire/1`).
@@ -244,39 +276,38 @@ impl Hub {
     /// Serves one already-established connection (any transport): handshake, then routing
     /// until it ends. Transports' listeners call this; tests may too.
     pub async fn serve_connection<S: FrameSender, R: FrameReceiver>(&self, sender: S, receiver: R) {
-        self.start_liveness();
+        self.start_timer();
         self.inner.clone().serve_connection(sender, receiver).await
     }
 
     /// Closes every agent's connection with `shutting-down`.
     pub fn shutdown(&self) {
-        for slot in self.inner.registry.all() {
-            slot.connection
-                .close(ErrorCode::ShuttingDown, "hub shutting down");
-        }
+        let mut actions = Vec::new();
+        self.inner.core.shutdown(Now::system(), &mut actions);
+        apply(&mut actions);
     }
 
     fn start_liveness(&self) {
-        let inner = self.inner.clone();
-        self.inner.liveness_task.get_or_init(|| {
-            let weak = Arc::downgrade(&inner);
-            tokio::spawn(async move { HubInner::liveness_loop(weak).await })
-        });
+        self.start_timer();
+    }
+
+    /// Starts the task that calls [`HubCore::on_timeout`] (once per hub).
+    fn start_timer(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        self.inner
+            .timer_task
+            .get_or_init(|| tokio::spawn(HubInner::timer_loop(weak)));
     }
 }
 
 impl HubInner {
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
     async fn accept_quic(
         self: Arc<Self>,
         incoming: quinn::Incoming,
         config: &quinn::ServerConfig,
         mut admission: Option<Admission>,
     ) {
-        let metrics = &self.metrics;
+        let metrics = self.core.metrics();
         let timeout = self.config.handshake_timeout;
         let window = admission.as_ref().map(Admission::window);
         let connecting = match quic::accept_incoming(incoming, config, &self.config.quic, window) {
@@ -354,440 +385,150 @@ impl HubInner {
         mut receiver: R,
     ) {
         let transport = sender.kind();
-        let _guard = self.metrics.connection_guard(transport.name());
-        let Some(slot) = self.handshake(&sender, &mut receiver).await else {
-            return;
+        let _guard = self.core.metrics().connection_guard(transport.name());
+        let driver = ConnDriver {
+            wake: Notify::new(),
+            control: Box::new(sender.clone()),
+            linger: Mutex::new(None),
         };
-        let writer = tokio::spawn(writer_loop(
-            slot.clone(),
-            sender.clone(),
-            self.metrics.clone(),
-        ));
-        self.publish_presence(&slot, "join", None);
-
-        let ending = loop {
+        let conn = self.core.open(transport, driver, Now::system());
+        let writer = tokio::spawn(writer_loop(self.clone(), conn.clone(), sender));
+        let mut actions = Vec::new();
+        loop {
             match receiver.recv_frame().await {
                 Ok(Some(raw)) => {
-                    slot.touch(self.now_ms());
                     let reply = receiver.take_reply_slot();
-                    if let Err(ending) = self.on_frame(&slot, raw, reply) {
-                        break ending;
-                    }
+                    self.core
+                        .on_frame(&conn, raw, reply, Now::system(), &mut actions);
                 }
-                Ok(None) => {
-                    break Ending {
-                        code: ErrorCode::Normal,
-                        reason: "connection closed".into(),
-                    }
-                }
-                Err(e) => {
-                    break Ending {
-                        code: e.close_code(),
-                        reason: e.to_string(),
-                    }
-                }
-            }
-        };
-        if ending.code != ErrorCode::Normal {
-            tracing::warn!(agent = %slot.id, code = %ending.code, reason = %ending.reason, "closing agent connection");
-            self.metrics.error(ending.code.name());
-        }
-        sender.close(ending.code, &ending.reason);
-        self.remove(&slot, ending.code);
-        writer.abort();
-    }
-
-    /// Runs the hello/welcome exchange and registers the agent.
-    async fn handshake<S: FrameSender, R: FrameReceiver>(
-        &self,
-        sender: &S,
-        receiver: &mut R,
-    ) -> Option<Arc<AgentSlot>> {
-        let transport = sender.kind().name();
-        let first =
-            tokio::time::timeout(self.config.handshake_timeout, receiver.recv_frame()).await;
-        let raw = match first {
-            Ok(Ok(Some(raw))) => raw,
-            Ok(Ok(None)) => return None,
-            Ok(Err(e)) => {
-                self.metrics
-                    .handshake(transport, crate::metrics::outcome::FAILED);
-                sender.close(e.close_code(), &e.to_string());
-                return None;
-            }
-            Err(_) => {
-                self.metrics
-                    .handshake(transport, crate::metrics::outcome::FAILED);
-                sender.close(ErrorCode::HandshakeTimeout, "no hello in time");
-                return None;
-            }
-        };
-        let session_id = self.next_session.fetch_add(1, Ordering::Relaxed);
-        let (reply, session) = match self.handshake.on_frame(&raw, session_id) {
-            HubDecision::Accept { reply, session } => (reply, session),
-            HubDecision::Reject { reply, code } => {
-                self.reject(sender, reply, code).await;
-                return None;
-            }
-        };
-        let slot = Arc::new(AgentSlot {
-            id: session.agent_id.clone(),
-            role: session.role.clone(),
-            session_id,
-            codec: session.codec,
-            transport: sender.kind(),
-            queue: crate::queue::PriorityQueue::new(self.config.agent_queue_capacity),
-            topics: Mutex::new(Default::default()),
-            last_seen_ms: AtomicU64::new(self.now_ms()),
-            connection: Box::new(sender.clone()),
-            connected_at: Instant::now(),
-            replies: Mutex::new(HashMap::new()),
-        });
-        match self
-            .registry
-            .register(slot.clone(), self.config.duplicate_policy)
-        {
-            Ok(Registered::Fresh) => {}
-            Ok(Registered::Replaced(old)) => {
-                old.connection
-                    .close(ErrorCode::Replaced, "replaced by a newer connection");
-                self.retire(&old, ErrorCode::Replaced);
-            }
-            Err(code) => {
-                let reply = agentwire_proto::Reject::new(
-                    code,
-                    format!("agent id {:?} is already connected", session.agent_id),
-                )
-                .to_frame();
-                self.reject(sender, reply, code).await;
-                return None;
-            }
-        }
-        sender.set_peer_max_frame_size(session.max_frame_size);
-        receiver.set_max_frame_size(session.max_frame_size);
-        if let Err(e) = sender.send_frame(reply, SendClass::Control).await {
-            tracing::debug!("welcome not sent: {e}");
-            self.remove(&slot, ErrorCode::Internal);
-            return None;
-        }
-        self.metrics
-            .handshake(transport, crate::metrics::outcome::ACCEPTED);
-        self.metrics.agent_registered(transport);
-        tracing::debug!(agent = %slot.id, session_id, codec = %slot.codec, transport, "agent joined");
-        Some(slot)
-    }
-
-    /// Sends a reject, gives the agent a moment to read it and close, then closes.
-    async fn reject<S: FrameSender>(&self, sender: &S, reply: Bytes, code: ErrorCode) {
-        self.metrics
-            .handshake(sender.kind().name(), crate::metrics::outcome::REJECTED);
-        self.metrics.error(code.name());
-        if sender.send_frame(reply, SendClass::Control).await.is_ok() {
-            let _ = tokio::time::timeout(Duration::from_secs(2), sender.closed()).await;
-        }
-        sender.close(code, code.name());
-    }
-
-    /// Handles one frame from a registered agent. An `Err` ends that agent's connection.
-    fn on_frame(
-        &self,
-        slot: &Arc<AgentSlot>,
-        raw: RawFrame,
-        reply: Option<ReplySlot>,
-    ) -> Result<(), Ending> {
-        let frame = Frame::decode(&raw, slot.codec).map_err(|e| Ending {
-            code: e.close_code(),
-            reason: e.to_string(),
-        })?;
-        let limits = &self.config.policy.limits;
-        match frame {
-            Frame::Envelope(mut env) => {
-                limits.check_envelope(&env).map_err(|e| Ending {
-                    code: ErrorCode::LimitExceeded,
-                    reason: e.to_string(),
-                })?;
-                self.metrics.message_in(
-                    env.kind.name(),
-                    env.priority.name(),
-                    env.body.len() as u64,
-                );
-                if env.from != slot.id {
-                    env.from.clone_from(&slot.id);
-                }
-                if let (Kind::Request, Some(reply)) = (env.kind, reply) {
-                    // The answer (or the hub's error) goes back on the request's own stream.
-                    let ttl = match env.ttl_ms {
-                        0 => MAX_REPLY_WAIT,
-                        ms => Duration::from_millis(u64::from(ms)).min(MAX_REPLY_WAIT),
-                    };
-                    slot.keep_reply(env.id, reply, Instant::now() + ttl);
-                }
-                self.route(slot, env);
-                Ok(())
-            }
-            Frame::Subscribe(topic) => {
-                limits.check_name(&topic).map_err(|e| Ending {
-                    code: ErrorCode::LimitExceeded,
-                    reason: e.to_string(),
-                })?;
-                self.registry.subscribe(slot, &topic);
-                Ok(())
-            }
-            Frame::Unsubscribe(topic) => {
-                self.registry.unsubscribe(slot, &topic);
-                Ok(())
-            }
-            Frame::Heartbeat(_) => Ok(()),
-            Frame::Goodbye(g) => Err(Ending {
-                code: ErrorCode::Normal,
-                reason: format!("goodbye: {}", g.reason),
-            }),
-            Frame::Hello(_) | Frame::Welcome(_) | Frame::Reject(_) => Err(Ending {
-                code: ErrorCode::ProtocolViolation,
-                reason: "handshake frame after the handshake".into(),
-            }),
-        }
-    }
-
-    fn route(&self, from: &Arc<AgentSlot>, env: Envelope) {
-        if env.is_expired(now_us()) {
-            self.metrics.dropped("expired");
-            self.send_error(
-                from,
-                env.id,
-                ErrorCode::Expired,
-                "ttl ran out before delivery",
-            );
-            return;
-        }
-        self.track_request(&env);
-        let encoded = EncodedFrame::new(&env);
-        match &env.to {
-            Destination::Agent(id) => match self.registry.get(id) {
-                None => self.send_error(
-                    from,
-                    env.id,
-                    ErrorCode::UnknownAgent,
-                    &format!("no agent {id:?} is connected"),
+                Ok(None) => self.core.on_closed(
+                    &conn,
+                    ErrorCode::Normal,
+                    "connection closed",
+                    Now::system(),
+                    &mut actions,
                 ),
-                Some(target) => {
-                    if !self.enqueue(&target, &encoded, env.priority, env.kind, env.correlation) {
-                        self.send_error(
-                            from,
-                            env.id,
-                            ErrorCode::QueueFull,
-                            &format!("agent {id:?} is not keeping up (queue full)"),
-                        );
-                    }
-                }
-            },
-            Destination::Topic(topic) => {
-                for target in self.registry.subscribers(topic) {
-                    if !Arc::ptr_eq(&target, from) {
-                        self.enqueue(&target, &encoded, env.priority, env.kind, None);
+                Err(e) => self.core.on_closed(
+                    &conn,
+                    e.close_code(),
+                    &e.to_string(),
+                    Now::system(),
+                    &mut actions,
+                ),
+            }
+            for action in &actions {
+                if let Action::Registered(c) = action {
+                    if let (true, Some(reg)) = (Arc::ptr_eq(c, &conn), c.registration()) {
+                        receiver.set_max_frame_size(reg.max_frame_size);
                     }
                 }
             }
-            Destination::Broadcast => {
-                for target in self.registry.all() {
-                    if !Arc::ptr_eq(&target, from) {
-                        self.enqueue(&target, &encoded, env.priority, env.kind, None);
-                    }
-                }
+            apply(&mut actions);
+            if conn.is_closed() {
+                break;
             }
+        }
+        let lingering = conn
+            .driver()
+            .linger
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        if lingering {
+            let _ = writer.await;
+        } else {
+            writer.abort();
         }
     }
 
-    /// Queues a frame for `target`; false (and counted) if its queue is full or closed.
-    fn enqueue(
-        &self,
-        target: &AgentSlot,
-        encoded: &EncodedFrame<'_>,
-        priority: Priority,
-        kind: Kind,
-        correlation: Option<u64>,
-    ) -> bool {
-        let Some(frame) = encoded.get(target.codec) else {
-            self.metrics.dropped("encode-failed");
-            return false;
+    async fn timer_loop(hub: Weak<HubInner>) {
+        let period = match hub.upgrade() {
+            Some(h) => h.core.timer_period(),
+            None => return,
         };
-        let reply = match (kind, correlation) {
-            (Kind::Response | Kind::Error, Some(id)) => target.take_reply(id),
-            _ => None,
-        };
-        let out = Outbound {
-            frame,
-            priority,
-            kind: Some(kind),
-            reply,
-        };
-        match target.queue.try_push(out, priority) {
-            Ok(()) => {
-                self.metrics.queue_depth_add(1);
-                true
-            }
-            Err(_) => {
-                self.metrics.dropped("queue-full");
-                false
-            }
-        }
-    }
-
-    fn track_request(&self, env: &Envelope) {
-        let mut requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
-        match (env.kind, &env.to, env.correlation) {
-            (Kind::Request, Destination::Agent(_), _) => {
-                if requests.len() >= MAX_TRACKED_REQUESTS {
-                    requests.clear();
-                }
-                requests.insert((env.from.clone(), env.id), Instant::now());
-            }
-            (Kind::Response | Kind::Error, Destination::Agent(to), Some(corr)) => {
-                if let Some(start) = requests.remove(&(to.clone(), corr)) {
-                    self.metrics.request_latency(start.elapsed().as_secs_f64());
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn hub_envelope(&self, to: Destination, kind: Kind) -> Envelope {
-        Envelope::new(
-            self.next_id.fetch_add(1, Ordering::Relaxed),
-            HUB_ID,
-            to,
-            kind,
-        )
-        .with_timestamp_us(now_us())
-    }
-
-    /// Tells `to` that its message `correlation` failed.
-    fn send_error(&self, to: &AgentSlot, correlation: u64, code: ErrorCode, reason: &str) {
-        self.metrics.error(code.name());
-        let env = self
-            .hub_envelope(Destination::agent(to.id.clone()), Kind::Error)
-            .with_correlation(correlation)
-            .with_priority(Priority::High)
-            .with_header("code", code.name())
-            .with_body(reason.as_bytes().to_vec());
-        let encoded = EncodedFrame::new(&env);
-        self.enqueue(to, &encoded, Priority::High, Kind::Error, Some(correlation));
-    }
-
-    fn publish_presence(&self, slot: &AgentSlot, event: &str, reason: Option<ErrorCode>) {
-        let mut env = self
-            .hub_envelope(Destination::topic(PRESENCE_TOPIC), Kind::Event)
-            .with_priority(Priority::High)
-            .with_header("event", event)
-            .with_header("agent", slot.id.clone())
-            .with_header("role", slot.role.clone());
-        if let Some(code) = reason {
-            env = env.with_header("reason", code.name());
-        }
-        let encoded = EncodedFrame::new(&env);
-        for target in self.registry.subscribers(PRESENCE_TOPIC) {
-            if target.id != slot.id {
-                self.enqueue(&target, &encoded, Priority::High, Kind::Event, None);
-            }
-        }
-    }
-
-    /// Unregisters `slot` (if still registered) and tells the others.
-    fn remove(&self, slot: &Arc<AgentSlot>, code: ErrorCode) {
-        if self.registry.unregister(slot) {
-            self.retire(slot, code);
-        }
-    }
-
-    /// Bookkeeping for a slot that left the registry.
-    fn retire(&self, slot: &AgentSlot, code: ErrorCode) {
-        let dropped = slot.queue.close();
-        self.metrics.queue_depth_add(-(dropped as i64));
-        self.metrics
-            .agent_removed(slot.transport.name(), code.name());
-        tracing::debug!(agent = %slot.id, reason = %code, "agent left");
-        self.publish_presence(slot, "leave", Some(code));
-    }
-
-    async fn liveness_loop(hub: std::sync::Weak<HubInner>) {
+        let mut actions = Vec::new();
         loop {
-            let period = match hub.upgrade() {
-                Some(h) => {
-                    Duration::from_millis(u64::from(h.config.policy.heartbeat_interval_ms.max(10)))
-                }
-                None => return,
-            };
-            tokio::time::sleep(period / 2).await;
+            tokio::time::sleep(period).await;
             let Some(hub) = hub.upgrade() else { return };
-            let limit_ms = u64::from(hub.config.policy.heartbeat_interval_ms)
-                * u64::from(hub.config.heartbeat_miss_limit.max(1));
-            let now = hub.now_ms();
-            let instant = Instant::now();
-            for slot in hub.registry.all() {
-                slot.drop_expired_replies(instant);
-                let seen = slot.last_seen_ms.load(Ordering::Relaxed);
-                if now.saturating_sub(seen) > limit_ms {
-                    tracing::info!(agent = %slot.id, silent_ms = now - seen, "agent missed its heartbeats; removing");
-                    slot.connection
-                        .close(ErrorCode::LivenessTimeout, "missed heartbeats");
-                    hub.remove(&slot, ErrorCode::LivenessTimeout);
-                }
-            }
+            hub.core.on_timeout(Now::system(), &mut actions);
+            apply(&mut actions);
         }
     }
 }
 
-/// Takes frames from an agent's queue and hands them to its transport.
-async fn writer_loop<S: FrameSender>(slot: Arc<AgentSlot>, sender: S, metrics: HubMetrics) {
-    while let Some(out) = slot.queue.pop().await {
-        metrics.queue_depth_add(-1);
-        let len = out.frame.len() as u64;
-        let result = match (out.reply, out.kind) {
-            (Some(slot), _) => sender.send_reply(out.frame, out.priority, slot).await,
-            (None, Some(Kind::Request)) => {
-                sender
-                    .send_frame(out.frame, SendClass::Request(out.priority))
-                    .await
+/// Carries out what the core asked for. Closes first, then wake-ups, so that a writer woken
+/// for a reject already knows it must close after sending it. (The reader whose handshake
+/// registered applies the receiving half's frame limit itself.)
+fn apply(actions: &mut HubActions) {
+    for action in actions.iter() {
+        match action {
+            Action::Registered(conn) => {
+                if let Some(reg) = conn.registration() {
+                    conn.driver()
+                        .control
+                        .set_peer_frame_limit(reg.max_frame_size);
+                }
             }
-            (None, _) => {
-                sender
-                    .send_frame(out.frame, SendClass::Message(out.priority))
-                    .await
+            Action::Close {
+                conn,
+                code,
+                reason,
+                linger,
+            } => {
+                let driver = conn.driver();
+                if *linger {
+                    *driver.linger.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some((*code, reason.clone()));
+                } else {
+                    driver.control.close(*code, reason);
+                }
+                driver.wake.notify_one();
             }
-        };
-        if let Err(e) = result {
-            tracing::debug!(agent = %slot.id, "send failed: {e}");
-            sender.close(e.close_code(), &e.to_string());
+            Action::Wake(_) => {}
+        }
+    }
+    for action in actions.drain(..) {
+        if let Action::Wake(conn) = action {
+            conn.driver().wake.notify_one();
+        }
+    }
+}
+
+/// Takes the frames the core queued for one connection and hands them to its transport.
+async fn writer_loop<S: FrameSender>(hub: Arc<HubInner>, conn: Arc<HubConn>, sender: S) {
+    loop {
+        conn.driver().wake.notified().await;
+        while let Some(out) = hub.core.poll_outbound(&conn) {
+            let len = out.frame.len() as u64;
+            let class = out.class;
+            let result = match (out.reply, class) {
+                (Some(slot), SendClass::Message(priority)) => {
+                    sender.send_reply(out.frame, priority, slot).await
+                }
+                (_, class) => sender.send_frame(out.frame, class).await,
+            };
+            if let Err(e) = result {
+                tracing::debug!(agent = ?conn.registration().map(|r| &r.agent_id), "send failed: {e}");
+                sender.close(e.close_code(), &e.to_string());
+                return;
+            }
+            if let Some(kind) = out.kind {
+                hub.messages_out
+                    .record(usize::from(kind.code()), class.priority().index(), len);
+            }
+        }
+        if conn.is_closed() {
+            let linger = conn
+                .driver()
+                .linger
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            if let Some((code, reason)) = linger {
+                let _ = tokio::time::timeout(REJECT_LINGER, sender.closed()).await;
+                sender.close(code, &reason);
+            }
             return;
         }
-        if let Some(kind) = out.kind {
-            metrics.message_out(kind.name(), out.priority.name(), len);
-        }
-    }
-}
-
-/// An envelope encoded lazily, at most once per codec, for fan-out.
-struct EncodedFrame<'a> {
-    env: &'a Envelope,
-    msgpack: OnceLock<Option<Bytes>>,
-    json: OnceLock<Option<Bytes>>,
-}
-
-impl<'a> EncodedFrame<'a> {
-    fn new(env: &'a Envelope) -> Self {
-        EncodedFrame {
-            env,
-            msgpack: OnceLock::new(),
-            json: OnceLock::new(),
-        }
-    }
-
-    fn get(&self, codec: Codec) -> Option<Bytes> {
-        let cell = match codec {
-            Codec::MsgPack => &self.msgpack,
-            Codec::Json => &self.json,
-        };
-        cell.get_or_init(|| Frame::encode_envelope(self.env, codec).ok())
-            .clone()
     }
 }

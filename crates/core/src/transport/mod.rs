@@ -260,6 +260,29 @@ pub trait FrameReceiver: Send + 'static {
     }
 }
 
+/// Closing and inspecting a connection without knowing its transport (what the hub keeps of
+/// each connection besides its writer).
+pub trait ConnectionControl: Send + Sync {
+    /// Closes the connection with a code.
+    fn close(&self, code: ErrorCode, reason: &str);
+    /// Network counters.
+    fn stats(&self) -> ConnectionStats;
+    /// Sets the largest frame the peer accepts (after the handshake).
+    fn set_peer_frame_limit(&self, max: u32);
+}
+
+impl<S: FrameSender> ConnectionControl for S {
+    fn close(&self, code: ErrorCode, reason: &str) {
+        FrameSender::close(self, code, reason)
+    }
+    fn stats(&self) -> ConnectionStats {
+        FrameSender::stats(self)
+    }
+    fn set_peer_frame_limit(&self, max: u32) {
+        FrameSender::set_peer_max_frame_size(self, max)
+    }
+}
+
 /// Checks an outgoing frame against the peer's limit (the 4-byte length prefix excluded).
 pub(crate) fn check_outgoing(frame: &Bytes, peer_max: u32) -> Result<(), TransportError> {
     let len = frame

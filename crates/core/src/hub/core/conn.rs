@@ -1,0 +1,300 @@
+//! One connection as the hub core sees it: its phase (handshake, registered, closed), its
+//! bounded outbound queue, its topics and the requests it waits on or owes.
+//!
+//! This module owns per-connection state and its lock; it must not route (that is the core's)
+//! or do I/O (the driver's, through the opaque `D` each connection carries).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Instant;
+
+use agentwire_proto::{Codec, Kind};
+use bytes::Bytes;
+
+use crate::transport::{SendClass, TransportKind};
+
+/// A frame waiting to go to one connection, taken by its driver with
+/// [`HubCore::poll_outbound`](super::HubCore::poll_outbound).
+#[derive(Debug)]
+pub struct Outbound<R> {
+    /// The encoded frame, length prefix included.
+    pub frame: Bytes,
+    /// How it travels (control, message or request of a priority class).
+    pub class: SendClass,
+    /// The kind of the envelope it carries (`None` for control frames), for metrics.
+    pub kind: Option<Kind>,
+    /// For the answer to a request this connection made: the transport's reply handle that
+    /// arrived with the request (the request's own stream on QUIC).
+    pub reply: Option<R>,
+}
+
+/// What the hub learnt of an agent at its handshake.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    /// The agent's id.
+    pub agent_id: Arc<str>,
+    /// Its role.
+    pub role: String,
+    /// Its envelope codec.
+    pub codec: Codec,
+    /// The frame limit agreed both ways.
+    pub max_frame_size: u32,
+}
+
+/// A direct request this connection sent that waits for its one answer.
+pub(super) struct Waiting<R> {
+    /// The target connection's id.
+    pub target: u64,
+    /// When the hub stops waiting and answers with `cancelled` itself.
+    pub deadline: Instant,
+    /// When it arrived (request latency).
+    pub started: Instant,
+    /// Where the answer goes (the request's own stream), if the transport has such a thing.
+    pub reply: Option<R>,
+}
+
+/// The outbound queue: control frames first, then four priority classes, FIFO within each.
+/// Bounded in envelope frames; control frames (a handful per connection) are not counted.
+pub(super) struct OutQueue<R> {
+    control: VecDeque<Outbound<R>>,
+    classes: [VecDeque<Outbound<R>>; 4],
+    len: usize,
+    capacity: usize,
+    closed: bool,
+}
+
+/// Why a frame was not queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PushError {
+    Full,
+    Closed,
+}
+
+/// A frame the queue did not take, handed back.
+pub(super) struct Refused<R> {
+    pub error: PushError,
+    pub outbound: Outbound<R>,
+}
+
+impl<R> OutQueue<R> {
+    fn new(capacity: usize) -> Self {
+        OutQueue {
+            control: VecDeque::new(),
+            classes: Default::default(),
+            len: 0,
+            capacity: capacity.max(1),
+            closed: false,
+        }
+    }
+
+    /// Queues `out`; `Ok(true)` when the queue was empty before (the driver needs a wake-up).
+    pub fn push(&mut self, out: Outbound<R>) -> Result<bool, Refused<R>> {
+        if self.closed {
+            return Err(Refused {
+                error: PushError::Closed,
+                outbound: out,
+            });
+        }
+        let was_empty = self.is_empty();
+        match out.class {
+            SendClass::Control | SendClass::Heartbeat => self.control.push_back(out),
+            SendClass::Message(p) | SendClass::Request(p) => {
+                if self.len >= self.capacity {
+                    return Err(Refused {
+                        error: PushError::Full,
+                        outbound: out,
+                    });
+                }
+                self.classes[p.index()].push_back(out);
+                self.len += 1;
+            }
+        }
+        Ok(was_empty)
+    }
+
+    pub fn pop(&mut self) -> Option<Outbound<R>> {
+        if let Some(out) = self.control.pop_front() {
+            return Some(out);
+        }
+        let out = self.classes.iter_mut().find_map(VecDeque::pop_front)?;
+        self.len -= 1;
+        Some(out)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0 && self.control.is_empty()
+    }
+
+    /// Envelope frames queued.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Refuses further frames; what is queued can still be taken.
+    pub fn close(&mut self) {
+        self.closed = true;
+    }
+
+    /// Drops everything queued; returns how many envelope frames that was.
+    pub fn clear(&mut self) -> usize {
+        let n = self.len;
+        self.control.clear();
+        self.classes.iter_mut().for_each(VecDeque::clear);
+        self.len = 0;
+        n
+    }
+}
+
+/// Per-connection state behind the connection's own lock (the core never holds two of
+/// these at once).
+pub(super) struct ConnState<D, R> {
+    pub queue: OutQueue<R>,
+    pub topics: HashSet<Arc<str>>,
+    /// This agent's direct requests waiting for an answer, by request id.
+    pub waiting: HashMap<u64, Waiting<R>>,
+    /// Requests this agent was sent and has not answered: (requester's connection id,
+    /// request id) → the requester. An index for failing them when this agent leaves; the
+    /// requester's `waiting` decides whether an answer is still due.
+    pub owed: HashMap<(u64, u64), Weak<Conn<D, R>>>,
+    /// Request ids the hub settled itself (cancelled at the deadline, failed because the
+    /// target left), oldest first: an answer arriving for one of them is late and dropped.
+    pub settled: VecDeque<(u64, Instant)>,
+    pub settled_ids: HashSet<u64>,
+}
+
+/// Most request ids one connection remembers as settled by the hub.
+const MAX_SETTLED: usize = 4096;
+
+impl<D, R> ConnState<D, R> {
+    /// Remembers that the hub answered request `id` itself.
+    pub fn settle(&mut self, id: u64, now: Instant) {
+        if self.settled_ids.insert(id) {
+            self.settled.push_back((id, now));
+            if self.settled.len() > MAX_SETTLED {
+                if let Some((old, _)) = self.settled.pop_front() {
+                    self.settled_ids.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// Forgets settled ids older than `before`.
+    pub fn forget_settled(&mut self, before: Instant) {
+        while let Some(&(id, at)) = self.settled.front() {
+            if at >= before {
+                break;
+            }
+            self.settled.pop_front();
+            self.settled_ids.remove(&id);
+        }
+    }
+}
+
+/// A connection in the hub core: what the core keeps of it, and the driver's own `D` (how
+/// the driver reaches the connection's writer and transport; opaque to the core). `R` is the
+/// transport's reply handle, which the core carries from a request to its answer.
+pub struct Conn<D, R> {
+    id: u64,
+    transport: TransportKind,
+    opened: Instant,
+    registration: OnceLock<Registration>,
+    closed: AtomicBool,
+    /// Milliseconds since the core's epoch when a frame last arrived.
+    last_seen_ms: AtomicU64,
+    pub(super) state: Mutex<ConnState<D, R>>,
+    driver: D,
+}
+
+impl<D, R> Conn<D, R> {
+    pub(super) fn new(
+        id: u64,
+        transport: TransportKind,
+        driver: D,
+        capacity: usize,
+        now: Instant,
+        now_ms: u64,
+    ) -> Self {
+        Conn {
+            id,
+            transport,
+            opened: now,
+            registration: OnceLock::new(),
+            closed: AtomicBool::new(false),
+            last_seen_ms: AtomicU64::new(now_ms),
+            state: Mutex::new(ConnState {
+                queue: OutQueue::new(capacity),
+                topics: HashSet::new(),
+                waiting: HashMap::new(),
+                owed: HashMap::new(),
+                settled: VecDeque::new(),
+                settled_ids: HashSet::new(),
+            }),
+            driver,
+        }
+    }
+
+    /// The hub's id for this connection (the session id it announces in the welcome).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The transport it arrived on.
+    pub fn transport(&self) -> TransportKind {
+        self.transport
+    }
+
+    /// When it was opened.
+    pub fn opened(&self) -> Instant {
+        self.opened
+    }
+
+    /// What the handshake agreed, once it has.
+    pub fn registration(&self) -> Option<&Registration> {
+        self.registration.get()
+    }
+
+    /// The driver's data for this connection.
+    pub fn driver(&self) -> &D {
+        &self.driver
+    }
+
+    /// True once the core closed it (it takes no frames and routes nothing to it).
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub(super) fn register(&self, registration: Registration) -> bool {
+        self.registration.set(registration).is_ok()
+    }
+
+    /// Marks it closed; true the first time.
+    pub(super) fn mark_closed(&self) -> bool {
+        !self.closed.swap(true, Ordering::AcqRel)
+    }
+
+    pub(super) fn touch(&self, now_ms: u64) {
+        self.last_seen_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    pub(super) fn last_seen_ms(&self) -> u64 {
+        self.last_seen_ms.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, ConnState<D, R>> {
+        // Every update under this lock leaves the state consistent, so a poisoned lock is
+        // still safe to use.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl<D, R> std::fmt::Debug for Conn<D, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("id", &self.id)
+            .field("transport", &self.transport)
+            .field("agent", &self.registration.get().map(|r| &r.agent_id))
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}

@@ -1,0 +1,1237 @@
+//! `HubCore`: the hub as a state machine, sans IO, like quinn-proto under quinn.
+//!
+//! It owns the registry (unique ids, [`DuplicatePolicy`]), the handshake, routing (direct,
+//! topic, broadcast), request/reply tracking with deadlines, the bounded per-connection
+//! outbound queues with their priority classes, liveness and the join/leave events on
+//! [`PRESENCE_TOPIC`](super::PRESENCE_TOPIC). It takes events — [`open`](HubCore::open),
+//! [`on_frame`](HubCore::on_frame), [`on_closed`](HubCore::on_closed),
+//! [`on_timeout`](HubCore::on_timeout) — each with the time as an argument, and answers with
+//! [`Action`]s; frames wait in the connection's queue until its driver takes them with
+//! [`poll_outbound`](HubCore::poll_outbound).
+//!
+//! It must not do I/O, spawn, sleep or read a clock: the driver (`hub::Hub`) owns sockets,
+//! tasks and timers and passes time in, so every rule here is tested in memory on explicit
+//! time (`tests.rs`). Its methods take `&self`: connections are served concurrently, each
+//! connection's state behind its own lock (never two held at once), the registry behind a
+//! read-mostly lock; there is no hub-wide lock on the message path.
+//!
+//! Forwarding does not re-encode: the routing header is read in place
+//! ([`EnvelopeView`]) and the frame's own bytes go to every target that uses the sender's
+//! codec; an envelope is decoded and encoded only for a target with the other codec, or when
+//! the hub must correct its `from`.
+//!
+//! Requests to one agent get exactly one answer or one error: the requester's connection
+//! keeps each waiting request until its answer arrives, its ttl runs out (the hub answers
+//! `cancelled`), its target leaves (`unknown-agent`) or it cannot be queued (`queue-full`).
+//! An answer for a request the hub already settled is dropped.
+
+mod conn;
+mod registry;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use agentwire_proto::{
+    Codec, Destination, DestinationRef, Envelope, EnvelopeView, ErrorCode, Frame, FrameError,
+    FrameType, HubDecision, HubHandshake, HubPolicy, Kind, Priority, RawFrame,
+};
+use bytes::Bytes;
+
+pub use conn::{Conn, Outbound, Registration};
+pub use registry::DuplicatePolicy;
+
+use conn::{PushError, Waiting};
+use registry::{Registered, Registry};
+
+use crate::metrics::{outcome, HubMetrics, MessageTable};
+use crate::transport::{SendClass, TransportKind};
+
+/// The `from` of envelopes the hub itself sends (errors, presence events).
+pub const HUB_ID: &str = "$hub";
+
+/// The topic on which the hub publishes `join` and `leave` events.
+pub const PRESENCE_TOPIC: &str = "$presence";
+
+/// What the core needs of the hub's configuration.
+///
+/// ```
+/// use agentwire::hub::CoreConfig;
+/// let c = CoreConfig::default();
+/// assert_eq!(c.max_request_wait.as_secs(), 60);
+/// ```
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    /// Versions, codecs, auth token, limits and heartbeat interval.
+    pub policy: HubPolicy,
+    /// An agent silent for this many heartbeat intervals is removed.
+    pub heartbeat_miss_limit: u32,
+    /// Envelope frames each connection's outbound queue holds before senders get
+    /// `queue-full`.
+    pub agent_queue_capacity: usize,
+    /// Time allowed from [`HubCore::open`] to a valid hello.
+    pub handshake_timeout: Duration,
+    /// What to do with a second agent using a connected id.
+    pub duplicate_policy: DuplicatePolicy,
+    /// Longest the hub waits for an answer to a request (also for requests without a ttl).
+    pub max_request_wait: Duration,
+    /// How long a connection remembers the requests the hub answered itself (at their
+    /// deadline, or because their target left), so that their real answers, arriving late,
+    /// are dropped instead of delivered as a second answer. At most 4,096 ids per connection.
+    pub settled_memory: Duration,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            policy: HubPolicy::default(),
+            heartbeat_miss_limit: 3,
+            agent_queue_capacity: 4096,
+            handshake_timeout: Duration::from_secs(10),
+            duplicate_policy: DuplicatePolicy::RejectNew,
+            max_request_wait: Duration::from_secs(60),
+            settled_memory: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The time an event happens: the monotonic clock for deadlines and liveness, the wall clock
+/// (microseconds since the Unix epoch) for envelope ttls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    /// Monotonic time.
+    pub instant: Instant,
+    /// Wall-clock time, microseconds since the Unix epoch.
+    pub unix_us: u64,
+}
+
+impl Now {
+    /// The system's clocks now (drivers use this; tests make their own).
+    pub fn system() -> Now {
+        Now {
+            instant: Instant::now(),
+            unix_us: crate::clock::now_us(),
+        }
+    }
+
+    /// `d` later on both clocks.
+    pub fn after(self, d: Duration) -> Now {
+        Now {
+            instant: self.instant + d,
+            unix_us: self
+                .unix_us
+                .saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
+        }
+    }
+}
+
+/// What the driver must do after an event.
+#[derive(Debug)]
+pub enum Action<D, R> {
+    /// The connection's outbound queue was empty and now holds frames: its writer should
+    /// take them with [`HubCore::poll_outbound`].
+    Wake(Arc<Conn<D, R>>),
+    /// The handshake succeeded: apply the agreed frame limit
+    /// ([`Registration::max_frame_size`]) to both directions of the transport.
+    Registered(Arc<Conn<D, R>>),
+    /// Close the connection with `code`. With `linger`, first let its writer send what is
+    /// queued (a reject) and give the peer a moment to close by itself.
+    Close {
+        /// The connection.
+        conn: Arc<Conn<D, R>>,
+        /// The close code.
+        code: ErrorCode,
+        /// Why, for the peer and the logs.
+        reason: String,
+        /// Send what is queued first.
+        linger: bool,
+    },
+}
+
+/// A snapshot of one registered agent.
+#[derive(Debug, Clone)]
+pub struct AgentSnapshot<D, R> {
+    /// The connection (for the driver's own counters).
+    pub conn: Arc<Conn<D, R>>,
+    /// What the handshake agreed.
+    pub registration: Registration,
+    /// Envelope frames waiting in its queue.
+    pub queued: usize,
+    /// Topics it subscribes to, sorted.
+    pub topics: Vec<String>,
+}
+
+/// The hub's routing core. `D` is the driver's per-connection data, `R` a transport's reply
+/// handle; both are opaque to the core.
+///
+/// ```
+/// use agentwire::hub::{CoreConfig, HubCore, Now};
+/// use agentwire::metrics::HubMetrics;
+/// use agentwire::transport::TransportKind;
+/// let now = Now::system();
+/// let core: HubCore<(), ()> = HubCore::new(CoreConfig::default(), HubMetrics::new(), now);
+/// let conn = core.open(TransportKind::Unix, (), now);
+/// let mut actions = Vec::new();
+/// // No hello within the handshake timeout: the core closes the connection.
+/// core.on_timeout(now.after(std::time::Duration::from_secs(11)), &mut actions);
+/// assert!(conn.is_closed());
+/// ```
+pub struct HubCore<D, R> {
+    config: CoreConfig,
+    handshake: HubHandshake,
+    registry: Registry<D, R>,
+    /// Connections still in the handshake, for its timeout (touched at open and hello only).
+    handshaking: Mutex<HashMap<u64, Weak<Conn<D, R>>>>,
+    metrics: HubMetrics,
+    messages_in: MessageTable,
+    epoch: Instant,
+    next_conn: AtomicU64,
+    next_id: AtomicU64,
+}
+
+impl<D, R> HubCore<D, R> {
+    /// A core with `config`, recording into `metrics`, started at `now`.
+    pub fn new(config: CoreConfig, metrics: HubMetrics, now: Now) -> Self {
+        let kinds = Kind::ALL.map(Kind::name);
+        let priorities = Priority::ALL.map(Priority::name);
+        HubCore {
+            handshake: HubHandshake::new(config.policy.clone()),
+            messages_in: metrics.message_table(crate::metrics::direction::IN, &kinds, &priorities),
+            config,
+            registry: Registry::default(),
+            handshaking: Mutex::new(HashMap::new()),
+            metrics,
+            epoch: now.instant,
+            next_conn: AtomicU64::new(1),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &CoreConfig {
+        &self.config
+    }
+
+    /// The metrics it records into.
+    pub fn metrics(&self) -> &HubMetrics {
+        &self.metrics
+    }
+
+    /// Pre-resolved `messages_total{direction="out"}` counters (kinds and priorities in
+    /// code order), for the driver's writers.
+    pub fn message_out_table(&self) -> MessageTable {
+        self.metrics.message_table(
+            crate::metrics::direction::OUT,
+            &Kind::ALL.map(Kind::name),
+            &Priority::ALL.map(Priority::name),
+        )
+    }
+
+    /// Agents registered now.
+    pub fn agent_count(&self) -> usize {
+        self.registry.len()
+    }
+
+    /// How often the driver should call [`on_timeout`](HubCore::on_timeout): half a
+    /// heartbeat interval, at most 100 ms (request deadlines), at least 10 ms.
+    pub fn timer_period(&self) -> Duration {
+        let half_beat = u64::from(self.config.policy.heartbeat_interval_ms) / 2;
+        Duration::from_millis(half_beat.clamp(10, 100))
+    }
+
+    fn ms(&self, now: Instant) -> u64 {
+        u64::try_from(now.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A new connection, in the handshake until its hello arrives.
+    pub fn open(&self, transport: TransportKind, driver: D, now: Now) -> Arc<Conn<D, R>> {
+        let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn::new(
+            id,
+            transport,
+            driver,
+            self.config.agent_queue_capacity,
+            now.instant,
+            self.ms(now.instant),
+        ));
+        self.lock_handshaking().insert(id, Arc::downgrade(&conn));
+        conn
+    }
+
+    fn lock_handshaking(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<Conn<D, R>>>> {
+        self.handshaking.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One frame from `conn`. `reply` is the transport's reply handle when the frame
+    /// arrived as a request on a stream that can carry its answer.
+    pub fn on_frame(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        raw: RawFrame,
+        reply: Option<R>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        if conn.is_closed() {
+            return;
+        }
+        conn.touch(self.ms(now.instant));
+        let Some(reg) = conn.registration() else {
+            self.on_hello(conn, &raw, now, out);
+            return;
+        };
+        if raw.type_byte == FrameType::Envelope as u8 {
+            self.on_envelope(conn, reg, &raw, reply, now, out);
+            return;
+        }
+        let limits = &self.config.policy.limits;
+        match Frame::decode(&raw, reg.codec) {
+            Err(e) => self.end(conn, e.close_code(), &e.to_string(), now, out),
+            Ok(Frame::Subscribe(topic)) => match limits.check_name(&topic) {
+                Err(e) => self.end(conn, ErrorCode::LimitExceeded, &e.to_string(), now, out),
+                Ok(()) => {
+                    let topic: Arc<str> = Arc::from(topic);
+                    let fresh = conn.lock().topics.insert(topic.clone());
+                    // The closed check after the insert pairs with `close`, which marks the
+                    // connection closed before it takes its topics: one of the two removes it.
+                    if fresh && !conn.is_closed() {
+                        self.registry.subscribe(&topic, conn);
+                    }
+                }
+            },
+            Ok(Frame::Unsubscribe(topic)) => {
+                if let Some(topic) = conn.lock().topics.take(topic.as_str()) {
+                    self.registry.unsubscribe([&topic], conn);
+                }
+            }
+            Ok(Frame::Heartbeat(_)) => {}
+            Ok(Frame::Goodbye(g)) => self.end(
+                conn,
+                ErrorCode::Normal,
+                &format!("goodbye: {}", g.reason),
+                now,
+                out,
+            ),
+            Ok(Frame::Envelope(_)) => {} // not reached: envelopes are handled above
+            Ok(Frame::Hello(_) | Frame::Welcome(_) | Frame::Reject(_)) => self.end(
+                conn,
+                ErrorCode::ProtocolViolation,
+                "handshake frame after the handshake",
+                now,
+                out,
+            ),
+        }
+    }
+
+    /// The transport of `conn` ended (`Normal` for an orderly end).
+    pub fn on_closed(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        code: ErrorCode,
+        reason: &str,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        if conn.registration().is_none() && !conn.is_closed() {
+            self.metrics
+                .handshake(conn.transport().name(), outcome::FAILED);
+        }
+        self.end(conn, code, reason, now, out);
+    }
+
+    /// Deadlines: handshakes not done in time, agents that missed their heartbeats,
+    /// requests whose ttl ran out.
+    pub fn on_timeout(&self, now: Now, out: &mut Vec<Action<D, R>>) {
+        let late: Vec<Arc<Conn<D, R>>> = self
+            .lock_handshaking()
+            .values()
+            .filter_map(Weak::upgrade)
+            .filter(|c| {
+                now.instant.saturating_duration_since(c.opened()) >= self.config.handshake_timeout
+            })
+            .collect();
+        for conn in late {
+            self.metrics
+                .handshake(conn.transport().name(), outcome::FAILED);
+            self.end(
+                &conn,
+                ErrorCode::HandshakeTimeout,
+                "no hello in time",
+                now,
+                out,
+            );
+        }
+        let limit_ms = u64::from(self.config.policy.heartbeat_interval_ms)
+            * u64::from(self.config.heartbeat_miss_limit.max(1));
+        let now_ms = self.ms(now.instant);
+        let forget_before = now.instant.checked_sub(self.config.settled_memory);
+        for conn in self.registry.all() {
+            let silent_ms = now_ms.saturating_sub(conn.last_seen_ms());
+            if silent_ms > limit_ms {
+                tracing::info!(agent = ?conn.registration().map(|r| &r.agent_id), silent_ms, "agent missed its heartbeats; removing");
+                self.end(
+                    &conn,
+                    ErrorCode::LivenessTimeout,
+                    "missed heartbeats",
+                    now,
+                    out,
+                );
+                continue;
+            }
+            let expired: Vec<(u64, Option<R>)> = {
+                let mut st = conn.lock();
+                if let Some(before) = forget_before {
+                    st.forget_settled(before);
+                }
+                let ids: Vec<u64> = st
+                    .waiting
+                    .iter()
+                    .filter(|(_, w)| w.deadline <= now.instant)
+                    .map(|(id, _)| *id)
+                    .collect();
+                ids.into_iter()
+                    .filter_map(|id| {
+                        let w = st.waiting.remove(&id)?;
+                        st.settle(id, now.instant);
+                        Some((id, w.reply))
+                    })
+                    .collect()
+            };
+            for (id, reply) in expired {
+                self.metrics.dropped("request-timeout");
+                self.send_error(
+                    &conn,
+                    id,
+                    ErrorCode::Cancelled,
+                    "no answer within the request's ttl",
+                    reply,
+                    now,
+                    out,
+                );
+            }
+        }
+    }
+
+    /// The next frame for `conn`'s transport, most urgent first.
+    pub fn poll_outbound(&self, conn: &Conn<D, R>) -> Option<Outbound<R>> {
+        let out = conn.lock().queue.pop()?;
+        if out.kind.is_some() {
+            self.metrics.queue_depth_add(-1);
+        }
+        Some(out)
+    }
+
+    /// Closes every connection with `shutting-down`.
+    pub fn shutdown(&self, now: Now, out: &mut Vec<Action<D, R>>) {
+        for conn in self.registry.all() {
+            self.end(
+                &conn,
+                ErrorCode::ShuttingDown,
+                "hub shutting down",
+                now,
+                out,
+            );
+        }
+        let waiting: Vec<_> = self
+            .lock_handshaking()
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for conn in waiting {
+            self.end(
+                &conn,
+                ErrorCode::ShuttingDown,
+                "hub shutting down",
+                now,
+                out,
+            );
+        }
+    }
+
+    /// Every registered agent, sorted by id.
+    pub fn agents(&self) -> Vec<AgentSnapshot<D, R>> {
+        let mut v: Vec<AgentSnapshot<D, R>> = self
+            .registry
+            .all()
+            .into_iter()
+            .filter_map(|conn| {
+                let registration = conn.registration()?.clone();
+                let (queued, mut topics) = {
+                    let st = conn.lock();
+                    let topics: Vec<String> = st.topics.iter().map(|t| t.to_string()).collect();
+                    (st.queue.len(), topics)
+                };
+                topics.sort();
+                Some(AgentSnapshot {
+                    conn,
+                    registration,
+                    queued,
+                    topics,
+                })
+            })
+            .collect();
+        v.sort_by(|a, b| a.registration.agent_id.cmp(&b.registration.agent_id));
+        v
+    }
+
+    // ---- handshake ---------------------------------------------------------------------
+
+    fn on_hello(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        raw: &RawFrame,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        self.lock_handshaking().remove(&conn.id());
+        let transport = conn.transport().name();
+        let (welcome, session) = match self.handshake.on_frame(raw, conn.id()) {
+            HubDecision::Accept { reply, session } => (reply, session),
+            HubDecision::Reject { reply, code } => {
+                self.reject(conn, reply, code, now, out);
+                return;
+            }
+        };
+        let agent_id: Arc<str> = Arc::from(session.agent_id.as_str());
+        conn.register(Registration {
+            agent_id: agent_id.clone(),
+            role: session.role.clone(),
+            codec: session.codec,
+            max_frame_size: session.max_frame_size,
+        });
+        // The welcome is queued before the id becomes reachable, so that it leaves before any
+        // message routed to this agent (the driver's writer takes nothing until woken).
+        self.push(conn, control(welcome), out);
+        match self
+            .registry
+            .register(&agent_id, conn, self.config.duplicate_policy)
+        {
+            Ok(Registered::Fresh) => {}
+            Ok(Registered::Replaced(old)) => {
+                self.close_as(
+                    &old,
+                    ErrorCode::Replaced,
+                    "replaced by a newer connection",
+                    false,
+                    true,
+                    now,
+                    out,
+                );
+            }
+            Err(code) => {
+                conn.lock().queue.clear();
+                let reply = agentwire_proto::Reject::new(
+                    code,
+                    format!("agent id {:?} is already connected", session.agent_id),
+                )
+                .to_frame();
+                self.reject(conn, reply, code, now, out);
+                return;
+            }
+        }
+        out.push(Action::Registered(conn.clone()));
+        self.metrics.handshake(transport, outcome::ACCEPTED);
+        self.metrics.agent_registered(transport);
+        tracing::debug!(agent = %session.agent_id, session_id = conn.id(), codec = %session.codec, transport, "agent joined");
+        self.publish_presence(conn, "join", None, now, out);
+        // A close that raced with the registration (a handshake timeout, a shutdown) still
+        // unregisters it: closing again looks the id up.
+        if conn.is_closed() {
+            self.close(
+                conn,
+                ErrorCode::Normal,
+                "closed during the handshake",
+                false,
+                now,
+                out,
+            );
+        }
+    }
+
+    /// Sends a reject, then closes once it is out.
+    fn reject(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        reply: Bytes,
+        code: ErrorCode,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        self.metrics
+            .handshake(conn.transport().name(), outcome::REJECTED);
+        self.metrics.error(code.name());
+        self.push(conn, control(reply), out);
+        self.close(conn, code, code.name(), true, now, out);
+    }
+
+    // ---- closing -----------------------------------------------------------------------
+
+    /// Ends `conn`: counts and logs an abnormal code, then closes it.
+    fn end(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        code: ErrorCode,
+        reason: &str,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        if code != ErrorCode::Normal && !conn.is_closed() {
+            tracing::warn!(agent = ?conn.registration().map(|r| &r.agent_id), %code, reason, "closing agent connection");
+            self.metrics.error(code.name());
+        }
+        self.close(conn, code, reason, false, now, out);
+    }
+
+    fn close(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        code: ErrorCode,
+        reason: &str,
+        linger: bool,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        self.close_as(conn, code, reason, linger, false, now, out);
+    }
+
+    /// Closes `conn`; `unregistered` when the caller already took it out of the registry
+    /// (a replaced connection).
+    #[allow(clippy::too_many_arguments)]
+    fn close_as(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        code: ErrorCode,
+        reason: &str,
+        linger: bool,
+        unregistered: bool,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        let first = conn.mark_closed();
+        let reg = conn.registration();
+        // Unregister even when already closed: a hello that raced with the close may have
+        // registered the connection after the first close ran.
+        let was_registered =
+            unregistered || reg.is_some_and(|r| self.registry.unregister(&r.agent_id, conn));
+        if !first && !was_registered {
+            return;
+        }
+        self.lock_handshaking().remove(&conn.id());
+        let (topics, owed, dropped) = {
+            let mut st = conn.lock();
+            st.queue.close();
+            let dropped = if linger { 0 } else { st.queue.clear() };
+            st.waiting.clear();
+            let topics: Vec<Arc<str>> = st.topics.drain().collect();
+            let owed: Vec<_> = st.owed.drain().collect();
+            (topics, owed, dropped)
+        };
+        if dropped > 0 {
+            self.metrics.queue_depth_add(-(dropped as i64));
+        }
+        self.registry.unsubscribe(topics.iter(), conn);
+        let who = reg.map(|r| r.agent_id.to_string()).unwrap_or_default();
+        for ((_, request), requester) in owed {
+            if let Some(requester) = requester.upgrade() {
+                self.fail_request(
+                    &requester,
+                    request,
+                    ErrorCode::UnknownAgent,
+                    &format!("agent {who:?} left before answering"),
+                    now,
+                    out,
+                );
+            }
+        }
+        if was_registered {
+            self.metrics
+                .agent_removed(conn.transport().name(), code.name());
+            tracing::debug!(agent = %who, reason = %code, "agent left");
+            self.publish_presence(conn, "leave", Some(code), now, out);
+        }
+        if first {
+            out.push(Action::Close {
+                conn: conn.clone(),
+                code,
+                reason: reason.to_owned(),
+                linger,
+            });
+        }
+    }
+
+    // ---- routing -----------------------------------------------------------------------
+
+    fn on_envelope(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        reg: &Registration,
+        raw: &RawFrame,
+        reply: Option<R>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        let decoded: Envelope;
+        let view = match EnvelopeView::parse_with(reg.codec, &raw.payload) {
+            Some(view) => view,
+            None => match reg.codec.decode_envelope(&raw.payload) {
+                Ok(env) => {
+                    decoded = env;
+                    EnvelopeView::of(&decoded)
+                }
+                Err(e) => {
+                    let e = FrameError::Malformed {
+                        frame: FrameType::Envelope,
+                        message: e.to_string(),
+                    };
+                    self.end(conn, e.close_code(), &e.to_string(), now, out);
+                    return;
+                }
+            },
+        };
+        if let Err(e) = view.check(&self.config.policy.limits) {
+            self.end(conn, ErrorCode::LimitExceeded, &e.to_string(), now, out);
+            return;
+        }
+        self.messages_in.record(
+            usize::from(view.kind.code()),
+            view.priority.index(),
+            view.body.len() as u64,
+        );
+        let reply = reply.filter(|_| view.kind == Kind::Request);
+        if view.is_expired(now.unix_us) {
+            self.metrics.dropped("expired");
+            self.send_error(
+                conn,
+                view.id,
+                ErrorCode::Expired,
+                "ttl ran out before delivery",
+                reply,
+                now,
+                out,
+            );
+            return;
+        }
+        let frames = Forward::new(raw, &view, reg);
+        match view.to {
+            DestinationRef::Agent(id) => {
+                let Some(target) = self.registry.get(id) else {
+                    self.send_error(
+                        conn,
+                        view.id,
+                        ErrorCode::UnknownAgent,
+                        &format!("no agent {id:?} is connected"),
+                        reply,
+                        now,
+                        out,
+                    );
+                    return;
+                };
+                match (view.kind, view.correlation) {
+                    (Kind::Request, _) => {
+                        self.forward_request(conn, &target, &view, &frames, reply, now, out)
+                    }
+                    (Kind::Response | Kind::Error, Some(request)) => {
+                        self.forward_answer(conn, &target, request, &view, &frames, now, out)
+                    }
+                    _ => {
+                        let class = SendClass::Message(view.priority);
+                        if let Err(e) =
+                            self.push_envelope(&target, &frames, class, view.kind, None, out)
+                        {
+                            self.refused(conn, &view, id, e, None, now, out);
+                        }
+                    }
+                }
+            }
+            DestinationRef::Topic(topic) => {
+                let class = class_of(&view);
+                self.registry
+                    .for_each_subscriber(topic, Some(conn), |target| {
+                        self.fan_out(target, &frames, class, view.kind, out);
+                    });
+            }
+            DestinationRef::Broadcast => {
+                let class = class_of(&view);
+                self.registry.for_each_other(conn, |target| {
+                    self.fan_out(target, &frames, class, view.kind, out);
+                });
+            }
+        }
+    }
+
+    /// A request to one agent: remembered as waiting on the requester, owed by the target.
+    #[allow(clippy::too_many_arguments)]
+    fn forward_request(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        target: &Arc<Conn<D, R>>,
+        view: &EnvelopeView<'_>,
+        frames: &Forward<'_>,
+        reply: Option<R>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        let wait = match view.ttl_ms {
+            0 => self.config.max_request_wait,
+            ms => Duration::from_millis(u64::from(ms)).min(self.config.max_request_wait),
+        };
+        {
+            let mut st = conn.lock();
+            if st.waiting.contains_key(&view.id) {
+                drop(st);
+                self.send_error(
+                    conn,
+                    view.id,
+                    ErrorCode::ProtocolViolation,
+                    "a request with this id is already waiting for its answer",
+                    reply,
+                    now,
+                    out,
+                );
+                return;
+            }
+            st.waiting.insert(
+                view.id,
+                Waiting {
+                    target: target.id(),
+                    deadline: now.instant + wait,
+                    started: now.instant,
+                    reply,
+                },
+            );
+        }
+        let Some(frame) = frames.get(target.registration().map_or(Codec::MsgPack, |r| r.codec))
+        else {
+            self.metrics.dropped("encode-failed");
+            self.fail_request(
+                conn,
+                view.id,
+                ErrorCode::Internal,
+                "could not encode the request",
+                now,
+                out,
+            );
+            return;
+        };
+        let pushed = {
+            let mut st = target.lock();
+            let pushed = st.queue.push(Outbound {
+                frame,
+                class: SendClass::Request(view.priority),
+                kind: Some(Kind::Request),
+                reply: None,
+            });
+            if pushed.is_ok() {
+                st.owed.insert((conn.id(), view.id), Arc::downgrade(conn));
+            }
+            pushed.map_err(|r| r.error)
+        };
+        match pushed {
+            Ok(was_empty) => {
+                self.metrics.queue_depth_add(1);
+                if was_empty {
+                    out.push(Action::Wake(target.clone()));
+                }
+            }
+            Err(e) => {
+                let Some(w) = conn.lock().waiting.remove(&view.id) else {
+                    return;
+                };
+                let id = target
+                    .registration()
+                    .map(|r| r.agent_id.to_string())
+                    .unwrap_or_default();
+                self.refused(conn, view, &id, e, w.reply, now, out);
+            }
+        }
+    }
+
+    /// A response or error to agent `target` answering its request `request`.
+    #[allow(clippy::too_many_arguments)]
+    fn forward_answer(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        target: &Arc<Conn<D, R>>,
+        request: u64,
+        view: &EnvelopeView<'_>,
+        frames: &Forward<'_>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        conn.lock().owed.remove(&(target.id(), request));
+        let codec = target.registration().map_or(Codec::MsgPack, |r| r.codec);
+        let Some(frame) = frames.get(codec) else {
+            self.metrics.dropped("encode-failed");
+            return;
+        };
+        let class = SendClass::Message(view.priority);
+        let (pushed, started) = {
+            let mut st = target.lock();
+            if st.settled_ids.contains(&request) && !st.waiting.contains_key(&request) {
+                drop(st);
+                // The hub answered this request itself already (deadline, target gone).
+                self.metrics.dropped("late-answer");
+                return;
+            }
+            match st.waiting.remove(&request) {
+                Some(w) if w.target == conn.id() => {
+                    let started = w.started;
+                    let answer = Outbound {
+                        frame,
+                        class,
+                        kind: Some(view.kind),
+                        reply: w.reply,
+                    };
+                    match st.queue.push(answer) {
+                        Ok(was_empty) => (Ok(was_empty), Some(started)),
+                        Err(refused) => {
+                            // Not delivered: the request keeps waiting (its deadline answers).
+                            let reply = refused.outbound.reply;
+                            st.waiting.insert(
+                                request,
+                                Waiting {
+                                    target: conn.id(),
+                                    deadline: w.deadline,
+                                    started,
+                                    reply,
+                                },
+                            );
+                            (Err(refused.error), None)
+                        }
+                    }
+                }
+                other => {
+                    if let Some(w) = other {
+                        // Waiting on another agent: not this one's to answer.
+                        st.waiting.insert(request, w);
+                    }
+                    let pushed = st.queue.push(Outbound {
+                        frame,
+                        class,
+                        kind: Some(view.kind),
+                        reply: None,
+                    });
+                    (pushed.map_err(|r| r.error), None)
+                }
+            }
+        };
+        match pushed {
+            Ok(was_empty) => {
+                self.metrics.queue_depth_add(1);
+                if let Some(started) = started {
+                    self.metrics.request_latency(
+                        now.instant.saturating_duration_since(started).as_secs_f64(),
+                    );
+                }
+                if was_empty {
+                    out.push(Action::Wake(target.clone()));
+                }
+            }
+            Err(e) => {
+                let id = target
+                    .registration()
+                    .map(|r| r.agent_id.to_string())
+                    .unwrap_or_default();
+                self.refused(conn, view, &id, e, None, now, out);
+            }
+        }
+    }
+
+    /// Tells the sender its message to `id` could not be queued.
+    #[allow(clippy::too_many_arguments)]
+    fn refused(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        view: &EnvelopeView<'_>,
+        id: &str,
+        e: PushError,
+        reply: Option<R>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        match e {
+            PushError::Full => {
+                self.metrics.dropped("queue-full");
+                self.send_error(
+                    conn,
+                    view.id,
+                    ErrorCode::QueueFull,
+                    &format!("agent {id:?} is not keeping up (queue full)"),
+                    reply,
+                    now,
+                    out,
+                );
+            }
+            PushError::Closed => {
+                self.send_error(
+                    conn,
+                    view.id,
+                    ErrorCode::UnknownAgent,
+                    &format!("no agent {id:?} is connected"),
+                    reply,
+                    now,
+                    out,
+                );
+            }
+        }
+    }
+
+    /// A topic or broadcast copy: dropped and counted when the target's queue is full.
+    fn fan_out(
+        &self,
+        target: &Arc<Conn<D, R>>,
+        frames: &Forward<'_>,
+        class: SendClass,
+        kind: Kind,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        match self.push_envelope(target, frames, class, kind, None, out) {
+            Ok(()) => {}
+            Err(PushError::Full) => self.metrics.dropped("queue-full"),
+            Err(PushError::Closed) => {}
+        }
+    }
+
+    fn push_envelope(
+        &self,
+        target: &Arc<Conn<D, R>>,
+        frames: &Forward<'_>,
+        class: SendClass,
+        kind: Kind,
+        reply: Option<R>,
+        out: &mut Vec<Action<D, R>>,
+    ) -> Result<(), PushError> {
+        let codec = target.registration().map_or(Codec::MsgPack, |r| r.codec);
+        let Some(frame) = frames.get(codec) else {
+            self.metrics.dropped("encode-failed");
+            return Ok(());
+        };
+        let was_empty = target
+            .lock()
+            .queue
+            .push(Outbound {
+                frame,
+                class,
+                kind: Some(kind),
+                reply,
+            })
+            .map_err(|r| r.error)?;
+        self.metrics.queue_depth_add(1);
+        if was_empty {
+            out.push(Action::Wake(target.clone()));
+        }
+        Ok(())
+    }
+
+    /// Queues a control frame (welcome, reject); they are not bounded by the queue's size.
+    fn push(&self, conn: &Arc<Conn<D, R>>, outbound: Outbound<R>, out: &mut Vec<Action<D, R>>) {
+        if let Ok(true) = conn.lock().queue.push(outbound) {
+            out.push(Action::Wake(conn.clone()));
+        }
+    }
+
+    /// Settles `requester`'s waiting request `id` with an error, if it still waits.
+    fn fail_request(
+        &self,
+        requester: &Arc<Conn<D, R>>,
+        id: u64,
+        code: ErrorCode,
+        reason: &str,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        let reply = {
+            let mut st = requester.lock();
+            let Some(w) = st.waiting.remove(&id) else {
+                return;
+            };
+            st.settle(id, now.instant);
+            w.reply
+        };
+        self.send_error(requester, id, code, reason, reply, now, out);
+    }
+
+    fn hub_envelope(&self, to: Destination, kind: Kind, now: Now) -> Envelope {
+        Envelope::new(
+            self.next_id.fetch_add(1, Ordering::Relaxed),
+            HUB_ID,
+            to,
+            kind,
+        )
+        .with_timestamp_us(now.unix_us)
+    }
+
+    /// Tells `to` that its message `correlation` failed (on the request's own stream when
+    /// `reply` is given).
+    #[allow(clippy::too_many_arguments)]
+    fn send_error(
+        &self,
+        to: &Arc<Conn<D, R>>,
+        correlation: u64,
+        code: ErrorCode,
+        reason: &str,
+        reply: Option<R>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        self.metrics.error(code.name());
+        let Some(reg) = to.registration() else {
+            return;
+        };
+        let env = self
+            .hub_envelope(
+                Destination::Agent(reg.agent_id.to_string()),
+                Kind::Error,
+                now,
+            )
+            .with_correlation(correlation)
+            .with_priority(Priority::High)
+            .with_header("code", code.name())
+            .with_body(reason.as_bytes().to_vec());
+        let Ok(frame) = Frame::encode_envelope(&env, reg.codec) else {
+            self.metrics.dropped("encode-failed");
+            return;
+        };
+        let pushed = to.lock().queue.push(Outbound {
+            frame,
+            class: SendClass::Message(Priority::High),
+            kind: Some(Kind::Error),
+            reply,
+        });
+        match pushed.map_err(|r| r.error) {
+            Ok(was_empty) => {
+                self.metrics.queue_depth_add(1);
+                if was_empty {
+                    out.push(Action::Wake(to.clone()));
+                }
+            }
+            Err(PushError::Full) => self.metrics.dropped("queue-full"),
+            Err(PushError::Closed) => {}
+        }
+    }
+
+    fn publish_presence(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        event: &str,
+        reason: Option<ErrorCode>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        let Some(reg) = conn.registration() else {
+            return;
+        };
+        let mut env = self
+            .hub_envelope(Destination::topic(PRESENCE_TOPIC), Kind::Event, now)
+            .with_priority(Priority::High)
+            .with_header("event", event)
+            .with_header("agent", reg.agent_id.to_string())
+            .with_header("role", reg.role.clone());
+        if let Some(code) = reason {
+            env = env.with_header("reason", code.name());
+        }
+        let frames = Forward::owned(&env);
+        self.registry
+            .for_each_subscriber(PRESENCE_TOPIC, Some(conn), |target| {
+                self.fan_out(
+                    target,
+                    &frames,
+                    SendClass::Message(Priority::High),
+                    Kind::Event,
+                    out,
+                );
+            });
+    }
+}
+
+fn control<R>(frame: Bytes) -> Outbound<R> {
+    Outbound {
+        frame,
+        class: SendClass::Control,
+        kind: None,
+        reply: None,
+    }
+}
+
+/// Topic and broadcast copies of a request are sent as requests (the receiver may answer on
+/// the stream), but only direct requests are tracked.
+fn class_of(view: &EnvelopeView<'_>) -> SendClass {
+    match view.kind {
+        Kind::Request => SendClass::Request(view.priority),
+        _ => SendClass::Message(view.priority),
+    }
+}
+
+/// The frame to forward, per target codec: the received bytes themselves when the target
+/// uses the sender's codec and the envelope needs no correction, otherwise encoded once per
+/// codec from a full decode made at most once.
+struct Forward<'a> {
+    raw: Option<&'a RawFrame>,
+    source: Codec,
+    /// The sender's id, when the envelope's `from` must be replaced by it.
+    fix_from: Option<&'a str>,
+    decoded: OnceLock<Option<Envelope>>,
+    borrowed: Option<&'a Envelope>,
+    msgpack: OnceLock<Option<Bytes>>,
+    json: OnceLock<Option<Bytes>>,
+}
+
+impl<'a> Forward<'a> {
+    fn new(raw: &'a RawFrame, view: &EnvelopeView<'_>, reg: &'a Registration) -> Self {
+        Forward {
+            raw: Some(raw),
+            source: reg.codec,
+            fix_from: (view.from != &*reg.agent_id).then_some(&*reg.agent_id),
+            decoded: OnceLock::new(),
+            borrowed: None,
+            msgpack: OnceLock::new(),
+            json: OnceLock::new(),
+        }
+    }
+
+    /// An envelope the hub made itself.
+    fn owned(env: &'a Envelope) -> Self {
+        Forward {
+            raw: None,
+            source: Codec::MsgPack,
+            fix_from: None,
+            decoded: OnceLock::new(),
+            borrowed: Some(env),
+            msgpack: OnceLock::new(),
+            json: OnceLock::new(),
+        }
+    }
+
+    fn envelope(&self) -> Option<&Envelope> {
+        if let Some(env) = self.borrowed {
+            return Some(env);
+        }
+        self.decoded
+            .get_or_init(|| {
+                let raw = self.raw?;
+                let mut env = self.source.decode_envelope(&raw.payload).ok()?;
+                if let Some(from) = self.fix_from {
+                    env.from = from.to_owned();
+                }
+                Some(env)
+            })
+            .as_ref()
+    }
+
+    fn get(&self, codec: Codec) -> Option<Bytes> {
+        if let Some(raw) = self.raw {
+            if codec == self.source && self.fix_from.is_none() {
+                return Some(raw.to_wire());
+            }
+        }
+        let cell = match codec {
+            Codec::MsgPack => &self.msgpack,
+            Codec::Json => &self.json,
+        };
+        cell.get_or_init(|| Frame::encode_envelope(self.envelope()?, codec).ok())
+            .clone()
+    }
+}

@@ -1,0 +1,797 @@
+//! The hub's behaviour, in memory on explicit time: no sockets, no tasks, no clock.
+//!
+//! `Sim` plays the driver the way quinn-proto's `Pair` plays the network: it feeds the core
+//! the frames agents send, takes what the core queued for each connection and decodes it as
+//! the agent would, and moves time forward by hand.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire_proto::{
+    AgentHandshake, Codec, Destination, Envelope, ErrorCode, Frame, FrameDecoder, Hello, Kind,
+    Priority, RawFrame,
+};
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use super::*;
+use crate::transport::{SendClass, TransportKind};
+
+/// A reply handle as a transport would have one: here, a number naming the request stream.
+type Reply = u64;
+type SimConn = Arc<Conn<(), Reply>>;
+
+struct Sim {
+    core: HubCore<(), Reply>,
+    now: Now,
+    actions: Vec<Action<(), Reply>>,
+    /// Every close the core asked for, by connection id.
+    closes: HashMap<u64, (ErrorCode, bool)>,
+}
+
+/// One frame the hub sent to an agent, decoded.
+#[derive(Debug)]
+struct Got {
+    frame: Frame,
+    class: SendClass,
+    reply: Option<Reply>,
+    /// The bytes as sent (to check forwarding without re-encoding).
+    wire: Bytes,
+}
+
+impl Got {
+    fn envelope(&self) -> &Envelope {
+        match &self.frame {
+            Frame::Envelope(e) => e,
+            other => panic!("expected an envelope, got {other:?}"),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Agent {
+    conn: SimConn,
+    id: String,
+    codec: Codec,
+}
+
+fn config() -> CoreConfig {
+    CoreConfig {
+        agent_queue_capacity: 8,
+        ..CoreConfig::default()
+    }
+}
+
+impl Sim {
+    fn new(config: CoreConfig) -> Sim {
+        let now = Now {
+            instant: std::time::Instant::now(),
+            unix_us: 1_800_000_000_000_000,
+        };
+        Sim {
+            core: HubCore::new(config, HubMetrics::new(), now),
+            now,
+            actions: Vec::new(),
+            closes: HashMap::new(),
+        }
+    }
+
+    fn take_actions(&mut self) {
+        for a in self.actions.drain(..) {
+            if let Action::Close {
+                conn, code, linger, ..
+            } = a
+            {
+                self.closes.insert(conn.id(), (code, linger));
+            }
+        }
+    }
+
+    fn open(&mut self) -> SimConn {
+        self.core.open(TransportKind::Quic, (), self.now)
+    }
+
+    fn feed(&mut self, conn: &SimConn, bytes: Bytes, reply: Option<Reply>) {
+        let raw = FrameDecoder::decode_one(bytes, u32::MAX).expect("a whole frame");
+        self.core
+            .on_frame(conn, raw, reply, self.now, &mut self.actions);
+        self.take_actions();
+    }
+
+    fn hello(&mut self, conn: &SimConn, hello: Hello) {
+        let bytes = AgentHandshake::new(hello).hello_frame().unwrap();
+        self.feed(conn, bytes, None);
+    }
+
+    fn connect_with(&mut self, id: &str, codec: Codec) -> Agent {
+        let conn = self.open();
+        let mut hello = Hello::new(id, "test");
+        hello.codecs = vec![codec.name().to_owned()];
+        self.hello(&conn, hello);
+        let got = self.drain_raw(&conn);
+        assert!(
+            matches!(got.first().map(|g| &g.frame), Some(Frame::Welcome(_))),
+            "{id}: expected a welcome, got {got:?}"
+        );
+        Agent {
+            conn,
+            id: id.to_owned(),
+            codec,
+        }
+    }
+
+    fn connect(&mut self, id: &str) -> Agent {
+        self.connect_with(id, Codec::MsgPack)
+    }
+
+    fn send(&mut self, from: &Agent, env: Envelope) {
+        self.send_with_reply(from, env, None)
+    }
+
+    fn send_with_reply(&mut self, from: &Agent, env: Envelope, reply: Option<Reply>) {
+        let bytes = Frame::Envelope(env).encode(from.codec).unwrap();
+        self.feed(&from.conn, bytes, reply);
+    }
+
+    fn control(&mut self, from: &Agent, frame: Frame) {
+        let bytes = frame.encode(from.codec).unwrap();
+        self.feed(&from.conn, bytes, None);
+    }
+
+    /// Everything queued for `conn`, decoded (handshake frames in MessagePack, envelopes in
+    /// the codec the connection registered with).
+    fn drain_raw(&mut self, conn: &SimConn) -> Vec<Got> {
+        let codec = conn.registration().map_or(Codec::MsgPack, |r| r.codec);
+        let mut got = Vec::new();
+        while let Some(out) = self.core.poll_outbound(conn) {
+            let raw: RawFrame = FrameDecoder::decode_one(out.frame.clone(), u32::MAX).unwrap();
+            let frame = Frame::decode(&raw, codec).expect("the hub sends valid frames");
+            got.push(Got {
+                frame,
+                class: out.class,
+                reply: out.reply,
+                wire: out.frame,
+            });
+        }
+        got
+    }
+
+    fn drain(&mut self, agent: &Agent) -> Vec<Got> {
+        self.drain_raw(&agent.conn)
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now = self.now.after(d);
+        self.core.on_timeout(self.now, &mut self.actions);
+        self.take_actions();
+    }
+
+    fn transport_closed(&mut self, agent: &Agent) {
+        self.core.on_closed(
+            &agent.conn,
+            ErrorCode::Normal,
+            "gone",
+            self.now,
+            &mut self.actions,
+        );
+        self.take_actions();
+    }
+}
+
+fn env(id: u64, from: &Agent, to: Destination, kind: Kind) -> Envelope {
+    Envelope::new(id, from.id.clone(), to, kind).with_body(format!("body-{id}").into_bytes())
+}
+
+fn error_code(e: &Envelope) -> Option<ErrorCode> {
+    assert_eq!(e.kind, Kind::Error, "{e:?}");
+    e.headers.get("code").and_then(|c| ErrorCode::from_name(c))
+}
+
+// ---- handshake and registry ------------------------------------------------------------
+
+#[test]
+fn hello_registers_and_duplicates_are_refused() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    assert_eq!(sim.core.agent_count(), 1);
+    assert_eq!(a.conn.registration().unwrap().agent_id.as_ref(), "a");
+
+    let dup = sim.open();
+    sim.hello(&dup, Hello::new("a", "test"));
+    let got = sim.drain_raw(&dup);
+    assert!(
+        matches!(&got[..], [Got { frame: Frame::Reject(r), .. }] if r.code == ErrorCode::DuplicateAgentId.code())
+    );
+    assert_eq!(
+        sim.closes[&dup.id()],
+        (ErrorCode::DuplicateAgentId, true),
+        "reject lingers"
+    );
+    assert!(!a.conn.is_closed());
+    assert_eq!(sim.core.agent_count(), 1);
+}
+
+#[test]
+fn replace_policy_closes_the_old_connection() {
+    let mut sim = Sim::new(CoreConfig {
+        duplicate_policy: DuplicatePolicy::ReplaceOld,
+        ..config()
+    });
+    let watcher = sim.connect("watcher");
+    sim.control(&watcher, Frame::Subscribe(PRESENCE_TOPIC.into()));
+    let old = sim.connect("a");
+    let new = sim.connect("a");
+    assert!(old.conn.is_closed());
+    assert_eq!(sim.closes[&old.conn.id()], (ErrorCode::Replaced, false));
+    assert!(!new.conn.is_closed());
+    let events: Vec<String> = sim
+        .drain(&watcher)
+        .iter()
+        .map(|g| g.envelope().headers["event"].clone())
+        .collect();
+    assert_eq!(events, ["join", "leave", "join"]);
+    // Messages to "a" reach the newcomer.
+    let b = sim.connect("b");
+    sim.send(&b, env(1, &b, Destination::agent("a"), Kind::Task));
+    assert_eq!(sim.drain(&new).len(), 1);
+}
+
+#[test]
+fn bad_hello_and_silence_close_the_connection() {
+    let mut sim = Sim::new(config());
+    let conn = sim.open();
+    sim.feed(
+        &conn,
+        Frame::Subscribe("x".into()).encode(Codec::MsgPack).unwrap(),
+        None,
+    );
+    assert!(conn.is_closed());
+    assert!(matches!(
+        sim.drain_raw(&conn).first().map(|g| &g.frame),
+        Some(Frame::Reject(_))
+    ));
+
+    let silent = sim.open();
+    sim.advance(Duration::from_secs(9));
+    assert!(!silent.is_closed());
+    sim.advance(Duration::from_secs(2));
+    assert_eq!(sim.closes[&silent.id()].0, ErrorCode::HandshakeTimeout);
+}
+
+#[test]
+fn frames_after_close_are_ignored() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    sim.transport_closed(&a);
+    sim.send(&a, env(1, &a, Destination::agent("b"), Kind::Task));
+    assert!(sim.drain(&b).is_empty());
+    assert_eq!(sim.core.agent_count(), 1);
+}
+
+// ---- routing ---------------------------------------------------------------------------
+
+#[test]
+fn direct_messages_are_forwarded_without_re_encoding() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    let sent = env(7, &a, Destination::agent("b"), Kind::Task)
+        .with_priority(Priority::Low)
+        .with_header("trace", "t");
+    let bytes = Frame::Envelope(sent.clone())
+        .encode(Codec::MsgPack)
+        .unwrap();
+    sim.feed(&a.conn, bytes.clone(), None);
+    let got = sim.drain(&b);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].envelope(), &sent);
+    assert_eq!(got[0].class, SendClass::Message(Priority::Low));
+    // The very buffer the sender's frame arrived in.
+    assert_eq!(got[0].wire, bytes);
+    assert_eq!(got[0].wire.as_ptr(), bytes.as_ptr());
+}
+
+#[test]
+fn codecs_are_converted_and_from_is_corrected() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect_with("a", Codec::MsgPack);
+    let j = sim.connect_with("j", Codec::Json);
+    let m = sim.connect("m");
+    // A JSON agent claiming to be someone else: the hub writes the real sender.
+    let mut lie = env(1, &j, Destination::agent("a"), Kind::Event);
+    lie.from = "m".into();
+    sim.send(&j, lie.clone());
+    let got = sim.drain(&a);
+    assert_eq!(got[0].envelope().from, "j");
+    assert_eq!(got[0].envelope().body, lie.body);
+    // MessagePack to JSON.
+    let to_json = env(2, &m, Destination::agent("j"), Kind::Event).with_body(vec![0u8, 255, 7]);
+    sim.send(&m, to_json.clone());
+    assert_eq!(sim.drain(&j)[0].envelope(), &to_json);
+}
+
+#[test]
+fn topics_and_broadcast_reach_everyone_but_the_sender() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    let c = sim.connect_with("c", Codec::Json);
+    for x in [&a, &b, &c] {
+        sim.control(x, Frame::Subscribe("news".into()));
+    }
+    sim.control(&c, Frame::Unsubscribe("news".into()));
+    sim.send(&a, env(1, &a, Destination::topic("news"), Kind::Event));
+    assert!(sim.drain(&a).is_empty(), "not to the sender");
+    assert_eq!(sim.drain(&b).len(), 1);
+    assert!(sim.drain(&c).is_empty(), "unsubscribed");
+
+    sim.send(&b, env(2, &b, Destination::Broadcast, Kind::State));
+    assert!(sim.drain(&b).is_empty());
+    assert_eq!(sim.drain(&a)[0].envelope().id, 2);
+    assert_eq!(sim.drain(&c)[0].envelope().id, 2);
+
+    // A topic nobody subscribes to is not an error.
+    sim.send(&a, env(3, &a, Destination::topic("empty"), Kind::Event));
+    assert!(sim.drain(&a).is_empty());
+}
+
+#[test]
+fn unknown_agent_and_expired_messages_get_errors() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    sim.send(&a, env(5, &a, Destination::agent("nobody"), Kind::Task));
+    let got = sim.drain(&a);
+    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::UnknownAgent));
+    assert_eq!(got[0].envelope().correlation, Some(5));
+    assert_eq!(got[0].envelope().from, HUB_ID);
+
+    let b = sim.connect("b");
+    let old = env(6, &a, Destination::agent("b"), Kind::Task)
+        .with_timestamp_us(sim.now.unix_us - 2_000_000)
+        .with_ttl_ms(1000);
+    sim.send(&a, old);
+    assert!(sim.drain(&b).is_empty());
+    assert_eq!(
+        error_code(sim.drain(&a)[0].envelope()),
+        Some(ErrorCode::Expired)
+    );
+}
+
+#[test]
+fn full_queues_refuse_direct_messages_and_drop_copies() {
+    let mut sim = Sim::new(config()); // 8 frames per queue
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    sim.control(&b, Frame::Subscribe("t".into()));
+    for i in 0..8 {
+        sim.send(&a, env(i, &a, Destination::agent("b"), Kind::Task));
+    }
+    sim.send(&a, env(100, &a, Destination::agent("b"), Kind::Task));
+    let errs = sim.drain(&a);
+    assert_eq!(errs.len(), 1);
+    assert_eq!(error_code(errs[0].envelope()), Some(ErrorCode::QueueFull));
+    assert_eq!(errs[0].envelope().correlation, Some(100));
+    // A topic copy to the full queue is dropped silently.
+    sim.send(&a, env(101, &a, Destination::topic("t"), Kind::Event));
+    assert!(sim.drain(&a).is_empty());
+    assert_eq!(sim.drain(&b).len(), 8);
+}
+
+#[test]
+fn the_queue_hands_out_the_most_urgent_class_first() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    for (i, p) in [
+        Priority::Low,
+        Priority::Medium,
+        Priority::Low,
+        Priority::Critical,
+        Priority::High,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        sim.send(
+            &a,
+            env(i as u64, &a, Destination::agent("b"), Kind::Task).with_priority(p),
+        );
+    }
+    let order: Vec<u64> = sim.drain(&b).iter().map(|g| g.envelope().id).collect();
+    assert_eq!(order, [3, 4, 1, 0, 2]);
+}
+
+#[test]
+fn bad_frames_close_only_their_sender() {
+    let mut sim = Sim::new(CoreConfig {
+        policy: agentwire_proto::HubPolicy {
+            limits: agentwire_proto::Limits {
+                max_headers: 1,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        ..config()
+    });
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    let c = sim.connect("c");
+    // Garbage in an envelope frame.
+    let mut garbage = vec![0, 0, 0, 4, 0x10];
+    garbage.extend_from_slice(&[0xc1, 0xff, 0x00]);
+    sim.feed(&a.conn, Bytes::from(garbage), None);
+    assert_eq!(sim.closes[&a.conn.id()].0, ErrorCode::MalformedFrame);
+    // Too many headers.
+    let many = env(1, &b, Destination::agent("c"), Kind::Task)
+        .with_header("1", "")
+        .with_header("2", "");
+    sim.send(&b, many);
+    assert_eq!(sim.closes[&b.conn.id()].0, ErrorCode::LimitExceeded);
+    // A handshake frame after the handshake; an unknown frame type.
+    let d = sim.connect("d");
+    sim.feed(
+        &d.conn,
+        AgentHandshake::new(Hello::new("d", "x"))
+            .hello_frame()
+            .unwrap(),
+        None,
+    );
+    assert_eq!(sim.closes[&d.conn.id()].0, ErrorCode::ProtocolViolation);
+    let e = sim.connect("e");
+    sim.feed(&e.conn, Bytes::from_static(&[0, 0, 0, 1, 0x77]), None);
+    assert!(e.conn.is_closed());
+    // c never noticed.
+    assert!(!c.conn.is_closed());
+    assert_eq!(sim.core.agent_count(), 1);
+}
+
+// ---- requests --------------------------------------------------------------------------
+
+#[test]
+fn a_request_gets_its_answer_on_its_own_stream() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    sim.send_with_reply(
+        &a,
+        env(1, &a, Destination::agent("b"), Kind::Request),
+        Some(11),
+    );
+    let req = sim.drain(&b);
+    assert_eq!(req[0].class, SendClass::Request(Priority::Medium));
+    let answer =
+        Envelope::new(50, "b", Destination::agent("a"), Kind::Response).with_correlation(1);
+    sim.send(&b, answer.clone());
+    let got = sim.drain(&a);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].envelope(), &answer);
+    assert_eq!(got[0].reply, Some(11), "on the request's stream");
+    // A second answer is an ordinary message (it is no longer waited for).
+    sim.send(&b, answer.clone().with_correlation(1));
+    assert_eq!(sim.drain(&a)[0].reply, None);
+}
+
+#[test]
+fn a_request_to_nobody_is_answered_on_its_stream() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    sim.send_with_reply(
+        &a,
+        env(1, &a, Destination::agent("x"), Kind::Request),
+        Some(3),
+    );
+    let got = sim.drain(&a);
+    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::UnknownAgent));
+    assert_eq!(got[0].reply, Some(3));
+}
+
+#[test]
+fn an_unanswered_request_is_cancelled_at_its_ttl_and_late_answers_dropped() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    let req = env(1, &a, Destination::agent("b"), Kind::Request)
+        .with_timestamp_us(sim.now.unix_us)
+        .with_ttl_ms(500);
+    sim.send_with_reply(&a, req, Some(9));
+    sim.drain(&b);
+    sim.advance(Duration::from_millis(400));
+    assert!(sim.drain(&a).is_empty());
+    sim.advance(Duration::from_millis(200));
+    let got = sim.drain(&a);
+    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::Cancelled));
+    assert_eq!(
+        (got[0].envelope().correlation, got[0].reply),
+        (Some(1), Some(9))
+    );
+    // The answer comes after all: dropped, not a second answer.
+    sim.send(
+        &b,
+        Envelope::new(2, "b", Destination::agent("a"), Kind::Response).with_correlation(1),
+    );
+    assert!(sim.drain(&a).is_empty());
+    assert!(
+        sim.drain(&b).is_empty(),
+        "no error to the late responder either"
+    );
+}
+
+#[test]
+fn a_request_fails_at_once_when_its_target_leaves() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    sim.send_with_reply(
+        &a,
+        env(1, &a, Destination::agent("b"), Kind::Request),
+        Some(4),
+    );
+    sim.send_with_reply(&a, env(2, &a, Destination::agent("b"), Kind::Request), None);
+    sim.transport_closed(&b);
+    let mut got: Vec<(u64, Option<ErrorCode>, Option<Reply>)> = sim
+        .drain(&a)
+        .iter()
+        .map(|g| {
+            (
+                g.envelope().correlation.unwrap(),
+                error_code(g.envelope()),
+                g.reply,
+            )
+        })
+        .collect();
+    got.sort_by_key(|g| g.0);
+    assert_eq!(
+        got,
+        [
+            (1, Some(ErrorCode::UnknownAgent), Some(4)),
+            (2, Some(ErrorCode::UnknownAgent), None)
+        ]
+    );
+}
+
+#[test]
+fn a_request_to_a_full_queue_is_refused_on_its_stream() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let _b = sim.connect("b");
+    for i in 0..8 {
+        sim.send(&a, env(i, &a, Destination::agent("b"), Kind::Task));
+    }
+    sim.send_with_reply(
+        &a,
+        env(99, &a, Destination::agent("b"), Kind::Request),
+        Some(5),
+    );
+    let got = sim.drain(&a);
+    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::QueueFull));
+    assert_eq!(got[0].reply, Some(5));
+    // Nothing is left waiting: no second error at the deadline.
+    sim.advance(Duration::from_secs(61));
+    assert!(sim
+        .drain(&a)
+        .iter()
+        .all(|g| g.envelope().correlation != Some(99)));
+}
+
+// ---- liveness and presence -------------------------------------------------------------
+
+#[test]
+fn silent_agents_are_removed_and_others_told() {
+    let mut sim = Sim::new(config());
+    let beat = u64::from(sim.core.config().policy.heartbeat_interval_ms);
+    let limit = beat * u64::from(sim.core.config().heartbeat_miss_limit);
+    let watcher = sim.connect("watcher");
+    sim.control(&watcher, Frame::Subscribe(PRESENCE_TOPIC.into()));
+    let quiet = sim.connect("quiet");
+    let busy = sim.connect("busy");
+    sim.drain(&watcher);
+    let hb = Frame::Heartbeat(agentwire_proto::Heartbeat {
+        seq: 1,
+        timestamp_us: 0,
+    });
+    let mut t = 0;
+    while t <= limit + beat {
+        sim.advance(Duration::from_millis(beat / 2));
+        t += beat / 2;
+        sim.control(&busy, hb.clone());
+        sim.control(&watcher, hb.clone());
+    }
+    assert_eq!(sim.closes[&quiet.conn.id()].0, ErrorCode::LivenessTimeout);
+    assert!(!busy.conn.is_closed());
+    let leave = sim.drain(&watcher);
+    let e = leave[0].envelope();
+    assert_eq!(
+        (
+            e.headers["event"].as_str(),
+            e.headers["agent"].as_str(),
+            e.headers["reason"].as_str()
+        ),
+        ("leave", "quiet", "liveness-timeout")
+    );
+}
+
+#[test]
+fn shutdown_closes_everyone() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let pending = sim.open();
+    sim.core.shutdown(sim.now, &mut sim.actions);
+    sim.take_actions();
+    assert_eq!(sim.closes[&a.conn.id()].0, ErrorCode::ShuttingDown);
+    assert!(pending.is_closed());
+    assert_eq!(sim.core.agent_count(), 0);
+}
+
+// ---- properties ------------------------------------------------------------------------
+
+/// One step of a random run.
+#[derive(Debug, Clone)]
+enum Step {
+    Connect(usize),
+    Disconnect(usize),
+    Send {
+        from: usize,
+        to: usize,
+    },
+    Request {
+        from: usize,
+        to: usize,
+        ttl_ms: u32,
+    },
+    /// Agent `who` answers the oldest request it received and has not answered.
+    Answer(usize),
+    /// Agent `who` takes what the hub queued for it.
+    Drain(usize),
+    Tick(u16),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let agent = 0..4usize;
+    prop_oneof![
+        agent.clone().prop_map(Step::Connect),
+        agent.clone().prop_map(Step::Disconnect),
+        (agent.clone(), agent.clone()).prop_map(|(from, to)| Step::Send { from, to }),
+        (agent.clone(), agent.clone(), 0..3000u32).prop_map(|(from, to, ttl_ms)| Step::Request {
+            from,
+            to,
+            ttl_ms
+        }),
+        agent.clone().prop_map(Step::Answer),
+        agent.prop_map(Step::Drain),
+        (1..2000u16).prop_map(Step::Tick),
+    ]
+}
+
+/// What each agent saw, checked against the rules at the end of a run.
+#[derive(Default)]
+struct Ledger {
+    /// (sender, id) of every plain message a connected target accepted, with the target.
+    sent: HashMap<(String, u64), String>,
+    delivered: HashMap<(String, u64), usize>,
+    /// (requester, id) → answers and errors it got for it (via its stream or not).
+    answers: HashMap<(String, u64), usize>,
+    requests: HashSet<(String, u64)>,
+    /// Requests whose requester was disconnected while they were outstanding.
+    orphaned: HashSet<(String, u64)>,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// For any interleaving of connects, messages, requests, answers, disconnects and time:
+    /// a message accepted for a live agent reaches it exactly once (while it stays
+    /// connected), and every request of an agent that stays connected gets exactly one
+    /// answer or error.
+    #[test]
+    fn nothing_lost_nothing_doubled(steps in proptest::collection::vec(step(), 1..80)) {
+        let mut sim = Sim::new(CoreConfig {
+            agent_queue_capacity: 1000,
+            max_request_wait: Duration::from_secs(3),
+            ..CoreConfig::default()
+        });
+        let names = ["a0", "a1", "a2", "a3"];
+        let mut live: Vec<Option<Agent>> = vec![None, None, None, None];
+        let mut inbox: Vec<Vec<Envelope>> = vec![Vec::new(); 4];
+        let mut to_answer: Vec<Vec<Envelope>> = vec![Vec::new(); 4];
+        let mut ledger = Ledger::default();
+        let mut next_id = 1u64;
+        let mut beat = 0u64;
+
+        let drain = |sim: &mut Sim, i: usize, live: &[Option<Agent>], inbox: &mut Vec<Vec<Envelope>>, to_answer: &mut Vec<Vec<Envelope>>| {
+            if let Some(agent) = &live[i] {
+                for g in sim.drain(agent) {
+                    if let Frame::Envelope(e) = g.frame {
+                        if e.kind == Kind::Request { to_answer[i].push(e.clone()); }
+                        inbox[i].push(e);
+                    }
+                }
+            }
+        };
+
+        for s in steps {
+            match s {
+                Step::Connect(i) if live[i].is_none() => {
+                    live[i] = Some(sim.connect(names[i]));
+                }
+                Step::Disconnect(i) => {
+                    if let Some(agent) = live[i].take() {
+                        drain(&mut sim, i, &live, &mut inbox, &mut to_answer);
+                        sim.transport_closed(&agent);
+                        // What it had not read is gone with it; its open requests too.
+                        for r in &ledger.requests {
+                            if r.0 == names[i] { ledger.orphaned.insert(r.clone()); }
+                        }
+                        ledger.sent.retain(|_, to| to != names[i]);
+                        to_answer[i].clear();
+                    }
+                }
+                Step::Send { from, to } => {
+                    let (Some(a), Some(_)) = (live[from].clone(), live[to].clone()) else { continue };
+                    if from == to { continue; }
+                    let id = next_id; next_id += 1;
+                    sim.send(&a, Envelope::new(id, names[from], Destination::agent(names[to]), Kind::Task));
+                    ledger.sent.insert((names[from].to_owned(), id), names[to].to_owned());
+                }
+                Step::Request { from, to, ttl_ms } => {
+                    let Some(a) = live[from].clone() else { continue };
+                    let id = next_id; next_id += 1;
+                    let req = Envelope::new(id, names[from], Destination::agent(names[to]), Kind::Request)
+                        .with_timestamp_us(sim.now.unix_us)
+                        .with_ttl_ms(ttl_ms);
+                    sim.send_with_reply(&a, req, Some(id));
+                    ledger.requests.insert((names[from].to_owned(), id));
+                }
+                Step::Answer(i) => {
+                    let Some(b) = live[i].clone() else { continue };
+                    if to_answer[i].is_empty() { continue; }
+                    let req = to_answer[i].remove(0);
+                    let ans = Envelope::new(next_id, names[i], Destination::Agent(req.from.clone()), Kind::Response)
+                        .with_correlation(req.id);
+                    next_id += 1;
+                    sim.send(&b, ans);
+                }
+                Step::Drain(i) => drain(&mut sim, i, &live, &mut inbox, &mut to_answer),
+                Step::Tick(ms) => {
+                    // Live agents beat, so only requests run out of time.
+                    sim.advance(Duration::from_millis(u64::from(ms)));
+                    beat += u64::from(ms);
+                    for agent in live.iter().flatten() {
+                        sim.control(agent, Frame::Heartbeat(agentwire_proto::Heartbeat { seq: beat, timestamp_us: 0 }));
+                    }
+                }
+                Step::Connect(_) => {}
+            }
+        }
+        // Let every deadline pass, then read everything.
+        sim.advance(Duration::from_secs(4));
+        for i in 0..4 { drain(&mut sim, i, &live, &mut inbox, &mut to_answer); }
+
+        for (i, msgs) in inbox.iter().enumerate() {
+            for e in msgs {
+                match e.kind {
+                    Kind::Task => *ledger.delivered.entry((e.from.clone(), e.id)).or_default() += 1,
+                    Kind::Response | Kind::Error => {
+                        if let Some(c) = e.correlation {
+                            *ledger.answers.entry((names[i].to_owned(), c)).or_default() += 1;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for (key, to) in &ledger.sent {
+            let n = ledger.delivered.get(key).copied().unwrap_or(0);
+            prop_assert_eq!(n, 1, "message {:?} to {} delivered {} times", key, to, n);
+        }
+        for (key, n) in &ledger.delivered {
+            prop_assert!(*n <= 1, "message {:?} delivered {} times", key, n);
+        }
+        for r in &ledger.requests {
+            if ledger.orphaned.contains(r) { continue; }
+            let n = ledger.answers.get(r).copied().unwrap_or(0);
+            prop_assert_eq!(n, 1, "request {:?} got {} answers", r, n);
+        }
+    }
+}
