@@ -4,13 +4,17 @@
 Usage:
     python3 scripts/bench_ab_summary.py DIR
     python3 scripts/bench_ab_summary.py --resources DIR
+    python3 scripts/bench_ab_summary.py --cpu DIR
 
 For every round and variant it prints each transport's msg/s, p50/p90/p99, QUIC's ratios to
 the best TCP transport of the same round and variant (msg/s: higher is better; p90/p99:
 lower is better) and, where the run had one, the priority probe's critical p50/p99 for QUIC.
 With --resources it prints instead each transport's time to connect every agent and the hub's
 peak RSS, and QUIC's ratios to the best TCP transport by each (the fastest to connect, the
-smallest hub; lower is better for both). It only rearranges numbers already in the JSON files.
+smallest hub; lower is better for both). With --cpu it prints the hub's CPU per response (µs;
+each response is two messages forwarded by the hub) per transport, round and variant, and each
+variant's median beside the first variant's (the base). It only rearranges numbers already in
+the JSON files.
 """
 
 import glob
@@ -67,10 +71,46 @@ def resources(rows, transports):
         print("| " + " | ".join(line) + " |")
 
 
+def cpu(rows, transports):
+    """Hub CPU per response per round and variant, then medians and ratios to the base."""
+    variants = []
+    for variant, _, _ in rows:
+        if variant not in variants:
+            variants.append(variant)
+    head = ["round", "variant"] + [f"{t} hub µs/response" for t in transports]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    per = {}
+    for variant, rnd, cells in rows:
+        line = [str(rnd), variant]
+        for t in transports:
+            c = cells.get(t)
+            us = c.get("hub_cpu_us_per_response") if c else None
+            if us:
+                per.setdefault((variant, t), []).append(us)
+            line.append(f"{us:,.1f}" if us else "-")
+        print("| " + " | ".join(line) + " |")
+    median = lambda xs: sorted(xs)[len(xs) // 2]
+    print()
+    head = ["variant"] + [f"{t} median µs" for t in transports]
+    head += [f"{t} vs {variants[0]}" for t in transports]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for v in variants:
+        line = [v]
+        meds = {t: median(per[(v, t)]) for t in transports if per.get((v, t))}
+        line += [f"{meds[t]:,.1f}" if t in meds else "-" for t in transports]
+        for t in transports:
+            base = per.get((variants[0], t))
+            line.append(f"{meds[t] / median(base):.2f}x" if t in meds and base else "-")
+        print("| " + " | ".join(line) + " |")
+
+
 def main():
     args = sys.argv[1:]
     show_resources = args[:1] == ["--resources"]
-    if show_resources:
+    show_cpu = args[:1] == ["--cpu"]
+    if show_resources or show_cpu:
         args = args[1:]
     if len(args) != 1:
         sys.exit(__doc__)
@@ -82,6 +122,9 @@ def main():
         transports += [t for t in cells if t not in transports]
     if show_resources:
         resources(rows, transports)
+        return
+    if show_cpu:
+        cpu(rows, transports)
         return
     head = ["round", "variant"] + [f"{t} msg/s" for t in transports]
     head += [f"{t} p50/p90/p99 ms" for t in transports]

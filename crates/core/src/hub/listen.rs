@@ -1,8 +1,9 @@
 //! The hub's listeners: one per `--listen` URL, each accepting connections of its transport
 //! and handing them to the hub's transport-independent session logic.
 //!
-//! This module owns sockets, accept loops and TLS set-up for listeners; it must not route or
-//! interpret messages.
+//! This module owns the accept loops: it makes the transport's [`Listen`] for each URL and
+//! serves every connection it sets up. It must not route or interpret messages, nor know a
+//! transport's insides (those are `transport::listen` and `transport::quic`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -10,9 +11,11 @@ use std::path::{Path, PathBuf};
 use tokio::task::JoinHandle;
 
 use super::Hub;
+use crate::metrics::outcome;
 use crate::settings::SocketBuffers;
 use crate::tls::HubIdentity;
-use crate::transport::{uds, TransportError, TransportKind};
+use crate::transport::listen::{Listen, TcpListen, UnixListen};
+use crate::transport::{TransportError, TransportKind};
 use crate::url::{HubEndpoint, HubUrl};
 
 /// Where a listener is bound.
@@ -124,22 +127,55 @@ impl Hub {
                     socket_file: None,
                 })
             }
-            (HubEndpoint::Path(path), TransportKind::Unix) => self.listen_unix(url, path).await,
+            (HubEndpoint::Path(path), TransportKind::Unix) => {
+                let listen = UnixListen::bind(path, self.inner.config.unix_socket_mode).await?;
+                let task = self.spawn_listener(listen);
+                tracing::info!(path = %path.display(), "hub listening on a Unix socket");
+                Ok(Listener {
+                    transport: TransportKind::Unix,
+                    url: url.clone(),
+                    bound: BoundAddr::Path(path.to_path_buf()),
+                    socket_buffers: None,
+                    task: Some(task),
+                    quic: None,
+                    socket_file: SocketFile::of(path),
+                })
+            }
             (HubEndpoint::Net { .. }, TransportKind::Http2 | TransportKind::WebSocket) => {
                 let tls = if url.tls {
-                    let config = crate::tls::server_config(
-                        need_identity()?,
-                        &[
-                            crate::transport::h2::ALPN_H2,
-                            crate::transport::ws::ALPN_HTTP11,
-                        ],
+                    Some(
+                        crate::tls::server_config(
+                            need_identity()?,
+                            &[
+                                crate::transport::h2::ALPN_H2,
+                                crate::transport::ws::ALPN_HTTP11,
+                            ],
+                        )
+                        .map_err(|e| TransportError::Connect(e.to_string()))?,
                     )
-                    .map_err(|e| TransportError::Connect(e.to_string()))?;
-                    Some(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
                 } else {
                     None
                 };
-                self.listen_tcp(url, tls).await
+                let addr = url.resolve().await.map_err(TransportError::Connect)?;
+                let config = &self.inner.config;
+                let (listen, local) =
+                    TcpListen::bind(addr, tls, config.handshake_timeout, config.websocket).await?;
+                let task = self.spawn_listener(listen);
+                let mut real = url.clone();
+                real.endpoint = HubEndpoint::Net {
+                    host: url.host().unwrap_or_default().to_owned(),
+                    port: local.port(),
+                };
+                tracing::info!(%real, "hub listening");
+                Ok(Listener {
+                    transport: url.transport,
+                    url: real,
+                    bound: BoundAddr::Net(local),
+                    socket_buffers: None,
+                    task: Some(task),
+                    quic: None,
+                    socket_file: None,
+                })
             }
             _ => Err(TransportError::Connect(format!(
                 "{url}: this transport cannot listen yet"
@@ -147,147 +183,34 @@ impl Hub {
         }
     }
 
-    /// A TCP listener. With TLS it speaks HTTP/2 and WebSocket, chosen by ALPN (`h2` or
-    /// `http/1.1`), so an `h2://` and a `wss://` URL may share one port; without TLS it speaks
-    /// plain WebSocket (`ws://`).
-    async fn listen_tcp(
-        &self,
-        url: &HubUrl,
-        tls: Option<tokio_rustls::TlsAcceptor>,
-    ) -> Result<Listener, TransportError> {
-        let addr = url.resolve().await.map_err(TransportError::Connect)?;
-        let tcp = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| TransportError::Connect(format!("cannot listen on {addr}: {e}")))?;
-        let local = tcp
-            .local_addr()
-            .map_err(|e| TransportError::Io(e.to_string()))?;
-        self.start_liveness();
+    /// Accepts connections from `listen` until it closes, each set up and then served on a
+    /// task of its own.
+    pub(super) fn spawn_listener<L: Listen>(&self, mut listen: L) -> JoinHandle<()> {
+        self.start_timer();
         let hub = self.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                match tcp.accept().await {
-                    Ok((stream, remote)) => {
-                        let hub = hub.clone();
-                        let tls = tls.clone();
-                        tokio::spawn(async move { hub.accept_tcp(stream, remote, tls).await });
+        tokio::spawn(async move {
+            while let Some(setup) = listen.accept().await {
+                let hub = hub.clone();
+                tokio::spawn(async move {
+                    match setup.await {
+                        Ok(accepted) => {
+                            if accepted.zero_rtt {
+                                hub.metrics().zero_rtt(true);
+                            }
+                            hub.serve_connection(accepted.sender, accepted.receiver)
+                                .await
+                        }
+                        Err(failed) => {
+                            tracing::debug!(
+                                stage = failed.stage,
+                                "connection not set up: {}",
+                                failed.error
+                            );
+                            hub.metrics().handshake(failed.stage, outcome::FAILED);
+                        }
                     }
-                    Err(e) => {
-                        tracing::warn!("TCP accept failed: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    }
-                }
+                });
             }
-        });
-        let mut real = url.clone();
-        real.endpoint = HubEndpoint::Net {
-            host: url.host().unwrap_or_default().to_owned(),
-            port: local.port(),
-        };
-        tracing::info!(%real, "hub listening");
-        Ok(Listener {
-            transport: url.transport,
-            url: real,
-            bound: BoundAddr::Net(local),
-            socket_buffers: None,
-            task: Some(task),
-            quic: None,
-            socket_file: None,
-        })
-    }
-
-    async fn accept_tcp(
-        &self,
-        stream: tokio::net::TcpStream,
-        remote: SocketAddr,
-        tls: Option<tokio_rustls::TlsAcceptor>,
-    ) {
-        use crate::metrics::outcome::FAILED;
-        use crate::transport::{h2, ws};
-        let _ = stream.set_nodelay(true);
-        let timeout = self.inner.config.handshake_timeout;
-        let ws_options = self.inner.config.websocket;
-        let Some(acceptor) = tls else {
-            match tokio::time::timeout(timeout, ws::accept_io(stream, Some(remote), ws_options))
-                .await
-            {
-                Ok(Ok((s, r))) => self.serve_connection(s, r).await,
-                _ => self
-                    .metrics()
-                    .handshake(TransportKind::WebSocket.name(), FAILED),
-            }
-            return;
-        };
-        let tls_stream = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                tracing::debug!(%remote, "TLS handshake failed: {e}");
-                self.metrics().handshake("tls", FAILED);
-                return;
-            }
-            Err(_) => {
-                self.metrics().handshake("tls", FAILED);
-                return;
-            }
-        };
-        let is_h2 = tls_stream.get_ref().1.alpn_protocol() == Some(h2::ALPN_H2);
-        if is_h2 {
-            match h2::accept(tls_stream, Some(remote), timeout).await {
-                Ok((s, r)) => self.serve_connection(s, r).await,
-                Err(e) => {
-                    tracing::debug!(%remote, "HTTP/2 session not established: {e}");
-                    self.metrics()
-                        .handshake(TransportKind::Http2.name(), FAILED);
-                }
-            }
-        } else {
-            match tokio::time::timeout(timeout, ws::accept_io(tls_stream, Some(remote), ws_options))
-                .await
-            {
-                Ok(Ok((s, r))) => self.serve_connection(s, r).await,
-                Ok(Err(e)) => {
-                    tracing::debug!(%remote, "WebSocket upgrade failed: {e}");
-                    self.metrics()
-                        .handshake(TransportKind::WebSocket.name(), FAILED);
-                }
-                Err(_) => self
-                    .metrics()
-                    .handshake(TransportKind::WebSocket.name(), FAILED),
-            }
-        }
-    }
-
-    async fn listen_unix(&self, url: &HubUrl, path: &Path) -> Result<Listener, TransportError> {
-        let listener = uds::bind(path, self.inner.config.unix_socket_mode)
-            .await
-            .map_err(|e| {
-                TransportError::Connect(format!("cannot listen on {}: {e}", path.display()))
-            })?;
-        self.start_liveness();
-        let hub = self.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                match uds::accept(&listener).await {
-                    Ok((sender, receiver)) => {
-                        let hub = hub.clone();
-                        tokio::spawn(async move { hub.serve_connection(sender, receiver).await });
-                    }
-                    Err(e) => {
-                        tracing::warn!("unix accept failed: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    }
-                }
-            }
-        });
-        tracing::info!(path = %path.display(), "hub listening on a Unix socket");
-        Ok(Listener {
-            transport: TransportKind::Unix,
-            url: url.clone(),
-            bound: BoundAddr::Path(path.to_path_buf()),
-            socket_buffers: None,
-            task: Some(task),
-            quic: None,
-            socket_file: SocketFile::of(path),
         })
     }
 }

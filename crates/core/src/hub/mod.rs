@@ -36,9 +36,9 @@ pub use listen::{BoundAddr, Listener};
 use crate::metrics::{HubMetrics, MessageTable};
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use crate::tls::HubIdentity;
-use crate::transport::quic_budget::{Admission, ReceiveBudget};
+use crate::transport::quic::{QuicListen, QuicListenHandle};
 use crate::transport::{
-    quic, ConnectionStats, FrameReceiver, FrameSender, ReplySlot, SendClass, TransportError,
+    ConnectionStats, FrameReceiver, FrameSender, ReplySlot, SendClass, TransportError,
 };
 
 /// How long a rejected peer gets to read the reject and close by itself.
@@ -161,17 +161,15 @@ pub struct QuicListener {
     pub local_addr: SocketAddr,
     /// The UDP socket buffers the kernel granted.
     pub socket_buffers: SocketBuffers,
-    endpoint: quinn::Endpoint,
+    handle: QuicListenHandle,
     task: JoinHandle<()>,
 }
 
 impl QuicListener {
     /// Stops accepting and closes every connection of this listener.
     pub fn close(&self) {
-        self.endpoint.close(
-            quinn::VarInt::from_u32(ErrorCode::ShuttingDown.code()),
-            b"hub shutting down",
-        );
+        self.handle
+            .close(ErrorCode::ShuttingDown, "hub shutting down");
         self.task.abort();
     }
 }
@@ -239,36 +237,20 @@ impl Hub {
     ) -> Result<QuicListener, TransportError> {
         let tls = crate::tls::server_config(identity, &[crate::tls::ALPN_AGENTWIRE])
             .map_err(|e| TransportError::Connect(e.to_string()))?;
-        let quic::ServerEndpoint {
-            endpoint,
-            socket_buffers,
-            config: server_config,
-        } = quic::server_endpoint(addr, &self.inner.config.quic, tls)?;
-        let server_config = Arc::new(server_config);
-        let local_addr = endpoint
-            .local_addr()
-            .map_err(|e| TransportError::Io(e.to_string()))?;
-        self.start_liveness();
-        let inner = self.inner.clone();
-        let ep = endpoint.clone();
-        let quic = &self.inner.config.quic;
-        let budget = (quic.receive_budget > 0)
-            .then(|| ReceiveBudget::new(quic.receive_budget, quic.receive_window));
-        let task = tokio::spawn(async move {
-            while let Some(incoming) = ep.accept().await {
-                let inner = inner.clone();
-                let server_config = server_config.clone();
-                let admission = budget.as_ref().map(ReceiveBudget::admit);
-                tokio::spawn(async move {
-                    inner.accept_quic(incoming, &server_config, admission).await
-                });
-            }
-        });
-        tracing::info!(%local_addr, ?socket_buffers, "hub listening on QUIC");
+        let config = &self.inner.config;
+        let (listen, handle) = QuicListen::bind(
+            addr,
+            &config.quic,
+            tls,
+            config.stream_mapping,
+            config.handshake_timeout,
+        )?;
+        let task = self.spawn_listener(listen);
+        tracing::info!(local_addr = %handle.local_addr, socket_buffers = ?handle.socket_buffers, "hub listening on QUIC");
         Ok(QuicListener {
-            local_addr,
-            socket_buffers,
-            endpoint,
+            local_addr: handle.local_addr,
+            socket_buffers: handle.socket_buffers,
+            handle,
             task,
         })
     }
@@ -287,10 +269,6 @@ impl Hub {
         apply(&mut actions);
     }
 
-    fn start_liveness(&self) {
-        self.start_timer();
-    }
-
     /// Starts the task that calls [`HubCore::on_timeout`] (once per hub).
     fn start_timer(&self) {
         let weak = Arc::downgrade(&self.inner);
@@ -301,84 +279,6 @@ impl Hub {
 }
 
 impl HubInner {
-    async fn accept_quic(
-        self: Arc<Self>,
-        incoming: quinn::Incoming,
-        config: &quinn::ServerConfig,
-        mut admission: Option<Admission>,
-    ) {
-        let metrics = self.core.metrics();
-        let timeout = self.config.handshake_timeout;
-        let window = admission.as_ref().map(Admission::window);
-        let connecting = match quic::accept_incoming(incoming, config, &self.config.quic, window) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::debug!("refused QUIC connection: {e}");
-                metrics.handshake("quic", crate::metrics::outcome::FAILED);
-                return;
-            }
-        };
-        // Take the connection at 0.5-RTT so that a control stream sent as 0-RTT data can be
-        // seen arriving before the handshake completes (that is how the hub counts accepted
-        // 0-RTT), but act on nothing until the handshake has completed: a replayed 0-RTT
-        // flight never completes it, so it can never register an agent.
-        let Ok((conn, handshake_done)) = connecting.into_0rtt() else {
-            metrics.handshake("quic", crate::metrics::outcome::FAILED);
-            return;
-        };
-        // Raise the connection window from the common starting value to its share now, so
-        // the MAX_DATA leaves with the hub's first 1-RTT packets.
-        if let Some(admission) = admission.as_mut() {
-            admission.register(&conn);
-        }
-        let setup = async {
-            tokio::pin!(handshake_done);
-            let (control, early) = tokio::select! {
-                biased;
-                _ = &mut handshake_done => (conn.accept_bi().await, false),
-                control = conn.accept_bi() => (control, true),
-            };
-            if early {
-                // On the server this resolves when the handshake completes; its value is not
-                // meaningful there (quinn reports 0-RTT acceptance to clients only).
-                let _ = handshake_done.await;
-            }
-            (control, early)
-        };
-        let (control, zero_rtt) = match tokio::time::timeout(timeout, setup).await {
-            Ok((Ok(streams), zero_rtt)) => (streams, zero_rtt),
-            Ok((Err(e), _)) => {
-                tracing::debug!("QUIC handshake failed: {e}");
-                metrics.handshake("quic", crate::metrics::outcome::FAILED);
-                return;
-            }
-            Err(_) => {
-                conn.close(
-                    quinn::VarInt::from_u32(ErrorCode::HandshakeTimeout.code()),
-                    b"no control stream in time",
-                );
-                metrics.handshake("quic", crate::metrics::outcome::FAILED);
-                return;
-            }
-        };
-        if let Some(reason) = conn.close_reason() {
-            // The handshake failed after 0-RTT data arrived (e.g. a replayed flight).
-            tracing::debug!("QUIC handshake failed: {reason}");
-            metrics.handshake("quic", crate::metrics::outcome::FAILED);
-            return;
-        }
-        if zero_rtt {
-            metrics.zero_rtt(true);
-        }
-        let (sender, receiver) = quic::split_connection(
-            conn,
-            control,
-            self.config.stream_mapping,
-            self.config.quic.datagrams,
-        );
-        self.serve_connection(sender, receiver).await;
-    }
-
     async fn serve_connection<S: FrameSender, R: FrameReceiver>(
         self: Arc<Self>,
         sender: S,

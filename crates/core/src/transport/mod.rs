@@ -12,6 +12,7 @@
 
 pub mod any;
 pub mod h2;
+pub mod listen;
 pub mod quic;
 pub mod quic_budget;
 pub mod quic_inbound;
@@ -99,27 +100,35 @@ impl SendClass {
 /// Where the answer to one received request can be written: on QUIC, the request's own
 /// bidirectional stream. Obtained from [`FrameReceiver::take_reply_slot`] right after the
 /// request frame was received, used with [`FrameSender::send_reply`]. Dropping it unused
-/// simply ends that stream; the answer then travels like any other message.
-pub struct ReplySlot(Box<dyn std::any::Any + Send + Sync>);
+/// simply ends that stream; the answer then travels like any other message. A typed handle
+/// whose insides only the transport that made it can open.
+pub struct ReplySlot(ReplyStream);
+
+/// The transports' reply handles.
+enum ReplyStream {
+    /// A QUIC request stream's sending half.
+    Quic(quinn::SendStream),
+}
 
 impl ReplySlot {
-    /// Wraps a transport's reply handle.
-    pub fn new<T: std::any::Any + Send + Sync>(inner: T) -> Self {
-        ReplySlot(Box::new(inner))
+    /// A QUIC request stream's sending half as a reply slot.
+    pub(crate) fn quic(stream: quinn::SendStream) -> Self {
+        ReplySlot(ReplyStream::Quic(stream))
     }
 
-    /// The transport's reply handle, if it is a `T`.
-    pub fn downcast<T: std::any::Any>(self) -> Result<T, ReplySlot> {
-        match self.0.downcast::<T>() {
-            Ok(t) => Ok(*t),
-            Err(other) => Err(ReplySlot(other)),
+    /// The QUIC stream inside, if this slot came from QUIC.
+    pub(crate) fn into_quic(self) -> Option<quinn::SendStream> {
+        match self.0 {
+            ReplyStream::Quic(stream) => Some(stream),
         }
     }
 }
 
 impl fmt::Debug for ReplySlot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ReplySlot")
+        match &self.0 {
+            ReplyStream::Quic(s) => write!(f, "ReplySlot(quic stream {})", s.id()),
+        }
     }
 }
 

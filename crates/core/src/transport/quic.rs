@@ -23,6 +23,8 @@ use bytes::Bytes;
 use quinn::{Connection, RecvStream, SendStream, VarInt};
 use tokio::sync::Mutex;
 
+use super::listen::{AcceptFailed, Accepted, Listen, Setup};
+use super::quic_budget::{Admission, ReceiveBudget};
 use super::quic_inbound::{self, InboundReceiver, InboundSender, Ticket};
 use super::quic_socket::GsoCapped;
 use super::{
@@ -378,6 +380,7 @@ pub fn split_connection(
             request_streams: AtomicU64::new(0),
             replies_on_request_streams: AtomicU64::new(0),
             reader,
+            admission: std::sync::Mutex::new(None),
         }),
     };
     let receiver = QuicReceiver {
@@ -408,9 +411,20 @@ struct SenderInner {
     replies_on_request_streams: AtomicU64,
     /// Reads answers arriving on the request streams this side opens.
     reader: StreamReader,
+    /// The connection's share of the hub's receive budget, held as long as the connection.
+    admission: std::sync::Mutex<Option<Admission>>,
 }
 
 impl QuicSender {
+    /// Keeps the connection's place in a receive budget until the last sender is dropped.
+    fn hold_admission(&self, admission: Admission) {
+        *self
+            .inner
+            .admission
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(admission);
+    }
+
     /// The underlying quinn connection (for stats, addresses and tests).
     pub fn connection(&self) -> &Connection {
         &self.inner.conn
@@ -510,9 +524,8 @@ impl FrameSender for QuicSender {
         priority: Priority,
         slot: ReplySlot,
     ) -> Result<(), TransportError> {
-        let mut stream = match slot.downcast::<SendStream>() {
-            Ok(stream) => stream,
-            Err(_) => return self.send_frame(frame, SendClass::Message(priority)).await,
+        let Some(mut stream) = slot.into_quic() else {
+            return self.send_frame(frame, SendClass::Message(priority)).await;
         };
         check_outgoing(&frame, self.inner.peer_max.load(Ordering::Relaxed))?;
         let _ = stream.set_priority(quic_priority(SendClass::Message(priority)));
@@ -697,7 +710,7 @@ impl StreamReader {
             decoder.set_max_frame_size(self.max_frame_size.load(Ordering::Relaxed));
             match decoder.next_frame()? {
                 Some(frame) => {
-                    let slot = reply.take().map(ReplySlot::new);
+                    let slot = reply.take().map(ReplySlot::quic);
                     let ticket = first.take().unwrap_or_else(|| self.tx.ticket());
                     if self.tx.send(ticket, Ok((frame, slot))).await.is_err() {
                         return Ok(false);
@@ -759,4 +772,157 @@ async fn accept_loop(
             },
         }
     }
+}
+
+/// A QUIC listener: the endpoint, the configuration connections start from, and the receive
+/// budget they share (see [`quic_budget`](super::quic_budget)).
+pub struct QuicListen {
+    endpoint: quinn::Endpoint,
+    config: Arc<quinn::ServerConfig>,
+    settings: QuicSettings,
+    mapping: StreamMapping,
+    budget: Option<Arc<ReceiveBudget>>,
+    handshake_timeout: std::time::Duration,
+}
+
+/// What the owner of a [`QuicListen`] keeps: where it is bound, and a way to close it.
+#[derive(Clone)]
+pub struct QuicListenHandle {
+    /// The address bound (useful with port 0).
+    pub local_addr: SocketAddr,
+    /// The UDP socket buffers the kernel granted.
+    pub socket_buffers: SocketBuffers,
+    endpoint: quinn::Endpoint,
+}
+
+impl QuicListenHandle {
+    /// Stops accepting and closes every connection with `code`.
+    pub fn close(&self, code: ErrorCode, reason: &str) {
+        self.endpoint
+            .close(VarInt::from_u32(code.code()), reason.as_bytes());
+    }
+}
+
+impl QuicListen {
+    /// Binds `addr` with `settings` and the server TLS configuration `tls`. Connections whose
+    /// control stream does not open within `handshake_timeout` are closed.
+    pub fn bind(
+        addr: SocketAddr,
+        settings: &QuicSettings,
+        tls: rustls::ServerConfig,
+        mapping: StreamMapping,
+        handshake_timeout: std::time::Duration,
+    ) -> Result<(QuicListen, QuicListenHandle), TransportError> {
+        let ServerEndpoint {
+            endpoint,
+            socket_buffers,
+            config,
+        } = server_endpoint(addr, settings, tls)?;
+        let local_addr = endpoint
+            .local_addr()
+            .map_err(|e| TransportError::Io(e.to_string()))?;
+        let budget = (settings.receive_budget > 0)
+            .then(|| ReceiveBudget::new(settings.receive_budget, settings.receive_window));
+        let handle = QuicListenHandle {
+            local_addr,
+            socket_buffers,
+            endpoint: endpoint.clone(),
+        };
+        let listen = QuicListen {
+            endpoint,
+            config: Arc::new(config),
+            settings: settings.clone(),
+            mapping,
+            budget,
+            handshake_timeout,
+        };
+        Ok((listen, handle))
+    }
+}
+
+impl Listen for QuicListen {
+    type Sender = QuicSender;
+    type Receiver = QuicReceiver;
+
+    async fn accept(&mut self) -> Option<Setup<QuicSender, QuicReceiver>> {
+        let incoming = self.endpoint.accept().await?;
+        let admission = self.budget.as_ref().map(ReceiveBudget::admit);
+        let config = self.config.clone();
+        let settings = self.settings.clone();
+        let mapping = self.mapping;
+        let timeout = self.handshake_timeout;
+        Some(Box::pin(async move {
+            accept_connection(incoming, &config, &settings, mapping, admission, timeout).await
+        }))
+    }
+}
+
+/// Takes one incoming connection to the point where its control stream is open.
+async fn accept_connection(
+    incoming: quinn::Incoming,
+    config: &quinn::ServerConfig,
+    settings: &QuicSettings,
+    mapping: StreamMapping,
+    mut admission: Option<Admission>,
+    timeout: std::time::Duration,
+) -> Result<Accepted<QuicSender, QuicReceiver>, AcceptFailed> {
+    let failed = |error: TransportError| AcceptFailed {
+        stage: "quic",
+        error,
+    };
+    let window = admission.as_ref().map(Admission::window);
+    let connecting = accept_incoming(incoming, config, settings, window)
+        .map_err(|e| failed(map_connection_error(&e)))?;
+    // Take the connection at 0.5-RTT so that a control stream sent as 0-RTT data can be seen
+    // arriving before the handshake completes (that is how the hub counts accepted 0-RTT),
+    // but hand on nothing until the handshake has completed: a replayed 0-RTT flight never
+    // completes it, so it can never register an agent.
+    let (conn, handshake_done) = connecting.into_0rtt().map_err(|_| {
+        failed(TransportError::Connect(
+            "QUIC handshake could not start".into(),
+        ))
+    })?;
+    // Raise the connection window from the common starting value to its share now, so the
+    // MAX_DATA leaves with the hub's first 1-RTT packets.
+    if let Some(admission) = admission.as_mut() {
+        admission.register(&conn);
+    }
+    let setup = async {
+        tokio::pin!(handshake_done);
+        let (control, early) = tokio::select! {
+            biased;
+            _ = &mut handshake_done => (conn.accept_bi().await, false),
+            control = conn.accept_bi() => (control, true),
+        };
+        if early {
+            // On the server this resolves when the handshake completes; its value is not
+            // meaningful there (quinn reports 0-RTT acceptance to clients only).
+            let _ = handshake_done.await;
+        }
+        (control, early)
+    };
+    let (control, zero_rtt) = match tokio::time::timeout(timeout, setup).await {
+        Ok((Ok(streams), zero_rtt)) => (streams, zero_rtt),
+        Ok((Err(e), _)) => return Err(failed(map_connection_error(&e))),
+        Err(_) => {
+            conn.close(
+                VarInt::from_u32(ErrorCode::HandshakeTimeout.code()),
+                b"no control stream in time",
+            );
+            return Err(failed(TransportError::Timeout(timeout)));
+        }
+    };
+    if let Some(reason) = conn.close_reason() {
+        // The handshake failed after 0-RTT data arrived (e.g. a replayed flight).
+        return Err(failed(map_connection_error(&reason)));
+    }
+    let (sender, receiver) = split_connection(conn, control, mapping, settings.datagrams);
+    if let Some(admission) = admission {
+        sender.hold_admission(admission);
+    }
+    Ok(Accepted {
+        sender,
+        receiver,
+        zero_rtt,
+    })
 }

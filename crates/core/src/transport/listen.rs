@@ -1,0 +1,215 @@
+//! Listeners: where a hub's connections come from, one kind per transport, behind one trait.
+//!
+//! A [`Listen`] hands out one set-up per incoming connection (TLS, ALPN, the transport's own
+//! handshake: QUIC's control stream, HTTP/2's session stream, the WebSocket upgrade); the
+//! caller runs each set-up on a task of its own, so a slow peer never holds up the next. This
+//! module owns the trait and the TCP and Unix-socket listeners (the QUIC one lives with the
+//! QUIC transport); it must not run the agentwire handshake or route anything: that is the
+//! hub's, on the [`FrameSender`]/[`FrameReceiver`] halves an [`Accepted`] carries.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::any::{AnyReceiver, AnySender};
+use super::stream::{StreamReceiver, StreamSender};
+use super::{h2, uds, ws, FrameReceiver, FrameSender, TransportError, TransportKind};
+
+/// A connection a listener accepted, ready for the hub's handshake.
+pub struct Accepted<S, R> {
+    /// Sending half.
+    pub sender: S,
+    /// Receiving half.
+    pub receiver: R,
+    /// The peer's first frame arrived as QUIC 0-RTT data.
+    pub zero_rtt: bool,
+}
+
+/// A connection that could not be set up.
+#[derive(Debug)]
+pub struct AcceptFailed {
+    /// Which stage failed, as the hub's handshake metrics label it (`quic`, `tls`, `http2`,
+    /// `websocket`).
+    pub stage: &'static str,
+    /// What went wrong.
+    pub error: TransportError,
+}
+
+/// One incoming connection's set-up, run by the caller on a task of its own.
+pub type Setup<S, R> = Pin<Box<dyn Future<Output = Result<Accepted<S, R>, AcceptFailed>> + Send>>;
+
+/// A source of connections for a hub.
+pub trait Listen: Send + 'static {
+    /// The sending half of the connections it makes.
+    type Sender: FrameSender;
+    /// The receiving half.
+    type Receiver: FrameReceiver;
+
+    /// The next incoming connection's set-up; `None` once the listener is closed.
+    fn accept(
+        &mut self,
+    ) -> impl Future<Output = Option<Setup<Self::Sender, Self::Receiver>>> + Send;
+}
+
+/// A TCP listener. With TLS it speaks HTTP/2 and WebSocket, chosen by ALPN (`h2` or
+/// `http/1.1`), so an `h2://` and a `wss://` URL may share one port; without TLS it speaks
+/// plain WebSocket (`ws://`).
+pub struct TcpListen {
+    listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    timeout: Duration,
+    websocket: ws::WsOptions,
+}
+
+impl TcpListen {
+    /// Binds `addr`. `tls` is the server configuration (its ALPN list decides which of HTTP/2
+    /// and WebSocket it offers); `timeout` bounds each connection's set-up.
+    pub async fn bind(
+        addr: SocketAddr,
+        tls: Option<rustls::ServerConfig>,
+        timeout: Duration,
+        websocket: ws::WsOptions,
+    ) -> Result<(TcpListen, SocketAddr), TransportError> {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| TransportError::Connect(format!("cannot listen on {addr}: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| TransportError::Io(e.to_string()))?;
+        let listen = TcpListen {
+            listener,
+            tls: tls.map(|c| tokio_rustls::TlsAcceptor::from(Arc::new(c))),
+            timeout,
+            websocket,
+        };
+        Ok((listen, local))
+    }
+}
+
+impl Listen for TcpListen {
+    type Sender = AnySender;
+    type Receiver = AnyReceiver;
+
+    async fn accept(&mut self) -> Option<Setup<AnySender, AnyReceiver>> {
+        loop {
+            match self.listener.accept().await {
+                Ok((stream, remote)) => {
+                    let tls = self.tls.clone();
+                    let (timeout, websocket) = (self.timeout, self.websocket);
+                    return Some(Box::pin(async move {
+                        tcp_setup(stream, remote, tls, timeout, websocket).await
+                    }));
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: wait, and go on accepting.
+                    tracing::warn!("TCP accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+}
+
+async fn tcp_setup(
+    stream: tokio::net::TcpStream,
+    remote: SocketAddr,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    timeout: Duration,
+    websocket: ws::WsOptions,
+) -> Result<Accepted<AnySender, AnyReceiver>, AcceptFailed> {
+    let _ = stream.set_nodelay(true);
+    let failed = |stage: &'static str, error: TransportError| AcceptFailed { stage, error };
+    let ws_stage = TransportKind::WebSocket.name();
+    let Some(acceptor) = tls else {
+        let (s, r) = tokio::time::timeout(timeout, ws::accept_io(stream, Some(remote), websocket))
+            .await
+            .map_err(|_| failed(ws_stage, TransportError::Timeout(timeout)))?
+            .map_err(|e| failed(ws_stage, e))?;
+        return Ok(accepted(AnySender::Ws(s), AnyReceiver::Ws(r)));
+    };
+    let tls_stream = tokio::time::timeout(timeout, acceptor.accept(stream))
+        .await
+        .map_err(|_| failed("tls", TransportError::Timeout(timeout)))?
+        .map_err(|e| {
+            tracing::debug!(%remote, "TLS handshake failed: {e}");
+            failed("tls", TransportError::Io(e.to_string()))
+        })?;
+    if tls_stream.get_ref().1.alpn_protocol() == Some(h2::ALPN_H2) {
+        let (s, r) = h2::accept(tls_stream, Some(remote), timeout)
+            .await
+            .map_err(|e| {
+                tracing::debug!(%remote, "HTTP/2 session not established: {e}");
+                failed(TransportKind::Http2.name(), e)
+            })?;
+        Ok(accepted(AnySender::H2(s), AnyReceiver::H2(r)))
+    } else {
+        let (s, r) =
+            tokio::time::timeout(timeout, ws::accept_io(tls_stream, Some(remote), websocket))
+                .await
+                .map_err(|_| failed(ws_stage, TransportError::Timeout(timeout)))?
+                .map_err(|e| {
+                    tracing::debug!(%remote, "WebSocket upgrade failed: {e}");
+                    failed(ws_stage, e)
+                })?;
+        Ok(accepted(AnySender::Ws(s), AnyReceiver::Ws(r)))
+    }
+}
+
+fn accepted(sender: AnySender, receiver: AnyReceiver) -> Accepted<AnySender, AnyReceiver> {
+    Accepted {
+        sender,
+        receiver,
+        zero_rtt: false,
+    }
+}
+
+/// A Unix-socket listener (the socket file is made with `mode`; a stale file is replaced).
+pub struct UnixListen {
+    listener: tokio::net::UnixListener,
+}
+
+impl UnixListen {
+    /// Binds `path`.
+    pub async fn bind(path: &Path, mode: u32) -> Result<UnixListen, TransportError> {
+        let listener = uds::bind(path, mode).await.map_err(|e| {
+            TransportError::Connect(format!("cannot listen on {}: {e}", path.display()))
+        })?;
+        Ok(UnixListen { listener })
+    }
+
+    /// The path it listens on, if the socket has one.
+    pub fn path(&self) -> Option<PathBuf> {
+        self.listener
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_pathname().map(Path::to_path_buf))
+    }
+}
+
+impl Listen for UnixListen {
+    type Sender = StreamSender;
+    type Receiver = StreamReceiver;
+
+    async fn accept(&mut self) -> Option<Setup<StreamSender, StreamReceiver>> {
+        loop {
+            match uds::accept(&self.listener).await {
+                Ok((sender, receiver)) => {
+                    return Some(Box::pin(async move {
+                        Ok(Accepted {
+                            sender,
+                            receiver,
+                            zero_rtt: false,
+                        })
+                    }))
+                }
+                Err(e) => {
+                    tracing::warn!("unix accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+// natsbench: NATS request/reply in agentwire bench's closed-loop shape, for scripts/peers/nats.sh.
+//
+// N client connections each keep W requests in flight on subject "echo"; echo workers (one
+// connection each) answer from the queue group "workers" with the request's payload. After a
+// warm-up it counts completed round trips and their latency for the measured window and
+// prints one JSON line. Every loop stops by itself at the end of the window.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+type result struct {
+	Server     string  `json:"server"`
+	TLS        bool    `json:"tls"`
+	Clients    int     `json:"clients"`
+	Workers    int     `json:"workers"`
+	Window     int     `json:"window"`
+	Size       int     `json:"size"`
+	DurationMs int64   `json:"duration_ms"`
+	Completed  int64   `json:"completed"`
+	Errors     int64   `json:"errors"`
+	MsgPerSec  float64 `json:"msg_per_sec"`
+	P50Ms      float64 `json:"p50_ms"`
+	P90Ms      float64 `json:"p90_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+	ServerCPU  float64 `json:"server_cpu_secs,omitempty"`
+}
+
+func main() {
+	url := flag.String("url", "nats://127.0.0.1:4222", "server URL")
+	ca := flag.String("ca", "", "CA certificate (PEM) to verify the server with; enables TLS")
+	clients := flag.Int("clients", 10, "client connections")
+	window := flag.Int("window", 16, "requests in flight per client connection")
+	size := flag.Int("size", 1024, "payload bytes")
+	workers := flag.Int("workers", 0, "echo workers (0: one per ten clients, at least one)")
+	warmup := flag.Duration("warmup", time.Second, "warm-up before measuring")
+	duration := flag.Duration("duration", 5*time.Second, "measured window")
+	timeout := flag.Duration("timeout", 5*time.Second, "per-request timeout")
+	flag.Parse()
+	if *workers == 0 {
+		*workers = (*clients + 9) / 10
+	}
+	var opts []nats.Option
+	if *ca != "" {
+		pem, err := os.ReadFile(*ca)
+		if err != nil {
+			fail("reading %s: %v", *ca, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			fail("%s holds no certificate", *ca)
+		}
+		opts = append(opts, nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}))
+	}
+	connect := func(name string) *nats.Conn {
+		nc, err := nats.Connect(*url, append(opts, nats.Name(name))...)
+		if err != nil {
+			fail("connecting to %s: %v", *url, err)
+		}
+		return nc
+	}
+	var conns []*nats.Conn
+	for i := 0; i < *workers; i++ {
+		nc := connect(fmt.Sprintf("worker-%d", i))
+		conns = append(conns, nc)
+		if _, err := nc.QueueSubscribe("echo", "workers", func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
+			fail("subscribing: %v", err)
+		}
+		if err := nc.Flush(); err != nil {
+			fail("flush: %v", err)
+		}
+	}
+	payload := make([]byte, *size)
+	var completed, errors atomic.Int64
+	var measuring atomic.Bool
+	var mu sync.Mutex
+	var latencies []time.Duration
+	stop := time.Now().Add(*warmup + *duration)
+	var wg sync.WaitGroup
+	for c := 0; c < *clients; c++ {
+		nc := connect(fmt.Sprintf("client-%d", c))
+		conns = append(conns, nc)
+		for w := 0; w < *window; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				local := make([]time.Duration, 0, 4096)
+				for time.Now().Before(stop) {
+					ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+					start := time.Now()
+					_, err := nc.RequestWithContext(ctx, "echo", payload)
+					cancel()
+					if !measuring.Load() {
+						continue
+					}
+					if err != nil {
+						errors.Add(1)
+						continue
+					}
+					completed.Add(1)
+					local = append(local, time.Since(start))
+				}
+				mu.Lock()
+				latencies = append(latencies, local...)
+				mu.Unlock()
+			}()
+		}
+	}
+	time.Sleep(*warmup)
+	measuring.Store(true)
+	began := time.Now()
+	time.Sleep(*duration)
+	measuring.Store(false)
+	elapsed := time.Since(began)
+	wg.Wait()
+	for _, nc := range conns {
+		nc.Close()
+	}
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	pct := func(p float64) float64 {
+		if len(latencies) == 0 {
+			return 0
+		}
+		i := int(p * float64(len(latencies)-1))
+		return float64(latencies[i].Microseconds()) / 1000
+	}
+	r := result{
+		Server: *url, TLS: *ca != "", Clients: *clients, Workers: *workers, Window: *window,
+		Size: *size, DurationMs: elapsed.Milliseconds(), Completed: completed.Load(),
+		Errors: errors.Load(), MsgPerSec: float64(completed.Load()) / elapsed.Seconds(),
+		P50Ms: pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99),
+	}
+	out, _ := json.Marshal(r)
+	fmt.Println(string(out))
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "natsbench: "+format+"\n", args...)
+	os.Exit(1)
+}
