@@ -48,9 +48,11 @@ use crate::queue::{PriorityQueue, QueueError};
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use crate::tls::HubTrust;
 use crate::transport::any::{AnyReceiver, AnySender};
+use crate::transport::dial::{Dial, DialTarget, H2Dial, UnixDial, WsDial, ZeroRtt};
+use crate::transport::quic::{QuicDial, QuicEndpointHandle};
 use crate::transport::ReplySlot;
 use crate::transport::{
-    quic, ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind,
+    ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind,
 };
 use crate::url::{HubEndpoint, HubUrl};
 
@@ -219,17 +221,9 @@ pub struct AgentStats {
 /// # Ok(()) }
 /// ```
 pub struct Connector {
-    quic: tokio::sync::OnceCell<QuicClient>,
+    quic: tokio::sync::OnceCell<QuicDial>,
     zero_rtt_accepted: Arc<AtomicU64>,
     zero_rtt_rejected: Arc<AtomicU64>,
-}
-
-/// What a connector keeps for QUIC: the endpoint and the TLS config with its ticket cache.
-struct QuicClient {
-    endpoint: quinn::Endpoint,
-    client_config: quinn::ClientConfig,
-    socket_buffers: SocketBuffers,
-    settings: QuicSettings,
 }
 
 impl Connector {
@@ -243,25 +237,12 @@ impl Connector {
         })
     }
 
-    async fn quic_client(
-        &self,
-        opts: &AgentOptions,
-        url: &HubUrl,
-    ) -> Result<&QuicClient, AgentError> {
+    async fn quic_dial(&self, opts: &AgentOptions, url: &HubUrl) -> Result<&QuicDial, AgentError> {
         self.quic
             .get_or_try_init(|| async {
                 let tls = crate::tls::client_config(&opts.trust, &[crate::tls::ALPN_AGENTWIRE])?;
-                let client_config = quic::client_config(&opts.quic, tls)
-                    .map_err(|e| AgentError::Config(e.to_string()))?;
                 let bind = opts.bind.unwrap_or_else(|| url.default_bind());
-                let (endpoint, socket_buffers) = quic::client_endpoint(bind, &opts.quic)
-                    .map_err(|e| AgentError::Connect(e.to_string()))?;
-                Ok(QuicClient {
-                    endpoint,
-                    client_config,
-                    socket_buffers,
-                    settings: opts.quic.clone(),
-                })
+                QuicDial::new(bind, &opts.quic, tls).map_err(|e| AgentError::Connect(e.to_string()))
             })
             .await
     }
@@ -368,114 +349,65 @@ impl Connector {
         url: &HubUrl,
         hello: Bytes,
     ) -> Result<RawConnection, AgentError> {
-        let (sender, receiver) = match (url.transport, &url.endpoint) {
-            (TransportKind::Quic, _) => return self.open_quic(opts, url, hello).await,
-            (TransportKind::Unix, HubEndpoint::Path(path)) => {
-                let (s, r) = crate::transport::uds::connect(path)
-                    .await
-                    .map_err(|e| AgentError::Connect(e.to_string()))?;
-                (AnySender::Stream(s), AnyReceiver::Stream(r))
+        let mut target = DialTarget {
+            addr: None,
+            path: None,
+            host: url.host().unwrap_or_default().to_owned(),
+            server_name: opts
+                .server_name
+                .clone()
+                .or_else(|| url.host().map(str::to_owned))
+                .unwrap_or_default(),
+            agent_id: opts.id.clone(),
+            zero_rtt: opts.zero_rtt,
+            mapping: opts.stream_mapping,
+        };
+        match &url.endpoint {
+            HubEndpoint::Path(path) => target.path = Some(path.clone()),
+            HubEndpoint::Net { .. } => {
+                target.addr = Some(url.resolve().await.map_err(AgentError::Connect)?)
             }
+        }
+        let mut quic = None;
+        let dialed = match (url.transport, &url.endpoint) {
+            (TransportKind::Quic, HubEndpoint::Net { .. }) => {
+                let dial = self.quic_dial(opts, url).await?;
+                quic = Some(dial.endpoint());
+                dial.dial(&target, hello).await
+            }
+            (TransportKind::Unix, HubEndpoint::Path(_)) => UnixDial.dial(&target, hello).await,
             (TransportKind::Http2, HubEndpoint::Net { .. }) => {
-                let addr = url.resolve().await.map_err(AgentError::Connect)?;
                 let tls = crate::tls::client_config(&opts.trust, &[crate::transport::h2::ALPN_H2])?;
-                let name = server_name(opts, url)?;
-                let (s, r) = crate::transport::h2::connect(addr, Arc::new(tls), name)
-                    .await
-                    .map_err(|e| AgentError::Connect(e.to_string()))?;
-                (AnySender::H2(s), AnyReceiver::H2(r))
+                H2Dial { tls: Arc::new(tls) }.dial(&target, hello).await
             }
-            (TransportKind::WebSocket, HubEndpoint::Net { host, .. }) => {
-                let addr = url.resolve().await.map_err(AgentError::Connect)?;
+            (TransportKind::WebSocket, HubEndpoint::Net { .. }) => {
                 let tls = if url.tls {
-                    let config = crate::tls::client_config(
-                        &opts.trust,
-                        &[crate::transport::ws::ALPN_HTTP11],
-                    )?;
-                    Some((Arc::new(config), server_name(opts, url)?))
+                    let alpn = [crate::transport::ws::ALPN_HTTP11];
+                    Some(Arc::new(crate::tls::client_config(&opts.trust, &alpn)?))
                 } else {
                     None
                 };
-                let (s, r) = crate::transport::ws::connect(addr, host, tls, opts.websocket)
-                    .await
-                    .map_err(|e| AgentError::Connect(e.to_string()))?;
-                (AnySender::Ws(s), AnyReceiver::Ws(r))
+                let options = opts.websocket;
+                WsDial { tls, options }.dial(&target, hello).await
             }
             _ => {
                 return Err(AgentError::Config(format!(
                     "{url}: not a usable hub address"
                 )))
             }
-        };
-        sender
-            .send_frame(hello, SendClass::Control)
-            .await
-            .map_err(|e| AgentError::Connect(e.to_string()))?;
-        Ok(RawConnection {
-            sender,
-            receiver,
-            quic: None,
-            zero_rtt_used: false,
-            socket_buffers: SocketBuffers::default(),
-        })
-    }
-
-    async fn open_quic(
-        &self,
-        opts: &AgentOptions,
-        url: &HubUrl,
-        hello: Bytes,
-    ) -> Result<RawConnection, AgentError> {
-        let client = self.quic_client(opts, url).await?;
-        let addr = url.resolve().await.map_err(AgentError::Connect)?;
-        let server_name = opts
-            .server_name
-            .clone()
-            .or_else(|| url.host().map(str::to_owned))
-            .unwrap_or_default();
-        let connecting = client
-            .endpoint
-            .connect_with(
-                quic::client_config_for(&client.client_config, &client.settings, addr, &opts.id),
-                addr,
-                &server_name,
-            )
-            .map_err(|e| AgentError::Connect(format!("{addr}: {e}")))?;
-        let (conn, zero_rtt) = if opts.zero_rtt {
-            match connecting.into_0rtt() {
-                Ok((conn, accepted)) => (conn, Some(accepted)),
-                Err(connecting) => (await_connecting(connecting, addr).await?, None),
-            }
-        } else {
-            (await_connecting(connecting, addr).await?, None)
-        };
-        let mut control = open_control(&conn, &hello).await?;
-        let mut zero_rtt_used = false;
-        if let Some(accepted) = zero_rtt {
-            if accepted.await {
-                self.zero_rtt_accepted.fetch_add(1, Ordering::Relaxed);
-                zero_rtt_used = true;
-            } else {
-                // Early data was discarded by the hub: resend the hello in 1-RTT.
-                self.zero_rtt_rejected.fetch_add(1, Ordering::Relaxed);
-                control = open_control(&conn, &hello).await?;
-            }
         }
-        let (sender, receiver) = quic::split_connection(
-            conn,
-            control,
-            opts.stream_mapping,
-            client.settings.datagrams,
-        );
+        .map_err(|e| AgentError::Connect(e.to_string()))?;
+        match dialed.zero_rtt {
+            ZeroRtt::Accepted => self.zero_rtt_accepted.fetch_add(1, Ordering::Relaxed),
+            ZeroRtt::Rejected => self.zero_rtt_rejected.fetch_add(1, Ordering::Relaxed),
+            ZeroRtt::NotTried => 0,
+        };
         Ok(RawConnection {
-            sender: AnySender::Quic(sender),
-            receiver: AnyReceiver::Quic(receiver),
-            quic: Some(QuicExtra {
-                endpoint: client.endpoint.clone(),
-                settings: client.settings.clone(),
-            }),
-            zero_rtt_used,
-            socket_buffers: client.socket_buffers,
+            sender: dialed.sender,
+            receiver: dialed.receiver,
+            quic,
+            zero_rtt_used: dialed.zero_rtt == ZeroRtt::Accepted,
+            socket_buffers: dialed.socket_buffers,
         })
     }
 }
@@ -486,52 +418,9 @@ pub struct RawConnection {
     pub sender: AnySender,
     /// Receiving half.
     pub receiver: AnyReceiver,
-    quic: Option<QuicExtra>,
+    quic: Option<QuicEndpointHandle>,
     zero_rtt_used: bool,
     socket_buffers: SocketBuffers,
-}
-
-/// The TLS name to verify the hub's certificate against: `server_name` or the URL's host.
-fn server_name(
-    opts: &AgentOptions,
-    url: &HubUrl,
-) -> Result<rustls_pki_types::ServerName<'static>, AgentError> {
-    let name = opts
-        .server_name
-        .clone()
-        .or_else(|| url.host().map(str::to_owned))
-        .unwrap_or_default();
-    rustls_pki_types::ServerName::try_from(name.clone())
-        .map_err(|_| AgentError::Config(format!("{name:?} is not a valid TLS server name")))
-}
-
-async fn await_connecting(
-    connecting: quinn::Connecting,
-    addr: SocketAddr,
-) -> Result<quinn::Connection, AgentError> {
-    connecting.await.map_err(|e| {
-        let mapped = quic::map_connection_error(&e);
-        AgentError::Connect(format!("{addr}: {mapped}"))
-    })
-}
-
-async fn open_control(
-    conn: &quinn::Connection,
-    hello: &Bytes,
-) -> Result<(quinn::SendStream, quinn::RecvStream), AgentError> {
-    let (mut send, recv) = conn
-        .open_bi()
-        .await
-        .map_err(|e| AgentError::Connect(quic::map_connection_error(&e).to_string()))?;
-    send.write_chunk(hello.clone())
-        .await
-        .map_err(|e| AgentError::Connect(format!("sending hello: {e}")))?;
-    Ok((send, recv))
-}
-
-struct QuicExtra {
-    endpoint: quinn::Endpoint,
-    settings: QuicSettings,
 }
 
 struct AgentCounters {
@@ -572,7 +461,7 @@ struct AgentInner {
     sent: AtomicU64,
     received: AtomicU64,
     counters: AgentCounters,
-    quic: Option<QuicExtra>,
+    quic: Option<QuicEndpointHandle>,
 }
 
 /// Received messages.
@@ -634,7 +523,7 @@ impl Agent {
         sender: S,
         receiver: R,
         counters: AgentCounters,
-        quic: Option<QuicExtra>,
+        quic: Option<QuicEndpointHandle>,
     ) -> Agent {
         let (closed_tx, closed_rx) = tokio::sync::watch::channel(None);
         let inner = Arc::new(AgentInner {
@@ -909,17 +798,8 @@ impl AgentHandle {
             .quic
             .as_ref()
             .ok_or_else(|| AgentError::Config("rebind needs the QUIC transport".into()))?;
-        let (socket, _) = quic
-            .settings
-            .bind_udp(addr)
-            .map_err(|e| AgentError::Connect(format!("cannot bind {addr}: {e}")))?;
-        let local = socket
-            .local_addr()
-            .map_err(|e| AgentError::Connect(e.to_string()))?;
-        quic.endpoint
-            .rebind(socket)
-            .map_err(|e| AgentError::Connect(format!("rebind failed: {e}")))?;
-        Ok(local)
+        quic.rebind(addr)
+            .map_err(|e| AgentError::Connect(e.to_string()))
     }
 
     /// The local address of the agent's QUIC endpoint.
@@ -927,7 +807,7 @@ impl AgentHandle {
         self.inner
             .quic
             .as_ref()
-            .and_then(|q| q.endpoint.local_addr().ok())
+            .and_then(QuicEndpointHandle::local_addr)
     }
 
     /// Why the connection ended, once it has.

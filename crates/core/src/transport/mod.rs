@@ -11,6 +11,7 @@
 //! task). The first frame each way is the handshake, sent with [`SendClass::Control`].
 
 pub mod any;
+pub mod dial;
 pub mod h2;
 pub mod listen;
 pub mod quic;

@@ -926,3 +926,138 @@ async fn accept_connection(
         zero_rtt,
     })
 }
+
+/// A QUIC client: one endpoint and one TLS configuration, with its session-ticket cache, for
+/// all of an agent's connections, so that a reconnect can send its hello as 0-RTT data.
+pub struct QuicDial {
+    endpoint: quinn::Endpoint,
+    client_config: quinn::ClientConfig,
+    socket_buffers: SocketBuffers,
+    settings: QuicSettings,
+}
+
+/// A QUIC client endpoint, to move it to another local address (connection migration) or
+/// read the one it has.
+#[derive(Clone)]
+pub struct QuicEndpointHandle {
+    endpoint: quinn::Endpoint,
+    settings: QuicSettings,
+}
+
+impl QuicEndpointHandle {
+    /// Moves the endpoint, and every connection on it, to a new UDP socket bound to `addr`;
+    /// returns the address bound.
+    pub fn rebind(&self, addr: SocketAddr) -> Result<SocketAddr, TransportError> {
+        let (socket, _) = self
+            .settings
+            .bind_udp(addr)
+            .map_err(|e| TransportError::Connect(format!("cannot bind {addr}: {e}")))?;
+        let local = socket
+            .local_addr()
+            .map_err(|e| TransportError::Io(e.to_string()))?;
+        self.endpoint
+            .rebind(socket)
+            .map_err(|e| TransportError::Connect(format!("rebind failed: {e}")))?;
+        Ok(local)
+    }
+
+    /// The endpoint's local address.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.endpoint.local_addr().ok()
+    }
+}
+
+impl QuicDial {
+    /// A client endpoint bound to `bind` (port 0 for any) with `settings` and the client TLS
+    /// configuration `tls` (offering ALPN `agentwire/1`).
+    pub fn new(
+        bind: SocketAddr,
+        settings: &QuicSettings,
+        tls: rustls::ClientConfig,
+    ) -> Result<QuicDial, TransportError> {
+        let client_config = client_config(settings, tls)?;
+        let (endpoint, socket_buffers) = client_endpoint(bind, settings)?;
+        Ok(QuicDial {
+            endpoint,
+            client_config,
+            socket_buffers,
+            settings: settings.clone(),
+        })
+    }
+
+    /// The endpoint, for migration and its address.
+    pub fn endpoint(&self) -> QuicEndpointHandle {
+        QuicEndpointHandle {
+            endpoint: self.endpoint.clone(),
+            settings: self.settings.clone(),
+        }
+    }
+
+    async fn open_control(
+        conn: &Connection,
+        first_frame: &Bytes,
+    ) -> Result<(SendStream, RecvStream), TransportError> {
+        let (mut send, recv) = conn.open_bi().await.map_err(|e| map_connection_error(&e))?;
+        send.write_chunk(first_frame.clone())
+            .await
+            .map_err(|e| TransportError::Connect(format!("sending the first frame: {e}")))?;
+        Ok((send, recv))
+    }
+}
+
+async fn await_connecting(
+    connecting: quinn::Connecting,
+    addr: SocketAddr,
+) -> Result<Connection, TransportError> {
+    connecting
+        .await
+        .map_err(|e| match map_connection_error(&e) {
+            TransportError::Connect(why) => TransportError::Connect(format!("{addr}: {why}")),
+            other => other,
+        })
+}
+
+impl super::dial::Dial for QuicDial {
+    async fn dial(
+        &self,
+        target: &super::dial::DialTarget,
+        first_frame: Bytes,
+    ) -> Result<super::dial::Dialed, TransportError> {
+        use super::dial::ZeroRtt;
+        let addr = target
+            .addr
+            .ok_or_else(|| TransportError::Connect("no network address to connect to".into()))?;
+        let config = client_config_for(&self.client_config, &self.settings, addr, &target.agent_id);
+        let connecting = self
+            .endpoint
+            .connect_with(config, addr, &target.server_name)
+            .map_err(|e| TransportError::Connect(format!("{addr}: {e}")))?;
+        let (conn, early) = if target.zero_rtt {
+            match connecting.into_0rtt() {
+                Ok((conn, accepted)) => (conn, Some(accepted)),
+                Err(connecting) => (await_connecting(connecting, addr).await?, None),
+            }
+        } else {
+            (await_connecting(connecting, addr).await?, None)
+        };
+        let mut control = Self::open_control(&conn, &first_frame).await?;
+        let mut zero_rtt = ZeroRtt::NotTried;
+        if let Some(accepted) = early {
+            if accepted.await {
+                zero_rtt = ZeroRtt::Accepted;
+            } else {
+                // The hub discarded the early data: send the first frame again in 1-RTT.
+                zero_rtt = ZeroRtt::Rejected;
+                control = Self::open_control(&conn, &first_frame).await?;
+            }
+        }
+        let (sender, receiver) =
+            split_connection(conn, control, target.mapping, self.settings.datagrams);
+        Ok(super::dial::Dialed {
+            sender: super::any::AnySender::Quic(sender),
+            receiver: super::any::AnyReceiver::Quic(receiver),
+            zero_rtt,
+            socket_buffers: self.socket_buffers,
+        })
+    }
+}
