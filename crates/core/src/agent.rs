@@ -893,7 +893,12 @@ async fn agent_writer<S: FrameSender>(queue: Arc<PriorityQueue<Outgoing>>, sende
                     .send_reply(out.frame, out.class.priority(), slot)
                     .await
             }
-            None => sender.send_frame(out.frame, out.class).await,
+            // More queued behind it: let the transport write them together.
+            None if !queue.is_empty() => sender.feed_frame(out.frame, out.class).await,
+            None => match sender.feed_frame(out.frame, out.class).await {
+                Ok(()) => sender.flush().await,
+                Err(e) => Err(e),
+            },
         };
         if let Err(e) = result {
             tracing::debug!("agent send failed: {e}");

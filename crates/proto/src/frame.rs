@@ -357,6 +357,9 @@ impl Frame {
 #[derive(Debug)]
 pub struct FrameDecoder {
     buf: BytesMut,
+    /// A received buffer not yet copied into `buf` (only while `buf` is empty): whole frames
+    /// are cut out of it without copying.
+    whole: Bytes,
     max_frame_size: u32,
 }
 
@@ -365,6 +368,7 @@ impl FrameDecoder {
     pub fn new(max_frame_size: u32) -> Self {
         FrameDecoder {
             buf: BytesMut::new(),
+            whole: Bytes::new(),
             max_frame_size,
         }
     }
@@ -376,23 +380,74 @@ impl FrameDecoder {
 
     /// Bytes buffered and not yet returned as frames.
     pub fn buffered(&self) -> usize {
-        self.buf.len()
+        self.buf.len() + self.whole.len()
     }
 
-    /// Appends received bytes.
+    /// Appends received bytes (copied).
     pub fn push(&mut self, bytes: &[u8]) {
+        self.spill();
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// Appends a received buffer. While nothing else is buffered, the frames it holds whole
+    /// are handed out as slices of it, without a copy; only a frame cut across buffers is
+    /// copied together.
+    ///
+    /// ```
+    /// use agentwire_proto::{Codec, Frame, FrameDecoder};
+    /// let bytes = Frame::Subscribe("news".into()).encode(Codec::MsgPack).unwrap();
+    /// let mut d = FrameDecoder::new(1024);
+    /// d.push_bytes(bytes.clone());
+    /// let raw = d.next_frame().unwrap().unwrap();
+    /// assert_eq!(raw.to_wire().as_ptr(), bytes.as_ptr()); // the received buffer itself
+    /// ```
+    pub fn push_bytes(&mut self, bytes: Bytes) {
+        if self.buf.is_empty() && self.whole.is_empty() {
+            self.whole = bytes;
+        } else {
+            self.spill();
+            self.buf.extend_from_slice(&bytes);
+        }
+    }
+
+    /// Moves an uncopied received buffer into `buf` (before anything is appended after it).
+    fn spill(&mut self) {
+        if !self.whole.is_empty() {
+            let whole = std::mem::take(&mut self.whole);
+            self.buf.extend_from_slice(&whole);
+        }
     }
 
     /// The length the next frame announces, once its prefix has arrived, checked against the
     /// limit. Lets a reader size its next read.
     pub fn next_len(&self) -> Result<Option<u32>, FrameError> {
-        read_len(&self.buf, self.max_frame_size)
+        if self.whole.is_empty() {
+            read_len(&self.buf, self.max_frame_size)
+        } else {
+            read_len(&self.whole, self.max_frame_size)
+        }
     }
 
     /// The next whole frame, `Ok(None)` if more bytes are needed, or an error if the stream
     /// is broken (after which the decoder should be dropped).
     pub fn next_frame(&mut self) -> Result<Option<RawFrame>, FrameError> {
+        if !self.whole.is_empty() {
+            if let Some(len) = read_len(&self.whole, self.max_frame_size)? {
+                let total = FRAME_HEADER_LEN.saturating_add(len as usize);
+                if self.whole.len() >= total {
+                    let wire = self.whole.split_to(total);
+                    let type_byte = wire[FRAME_HEADER_LEN];
+                    let payload = wire.slice(FRAME_HEADER_LEN + 1..);
+                    return Ok(Some(RawFrame {
+                        type_byte,
+                        payload,
+                        wire: Some(wire),
+                    }));
+                }
+            }
+            // A partial frame: copy it into the buffer, where the rest will join it.
+            self.spill();
+        }
         let Some(len) = self.next_len()? else {
             return Ok(None);
         };
@@ -417,7 +472,7 @@ impl FrameDecoder {
 
     /// Call at end of stream: an error if a partial frame is buffered.
     pub fn finish(&self) -> Result<(), FrameError> {
-        if self.buf.is_empty() {
+        if self.buffered() == 0 {
             return Ok(());
         }
         let needed = match self.next_len() {
@@ -425,7 +480,7 @@ impl FrameDecoder {
             _ => FRAME_HEADER_LEN,
         };
         Err(FrameError::Truncated {
-            buffered: self.buf.len(),
+            buffered: self.buffered(),
             needed,
         })
     }

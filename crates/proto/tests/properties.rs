@@ -138,7 +138,9 @@ fn frame() -> impl Strategy<Value = Frame> {
 
 /// Feeds `bytes` to a decoder in pieces cut at `cuts` (positions taken modulo the length) and
 /// returns every frame, checking that the stream ends on a frame boundary.
-fn decode_chunked(bytes: &[u8], cuts: &[usize]) -> Vec<RawFrame> {
+/// Feeds `bytes` cut at `cuts`, each piece copied (`push`) or handed over (`push_bytes`) as
+/// `owned` says, piece by piece.
+fn decode_chunked(bytes: &[u8], cuts: &[usize], owned: &[bool]) -> Vec<RawFrame> {
     let mut points: Vec<usize> = cuts
         .iter()
         .map(|c| c % (bytes.len() + 1))
@@ -148,8 +150,12 @@ fn decode_chunked(bytes: &[u8], cuts: &[usize]) -> Vec<RawFrame> {
     points.dedup();
     let mut dec = FrameDecoder::new(MAX);
     let mut out = Vec::new();
-    for w in points.windows(2) {
-        dec.push(&bytes[w[0]..w[1]]);
+    for (i, w) in points.windows(2).enumerate() {
+        if owned.get(i).copied().unwrap_or(false) {
+            dec.push_bytes(Bytes::copy_from_slice(&bytes[w[0]..w[1]]));
+        } else {
+            dec.push(&bytes[w[0]..w[1]]);
+        }
         while let Some(raw) = dec.next_frame().unwrap() {
             out.push(raw);
         }
@@ -186,6 +192,7 @@ proptest! {
     fn frames_round_trip_through_decoder_with_any_chunking(
         frames in vec(frame(), 1..6),
         cuts in vec(any::<usize>(), 0..12),
+        owned in vec(any::<bool>(), 0..13),
         json in any::<bool>(),
     ) {
         let codec = if json { Codec::Json } else { Codec::MsgPack };
@@ -193,7 +200,7 @@ proptest! {
         for f in &frames {
             f.encode_into(codec, &mut stream).unwrap();
         }
-        let raws = decode_chunked(&stream, &cuts);
+        let raws = decode_chunked(&stream, &cuts, &owned);
         let decoded: Vec<Frame> = raws.iter().map(|r| Frame::decode(r, codec).unwrap()).collect();
         prop_assert_eq!(decoded, frames);
     }

@@ -398,6 +398,9 @@ fn apply(actions: &mut HubActions) {
 async fn writer_loop<S: FrameSender>(hub: Arc<HubInner>, conn: Arc<HubConn>, sender: S) {
     loop {
         conn.driver().wake.notified().await;
+        // Everything queued now goes out together: fed to the transport, flushed once the
+        // queue is empty (one TLS record and system call for many small frames).
+        let mut fed = false;
         while let Some(out) = hub.core.poll_outbound(&conn) {
             let len = out.frame.len() as u64;
             let class = out.class;
@@ -405,7 +408,10 @@ async fn writer_loop<S: FrameSender>(hub: Arc<HubInner>, conn: Arc<HubConn>, sen
                 (Some(slot), SendClass::Message(priority)) => {
                     sender.send_reply(out.frame, priority, slot).await
                 }
-                (_, class) => sender.send_frame(out.frame, class).await,
+                (_, class) => {
+                    fed = true;
+                    sender.feed_frame(out.frame, class).await
+                }
             };
             if let Err(e) = result {
                 tracing::debug!(agent = ?conn.registration().map(|r| &r.agent_id), "send failed: {e}");
@@ -415,6 +421,13 @@ async fn writer_loop<S: FrameSender>(hub: Arc<HubInner>, conn: Arc<HubConn>, sen
             if let Some(kind) = out.kind {
                 hub.messages_out
                     .record(usize::from(kind.code()), class.priority().index(), len);
+            }
+        }
+        if fed {
+            if let Err(e) = sender.flush().await {
+                tracing::debug!(agent = ?conn.registration().map(|r| &r.agent_id), "flush failed: {e}");
+                sender.close(e.close_code(), &e.to_string());
+                return;
             }
         }
         if conn.is_closed() {

@@ -73,6 +73,12 @@ impl FrameSender for AnySender {
     ) -> Result<(), TransportError> {
         each_sender!(self, s => s.send_reply(frame, priority, slot).await)
     }
+    async fn feed_frame(&self, frame: Bytes, class: SendClass) -> Result<(), TransportError> {
+        each_sender!(self, s => s.feed_frame(frame, class).await)
+    }
+    async fn flush(&self) -> Result<(), TransportError> {
+        each_sender!(self, s => FrameSender::flush(s).await)
+    }
     fn set_peer_max_frame_size(&self, max: u32) {
         each_sender!(self, s => s.set_peer_max_frame_size(max))
     }

@@ -326,7 +326,7 @@ async fn session_pump(mut body: RecvStream, core: Arc<Core>, tx: mpsc::Sender<In
         let _ = body.flow_control().release_capacity(chunk.len());
         core.bytes_received
             .fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        decoder.push(&chunk);
+        decoder.push_bytes(chunk);
         loop {
             decoder.set_max_frame_size(core.max_in.load(Ordering::Relaxed));
             match decoder.next_frame() {
@@ -411,7 +411,7 @@ async fn message_pump(
         let _ = body.flow_control().release_capacity(chunk.len());
         core.bytes_received
             .fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        decoder.push(&chunk);
+        decoder.push_bytes(chunk);
         if frame.is_none() {
             decoder.set_max_frame_size(core.max_in.load(Ordering::Relaxed));
             match decoder.next_frame() {

@@ -236,6 +236,24 @@ pub trait FrameSender: Clone + Send + Sync + 'static {
         self.send_frame(frame, SendClass::Message(priority))
     }
 
+    /// Sends a frame that more frames follow at once. A transport that writes a byte stream
+    /// may hold it until [`flush`](FrameSender::flush), so that several frames go out in one
+    /// TLS record and one system call; the others send it as [`send_frame`] does.
+    ///
+    /// [`send_frame`]: FrameSender::send_frame
+    fn feed_frame(
+        &self,
+        frame: Bytes,
+        class: SendClass,
+    ) -> impl Future<Output = Result<(), TransportError>> + Send {
+        self.send_frame(frame, class)
+    }
+
+    /// Writes out what [`feed_frame`](FrameSender::feed_frame) held back.
+    fn flush(&self) -> impl Future<Output = Result<(), TransportError>> + Send {
+        async { Ok(()) }
+    }
+
     /// Sets the largest frame the peer accepts (after the handshake).
     fn set_peer_max_frame_size(&self, max: u32);
 

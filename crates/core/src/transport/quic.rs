@@ -667,7 +667,7 @@ impl StreamReader {
                 // the accept loop.
                 Err(_) => break Ok(()),
             };
-            decoder.push(&chunk.bytes);
+            decoder.push_bytes(chunk.bytes);
             let outcome = self.drain(&mut decoder, &mut reply, &mut first).await;
             let now = decoder.buffered();
             if now > held {

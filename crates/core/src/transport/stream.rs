@@ -23,7 +23,10 @@ use super::{
     TransportKind,
 };
 
-type BoxedWriter = WriteHalf<Box<dyn ByteStream>>;
+/// Frames fed together are written together: up to this many bytes per system call.
+const WRITE_BUFFER: usize = 64 * 1024;
+
+type BoxedWriter = tokio::io::BufWriter<WriteHalf<Box<dyn ByteStream>>>;
 type BoxedReader = ReadHalf<Box<dyn ByteStream>>;
 
 /// A bidirectional byte stream.
@@ -73,7 +76,10 @@ pub fn split_stream<T: ByteStream>(
     let max = Limits::default().max_frame_size;
     (
         StreamSender {
-            writer: Arc::new(Mutex::new(Some(writer))),
+            writer: Arc::new(Mutex::new(Some(tokio::io::BufWriter::with_capacity(
+                WRITE_BUFFER,
+                writer,
+            )))),
             shared: shared.clone(),
             peer_max: Arc::new(AtomicU32::new(max)),
         },
@@ -95,9 +101,12 @@ pub struct StreamSender {
     peer_max: Arc<AtomicU32>,
 }
 
-impl FrameSender for StreamSender {
-    async fn send_frame(&self, frame: Bytes, _class: SendClass) -> Result<(), TransportError> {
-        check_outgoing(&frame, self.peer_max.load(Ordering::Relaxed))?;
+impl StreamSender {
+    /// Writes `frame` into the buffered writer, and the buffer to the socket when `flush`.
+    async fn write(&self, frame: Option<Bytes>, flush: bool) -> Result<(), TransportError> {
+        if let Some(f) = &frame {
+            check_outgoing(f, self.peer_max.load(Ordering::Relaxed))?;
+        }
         if let Some(why) = self.shared.closed.borrow().clone() {
             return Err(why);
         }
@@ -106,15 +115,21 @@ impl FrameSender for StreamSender {
             return Err(closed_locally());
         };
         let result = async {
-            writer.write_all(&frame).await?;
-            writer.flush().await
+            if let Some(f) = &frame {
+                writer.write_all(f).await?;
+            }
+            if flush {
+                writer.flush().await?;
+            }
+            Ok::<(), std::io::Error>(())
         }
         .await;
         match result {
             Ok(()) => {
+                let len = frame.as_ref().map_or(0, Bytes::len);
                 self.shared
                     .bytes_sent
-                    .fetch_add(frame.len() as u64, Ordering::Relaxed);
+                    .fetch_add(len as u64, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
@@ -123,6 +138,20 @@ impl FrameSender for StreamSender {
                 Err(why)
             }
         }
+    }
+}
+
+impl FrameSender for StreamSender {
+    async fn send_frame(&self, frame: Bytes, _class: SendClass) -> Result<(), TransportError> {
+        self.write(Some(frame), true).await
+    }
+
+    async fn feed_frame(&self, frame: Bytes, _class: SendClass) -> Result<(), TransportError> {
+        self.write(Some(frame), false).await
+    }
+
+    async fn flush(&self) -> Result<(), TransportError> {
+        self.write(None, true).await
     }
 
     fn set_peer_max_frame_size(&self, max: u32) {
