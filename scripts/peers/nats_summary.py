@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The table of a scripts/peers/nats.sh run: per round and cell, NATS (plain TCP, TLS) and
-agentwire (each transport) msg/s, p99 and server CPU per response, and the ratios the issue's
+agentwire (each transport) msg/s, p99, the server's (nats-server's, the hub's) and the load
+generator's (clients and echo workers together) CPU per response, and the ratios the issue's
 goals name (agentwire unix / NATS TCP, wss / NATS TLS, quic / NATS TLS), then their medians.
 
 Usage: python3 scripts/peers/nats_summary.py OUT
@@ -29,6 +30,7 @@ def load(out):
                 "msg": r["msg_per_sec"],
                 "p99": r["p99_ms"],
                 "cpu": r["server_cpu_us_per_response"],
+                "client": r.get("client_cpu_secs", 0) * 1e6 / max(1, r["completed"]),
                 "errors": r["errors"],
             }
     for path in glob.glob(os.path.join(out, "agentwire-*-r*")):
@@ -43,6 +45,9 @@ def load(out):
                 "msg": c["responses_per_sec"],
                 "p99": (c.get("p99_us") or 0) / 1000,
                 "cpu": c.get("hub_cpu_us_per_response") or 0,
+                "client": (c.get("agents_cpu_seconds") or 0)
+                * 1e6
+                / max(1.0, c["responses_per_sec"] * c["config"]["duration_ms"] / 1000),
                 "errors": c.get("errors", 0),
             }
     return rows
@@ -59,7 +64,8 @@ def main():
         sys.exit(f"no runs under {sys.argv[1]}")
     names = ["nats-tcp", "nats-tls", "unix", "wss", "quic"]
     head = ["round", "cell"] + [f"{n} msg/s" for n in names] + [f"{n} p99 ms" for n in names]
-    head += [f"{n} server µs/resp" for n in names] + [f"{a}/{b}" for a, b, _ in GOALS]
+    head += [f"{n} server µs/resp" for n in names] + [f"{n} client µs/resp" for n in names]
+    head += [f"{a}/{b}" for a, b, _ in GOALS]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     ratios = {}
@@ -69,6 +75,7 @@ def main():
         line += [f"{r[n]['msg']:,.0f}" if n in r else "-" for n in names]
         line += [f"{r[n]['p99']:.1f}" if n in r else "-" for n in names]
         line += [f"{r[n]['cpu']:.1f}" if n in r else "-" for n in names]
+        line += [f"{r[n]['client']:.1f}" if n in r and r[n]["client"] else "-" for n in names]
         for a, b, _ in GOALS:
             if a in r and b in r and r[b]["msg"]:
                 x = r[a]["msg"] / r[b]["msg"]

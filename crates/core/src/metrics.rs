@@ -19,16 +19,19 @@
 //! * No per-agent (or other unbounded) labels: a hub may serve thousands of
 //!   agents and every label combination is a time series that lives forever.
 //!   Label values are `&'static str`, so they come from a small, fixed set.
-//! * No blocking or allocation on the hot path beyond the first use of a label
-//!   combination: recording is an atomic add after a read-locked hash lookup
-//!   inside [`Family`]. The registry mutex is taken only by [`HubMetrics::encode`]
-//!   and [`HubMetrics::register_with`], never by a recording method.
+//! * No lock, blocking or allocation on the hot path: the hub records messages
+//!   through [`MessageTable`]s resolved once (two atomic adds), and request
+//!   latency in a histogram of atomic buckets. Other recording methods are an
+//!   atomic add after a read-locked hash lookup inside [`Family`]. The registry
+//!   mutex is taken only by [`HubMetrics::encode`] and
+//!   [`HubMetrics::register_with`], never by a recording method.
 //! * No panics on network input: the HTTP server answers every request with a
 //!   status and logs connection errors through `tracing`.
 
 use std::convert::Infallible;
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -42,11 +45,13 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::metrics::info::Info;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -138,18 +143,79 @@ struct ResultLabels {
     result: &'static str,
 }
 
-/// Builds the `request_duration_seconds` histogram (used directly, and kept as
-/// a [`MetricConstructor`] should the histogram ever gain labels).
-#[derive(Clone, Copy, Debug)]
-struct LatencyHistogram;
+/// A histogram recorded with atomic adds only. prometheus-client's `Histogram` takes a write
+/// lock per observation, which every answered request would contend on (the hub's message
+/// path has no hub-wide lock). Buckets hold non-cumulative counts, as prometheus-client's do;
+/// the encoder accumulates them.
+#[derive(Clone, Debug)]
+struct AtomicHistogram {
+    inner: Arc<AtomicHistogramInner>,
+}
 
-impl MetricConstructor<Histogram> for LatencyHistogram {
-    fn new_metric(&self) -> Histogram {
-        Histogram::new(exponential_buckets(
+#[derive(Debug)]
+struct AtomicHistogramInner {
+    /// Upper bounds, ending with `f64::MAX` (`+Inf` when encoded).
+    bounds: Vec<f64>,
+    counts: Vec<AtomicU64>,
+    count: AtomicU64,
+    /// The sum's `f64` bits.
+    sum: AtomicU64,
+}
+
+impl AtomicHistogram {
+    /// The `request_duration_seconds` buckets: 50 µs × 2ⁿ, n = 0..19, then `+Inf`.
+    fn latency() -> Self {
+        let bounds: Vec<f64> = exponential_buckets(
             LATENCY_BUCKET_START_SECONDS,
             LATENCY_BUCKET_FACTOR,
             LATENCY_BUCKET_COUNT,
-        ))
+        )
+        .chain(std::iter::once(f64::MAX))
+        .collect();
+        AtomicHistogram {
+            inner: Arc::new(AtomicHistogramInner {
+                counts: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+                bounds,
+                count: AtomicU64::new(0),
+                sum: AtomicU64::new(0f64.to_bits()),
+            }),
+        }
+    }
+
+    fn observe(&self, v: f64) {
+        let h = &self.inner;
+        let i = h.bounds.partition_point(|b| *b < v);
+        if let Some(c) = h.counts.get(i) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        h.count.fetch_add(1, Ordering::Relaxed);
+        let _ = h
+            .sum
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                Some((f64::from_bits(bits) + v).to_bits())
+            });
+    }
+}
+
+impl TypedMetric for AtomicHistogram {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for AtomicHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
+        let h = &self.inner;
+        let buckets: Vec<(f64, u64)> = h
+            .bounds
+            .iter()
+            .zip(&h.counts)
+            .map(|(b, c)| (*b, c.load(Ordering::Relaxed)))
+            .collect();
+        let sum = f64::from_bits(h.sum.load(Ordering::Relaxed));
+        encoder.encode_histogram::<NoLabelSet>(sum, h.count.load(Ordering::Relaxed), &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
     }
 }
 
@@ -189,7 +255,7 @@ struct Inner {
     errors: Family<CodeLabels, Counter>,
     dropped: Family<ReasonLabels, Counter>,
     queued_messages: Gauge,
-    request_duration: Histogram,
+    request_duration: AtomicHistogram,
     zero_rtt: Family<ResultLabels, Counter>,
 }
 
@@ -306,7 +372,7 @@ impl HubMetrics {
             "Messages waiting in agents' send queues (sum over all agents)",
             queued_messages.clone(),
         );
-        let request_duration = LatencyHistogram.new_metric();
+        let request_duration = AtomicHistogram::latency();
         registry.register(
             "request_duration_seconds",
             "Time from receiving a request to routing its response, in seconds",

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,7 +37,18 @@ type result struct {
 	P50Ms      float64 `json:"p50_ms"`
 	P90Ms      float64 `json:"p90_ms"`
 	P99Ms      float64 `json:"p99_ms"`
-	ServerCPU  float64 `json:"server_cpu_secs,omitempty"`
+	// ClientCPU is this process's CPU (clients and workers) during the measured window.
+	ClientCPU float64 `json:"client_cpu_secs"`
+}
+
+// cpuSecs is this process's user+system CPU time so far.
+func cpuSecs() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
 }
 
 func main() {
@@ -120,11 +132,13 @@ func main() {
 		}
 	}
 	time.Sleep(*warmup)
+	cpu0 := cpuSecs()
 	measuring.Store(true)
 	began := time.Now()
 	time.Sleep(*duration)
 	measuring.Store(false)
 	elapsed := time.Since(began)
+	clientCPU := cpuSecs() - cpu0
 	wg.Wait()
 	for _, nc := range conns {
 		nc.Close()
@@ -141,7 +155,7 @@ func main() {
 		Server: *url, TLS: *ca != "", Clients: *clients, Workers: *workers, Window: *window,
 		Size: *size, DurationMs: elapsed.Milliseconds(), Completed: completed.Load(),
 		Errors: errors.Load(), MsgPerSec: float64(completed.Load()) / elapsed.Seconds(),
-		P50Ms: pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99),
+		P50Ms: pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99), ClientCPU: clientCPU,
 	}
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
