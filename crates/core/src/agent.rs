@@ -138,15 +138,22 @@ impl AgentOptions {
     }
 }
 
-/// What can go wrong for an agent.
+/// What can go wrong for an agent. Failures underneath (a transport error, the handshake's,
+/// a TLS set-up error) are kept as the source.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum AgentError {
-    /// Bad options (URL, names).
+    /// Bad options (an address, a name, a transport that cannot do what was asked).
     #[error("invalid configuration: {0}")]
     Config(String),
-    /// The connection could not be set up (network, TLS).
+    /// The TLS settings could not be loaded or built (a certificate file, a pin).
+    #[error("invalid configuration: {0}")]
+    Tls(#[source] Arc<crate::tls::TlsError>),
+    /// The connection could not be set up (network, TLS, QUIC).
     #[error("cannot connect to the hub: {0}")]
-    Connect(String),
+    Connect(#[source] TransportError),
+    /// Several hub addresses were given and none worked.
+    #[error("cannot connect to the hub: no hub address worked: {}", attempts_text(.0))]
+    Unreachable(Vec<FailedAttempt>),
     /// The hub refused the handshake.
     #[error("the hub rejected this agent: {code}: {reason}")]
     Rejected {
@@ -155,15 +162,15 @@ pub enum AgentError {
         /// The hub's reason.
         reason: String,
     },
-    /// The handshake failed otherwise.
+    /// The handshake failed otherwise (the hub's answer did not fit, or never came).
     #[error("handshake failed: {0}")]
-    Handshake(String),
+    Handshake(#[source] HandshakeError),
     /// No answer in time.
     #[error("timed out after {0:?}")]
     Timeout(Duration),
     /// The connection is gone.
     #[error("disconnected: {0}")]
-    Disconnected(String),
+    Disconnected(#[source] TransportError),
     /// The hub or the peer answered with an error envelope.
     #[error("{code}: {reason}")]
     Remote {
@@ -174,18 +181,46 @@ pub enum AgentError {
     },
     /// The message is larger than the agreed frame limit.
     #[error("message too large: {0}")]
-    TooLarge(String),
+    TooLarge(#[source] FrameError),
+    /// The message could not be encoded in the session's codec.
+    #[error("cannot encode the message: {0}")]
+    Encode(#[source] agentwire_proto::CodecError),
+}
+
+/// One hub address that did not work, in [`AgentError::Unreachable`].
+#[derive(Debug, Clone)]
+pub struct FailedAttempt {
+    /// The address.
+    pub url: String,
+    /// Why (`None`: no answer within the fallback timeout).
+    pub error: Option<Box<AgentError>>,
+    /// How long the attempt was given.
+    pub waited: Duration,
+}
+
+fn attempts_text(attempts: &[FailedAttempt]) -> String {
+    attempts
+        .iter()
+        .map(|a| match &a.error {
+            Some(e) => format!("{}: {e}", a.url),
+            None => format!("{}: no answer within {:?}", a.url, a.waited),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl From<crate::tls::TlsError> for AgentError {
     fn from(e: crate::tls::TlsError) -> Self {
-        AgentError::Config(e.to_string())
+        AgentError::Tls(Arc::new(e))
     }
 }
 
 impl From<QueueError> for AgentError {
     fn from(e: QueueError) -> Self {
-        AgentError::Disconnected(e.to_string())
+        AgentError::Disconnected(TransportError::Closed {
+            code: None,
+            reason: e.to_string(),
+        })
     }
 }
 
@@ -240,9 +275,9 @@ impl Connector {
     async fn quic_dial(&self, opts: &AgentOptions, url: &HubUrl) -> Result<&QuicDial, AgentError> {
         self.quic
             .get_or_try_init(|| async {
-                let tls = crate::tls::client_config(&opts.trust, &[crate::tls::ALPN_AGENTWIRE])?;
                 let bind = opts.bind.unwrap_or_else(|| url.default_bind());
-                QuicDial::new(bind, &opts.quic, tls).map_err(|e| AgentError::Connect(e.to_string()))
+                QuicDial::new(bind, &opts.quic, crate::tls::server_verifier(&opts.trust)?)
+                    .map_err(AgentError::Connect)
             })
             .await
     }
@@ -258,22 +293,23 @@ impl Connector {
             }
             let mut failures = Vec::new();
             for url in &urls {
-                match tokio::time::timeout(opts.fallback_timeout, self.connect_url(opts, url)).await
-                {
-                    Ok(Ok(agent)) => return Ok(agent),
-                    Ok(Err(e @ AgentError::Rejected { .. })) => return Err(e),
-                    Ok(Err(e)) => failures.push(format!("{url}: {e}")),
-                    Err(_) => failures.push(format!(
-                        "{url}: no answer within {:?}",
-                        opts.fallback_timeout
-                    )),
-                }
+                let error =
+                    match tokio::time::timeout(opts.fallback_timeout, self.connect_url(opts, url))
+                        .await
+                    {
+                        Ok(Ok(agent)) => return Ok(agent),
+                        Ok(Err(e @ AgentError::Rejected { .. })) => return Err(e),
+                        Ok(Err(e)) => Some(Box::new(e)),
+                        Err(_) => None,
+                    };
+                failures.push(FailedAttempt {
+                    url: url.to_string(),
+                    error,
+                    waited: opts.fallback_timeout,
+                });
                 tracing::info!(%url, "hub not reachable, trying the next address");
             }
-            Err(AgentError::Connect(format!(
-                "no hub address worked: {}",
-                failures.join("; ")
-            )))
+            Err(AgentError::Unreachable(failures))
         };
         tokio::time::timeout(opts.connect_timeout, attempts)
             .await
@@ -307,9 +343,7 @@ impl Connector {
         url: &HubUrl,
     ) -> Result<Agent, AgentError> {
         let mut handshake = Self::hello(opts, url.transport);
-        let hello = handshake
-            .hello_frame()
-            .map_err(|e| AgentError::Handshake(e.to_string()))?;
+        let hello = handshake.hello_frame().map_err(AgentError::Encode)?;
         let RawConnection {
             sender,
             mut receiver,
@@ -320,10 +354,13 @@ impl Connector {
         let session = match receiver.recv_frame().await {
             Ok(Some(raw)) => handshake.on_frame(&raw).map_err(|e| match e {
                 HandshakeError::Rejected { code, reason } => AgentError::Rejected { code, reason },
-                other => AgentError::Handshake(other.to_string()),
+                other => AgentError::Handshake(other),
             }),
-            Ok(None) => Err(AgentError::Handshake("hub closed before answering".into())),
-            Err(e) => Err(AgentError::Connect(e.to_string())),
+            Ok(None) => Err(AgentError::Connect(TransportError::Closed {
+                code: None,
+                reason: "the hub closed before answering the hello".into(),
+            })),
+            Err(e) => Err(AgentError::Connect(e)),
         };
         let session = match session {
             Ok(s) => s,
@@ -365,7 +402,7 @@ impl Connector {
         match &url.endpoint {
             HubEndpoint::Path(path) => target.path = Some(path.clone()),
             HubEndpoint::Net { .. } => {
-                target.addr = Some(url.resolve().await.map_err(AgentError::Connect)?)
+                target.addr = Some(url.resolve().await.map_err(AgentError::Config)?)
             }
         }
         let mut quic = None;
@@ -396,7 +433,7 @@ impl Connector {
                 )))
             }
         }
-        .map_err(|e| AgentError::Connect(e.to_string()))?;
+        .map_err(AgentError::Connect)?;
         match dialed.zero_rtt {
             ZeroRtt::Accepted => self.zero_rtt_accepted.fetch_add(1, Ordering::Relaxed),
             ZeroRtt::Rejected => self.zero_rtt_rejected.fetch_add(1, Ordering::Relaxed),
@@ -457,7 +494,7 @@ struct AgentInner {
     next_id: AtomicU64,
     pending: Mutex<HashMap<u64, oneshot::Sender<Envelope>>>,
     connection: Box<dyn ConnectionControl>,
-    closed: tokio::sync::watch::Receiver<Option<String>>,
+    closed: tokio::sync::watch::Receiver<Option<TransportError>>,
     sent: AtomicU64,
     received: AtomicU64,
     counters: AgentCounters,
@@ -646,8 +683,8 @@ impl AgentHandle {
         mut env: Envelope,
         reply: Option<ReplySlot>,
     ) -> Result<u64, AgentError> {
-        if let Some(reason) = self.inner.closed.borrow().clone() {
-            return Err(AgentError::Disconnected(reason));
+        if let Some(why) = self.inner.closed.borrow().clone() {
+            return Err(AgentError::Disconnected(why));
         }
         env.from.clone_from(&self.inner.session.agent_id);
         let id = env.id;
@@ -658,18 +695,15 @@ impl AgentHandle {
         };
         let frame = Frame::Envelope(env)
             .encode(self.inner.session.codec)
-            .map_err(|e| AgentError::Config(e.to_string()))?;
+            .map_err(AgentError::Encode)?;
         let len = frame
             .len()
             .saturating_sub(agentwire_proto::FRAME_HEADER_LEN);
         if len > self.inner.session.max_frame_size as usize {
-            return Err(AgentError::TooLarge(
-                FrameError::TooLarge {
-                    len: u32::try_from(len).unwrap_or(u32::MAX),
-                    max: self.inner.session.max_frame_size,
-                }
-                .to_string(),
-            ));
+            return Err(AgentError::TooLarge(FrameError::TooLarge {
+                len: u32::try_from(len).unwrap_or(u32::MAX),
+                max: self.inner.session.max_frame_size,
+            }));
         }
         self.inner
             .queue
@@ -746,7 +780,7 @@ impl AgentHandle {
                     .closed
                     .borrow()
                     .clone()
-                    .unwrap_or_else(|| "connection ended".into()),
+                    .unwrap_or_else(connection_ended),
             )),
             // The hub answers `cancelled` when the request's ttl (= `timeout`) ran out there
             // first: the same timeout as ours.
@@ -775,7 +809,7 @@ impl AgentHandle {
     async fn control_at(&self, frame: Frame, priority: Priority) -> Result<(), AgentError> {
         let frame = frame
             .encode(self.inner.session.codec)
-            .map_err(|e| AgentError::Config(e.to_string()))?;
+            .map_err(AgentError::Encode)?;
         self.inner
             .queue
             .push(
@@ -798,8 +832,7 @@ impl AgentHandle {
             .quic
             .as_ref()
             .ok_or_else(|| AgentError::Config("rebind needs the QUIC transport".into()))?;
-        quic.rebind(addr)
-            .map_err(|e| AgentError::Connect(e.to_string()))
+        quic.rebind(addr).map_err(AgentError::Connect)
     }
 
     /// The local address of the agent's QUIC endpoint.
@@ -812,6 +845,11 @@ impl AgentHandle {
 
     /// Why the connection ended, once it has.
     pub fn closed_reason(&self) -> Option<String> {
+        self.closed_error().map(|e| e.to_string())
+    }
+
+    /// Why the connection ended, once it has, as the error it ended with.
+    pub fn closed_error(&self) -> Option<TransportError> {
         self.inner.closed.borrow().clone()
     }
 
@@ -819,11 +857,11 @@ impl AgentHandle {
     pub async fn closed(&self) -> String {
         let mut rx = self.inner.closed.clone();
         loop {
-            if let Some(reason) = rx.borrow_and_update().clone() {
-                return reason;
+            if let Some(why) = rx.borrow_and_update().clone() {
+                return why.to_string();
             }
             if rx.changed().await.is_err() {
-                return "connection ended".into();
+                return connection_ended().to_string();
             }
         }
     }
@@ -959,29 +997,35 @@ async fn agent_reader<R: FrameReceiver>(
     queue: Arc<PriorityQueue<Outgoing>>,
     mut receiver: R,
     inbox: mpsc::Sender<Incoming>,
-    closed: tokio::sync::watch::Sender<Option<String>>,
+    closed: tokio::sync::watch::Sender<Option<TransportError>>,
 ) {
+    let ended = |code: ErrorCode, reason: String| TransportError::Closed {
+        code: Some(code),
+        reason,
+    };
     let reason = loop {
         let raw = match receiver.recv_frame().await {
             Ok(Some(raw)) => raw,
-            Ok(None) => break "connection closed".to_owned(),
-            Err(e) => break e.to_string(),
+            Ok(None) => break ended(ErrorCode::Normal, "the hub ended the connection".into()),
+            Err(e) => break e,
         };
         let reply_slot = receiver.take_reply_slot();
         let Some(inner) = agent.upgrade() else {
-            break "agent dropped".to_owned();
+            break ended(ErrorCode::Normal, "agent dropped".into());
         };
         let handle = AgentHandle { inner };
         let env = match Frame::decode(&raw, codec) {
             Ok(Frame::Envelope(env)) => env,
-            Ok(Frame::Goodbye(g)) => break format!("hub said goodbye: {} {}", g.code, g.reason),
+            Ok(Frame::Goodbye(g)) => {
+                break ended(g.code, format!("hub said goodbye: {} {}", g.code, g.reason))
+            }
             Ok(_) => continue,
             Err(e) => {
                 handle
                     .inner
                     .connection
                     .close(e.close_code(), &e.to_string());
-                break format!("bad frame from hub: {e}");
+                break TransportError::Frame(e);
             }
         };
         handle.inner.received.fetch_add(1, Ordering::Relaxed);
@@ -1018,6 +1062,14 @@ async fn agent_reader<R: FrameReceiver>(
 
 impl From<TransportError> for AgentError {
     fn from(e: TransportError) -> Self {
-        AgentError::Disconnected(e.to_string())
+        AgentError::Disconnected(e)
+    }
+}
+
+/// The reason given when the connection ended without one.
+fn connection_ended() -> TransportError {
+    TransportError::Closed {
+        code: None,
+        reason: "connection ended".into(),
     }
 }

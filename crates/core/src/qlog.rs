@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use quinn::TransportConfig;
 
 use crate::settings::QuicSettings;
-use crate::transport::TransportError;
+use crate::transport::{ConnectError, TransportError};
 
 /// Which side of a connection a trace was written by (the file name's first part).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,18 +112,16 @@ pub(crate) fn traced_transport(
     let Some(dir) = &settings.qlog_dir else {
         return Ok(None);
     };
-    let mut transport = settings
-        .transport_config()
-        .map_err(TransportError::Connect)?;
-    std::fs::create_dir_all(dir).map_err(|e| {
-        TransportError::Io(format!(
-            "cannot create qlog directory {}: {e}",
-            dir.display()
-        ))
-    })?;
+    let mut transport = settings.transport_config().map_err(ConnectError::Config)?;
+    let trace = |what: String, e: std::io::Error| ConnectError::Trace {
+        what,
+        source: std::sync::Arc::new(e),
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| trace(format!("cannot create qlog directory {}", dir.display()), e))?;
     let path = qlog_path(dir, role, name);
-    let file = File::create(&path)
-        .map_err(|e| TransportError::Io(format!("cannot create {}: {e}", path.display())))?;
+    let file =
+        File::create(&path).map_err(|e| trace(format!("cannot create {}", path.display()), e))?;
     let mut config = quinn::QlogConfig::default();
     config
         .writer(Box::new(TraceFile {
@@ -134,7 +132,7 @@ pub(crate) fn traced_transport(
         .description(Some(format!("congestion control {}", settings.congestion)))
         .start_time(Instant::now());
     let stream = config.into_stream().ok_or_else(|| {
-        TransportError::Io(format!("cannot start the qlog trace {}", path.display()))
+        ConnectError::Config(format!("cannot start the qlog trace {}", path.display()))
     })?;
     transport.qlog_stream(Some(stream));
     Ok(Some(transport))

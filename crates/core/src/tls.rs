@@ -13,7 +13,8 @@
 //!   used by the QUIC transport (TLS 1.3 only, ring provider, ALPN, session
 //!   resumption and 0-RTT enabled);
 //! * turning handshake failures into sentences a person can act on
-//!   ([`describe_tls_error`], [`describe_tls_error_text`]).
+//!   ([`describe_tls_error`]; [`RecordingVerifier`] keeps the rustls error for transports
+//!   that report a failed handshake only as text).
 //!
 //! What it must NOT do: open sockets or know about QUIC/quinn (the transport
 //! wraps these configs with `quinn::crypto::rustls::QuicClientConfig` /
@@ -800,6 +801,100 @@ pub fn client_config_with_verifier(
     Ok(config)
 }
 
+/// A certificate check that remembers why it refused a server name last, so that a transport
+/// which reports a failed handshake only as text (QUIC: quinn keeps the rustls error's
+/// message, not the error) can still hand on the rustls error itself. One check serves every
+/// connection of a client config: rustls resumes (and sends 0-RTT) only with the check that
+/// verified the session first.
+#[derive(Debug)]
+pub struct RecordingVerifier {
+    inner: Arc<dyn ServerCertVerifier>,
+    refused: std::sync::Mutex<std::collections::HashMap<String, rustls::Error>>,
+}
+
+/// Most refusals a [`RecordingVerifier`] keeps (older ones are forgotten).
+const MAX_REFUSALS: usize = 64;
+
+impl RecordingVerifier {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn ServerCertVerifier>) -> Self {
+        RecordingVerifier {
+            inner,
+            refused: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    fn refusals(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, rustls::Error>> {
+        self.refused.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Why the check last refused `server_name`'s certificate, if it did (and forgets it).
+    pub fn take_refusal(&self, server_name: &str) -> Option<rustls::Error> {
+        self.refusals().remove(server_name)
+    }
+
+    fn keep<T>(
+        &self,
+        name: Option<&ServerName<'_>>,
+        r: Result<T, rustls::Error>,
+    ) -> Result<T, rustls::Error> {
+        if let (Err(e), Some(name)) = (&r, name) {
+            let mut refused = self.refusals();
+            if refused.len() >= MAX_REFUSALS {
+                refused.clear();
+            }
+            refused.insert(name.to_str().into_owned(), e.clone());
+        }
+        r
+    }
+}
+
+impl ServerCertVerifier for RecordingVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.keep(
+            Some(server_name),
+            self.inner.verify_server_cert(
+                end_entity,
+                intermediates,
+                server_name,
+                ocsp_response,
+                now,
+            ),
+        )
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.keep(None, self.inner.verify_tls12_signature(message, cert, dss))
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.keep(None, self.inner.verify_tls13_signature(message, cert, dss))
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
 /// Number of resumable sessions the hub remembers (stateful resumption).
 pub const SERVER_SESSION_CACHE_SIZE: usize = 4096;
 
@@ -981,65 +1076,6 @@ pub fn describe_tls_error(err: &rustls::Error) -> String {
     }
 }
 
-/// Like [`describe_tls_error`], for when only the error's text survives.
-///
-/// quinn reports a local TLS failure as `ConnectionError::TransportError`
-/// whose `reason` is the rustls error's `Display` text; pass that reason here.
-/// Unrecognised text is returned prefixed with "TLS handshake failed: ".
-pub fn describe_tls_error_text(reason: &str) -> String {
-    let reason = reason.trim();
-    // Exact matches against the Display of context-free rustls errors.
-    let known = [
-        rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
-        rustls::Error::InvalidCertificate(CertificateError::NotValidForName),
-        rustls::Error::InvalidCertificate(CertificateError::Expired),
-        rustls::Error::InvalidCertificate(CertificateError::NotValidYet),
-        rustls::Error::InvalidCertificate(CertificateError::BadEncoding),
-        rustls::Error::InvalidCertificate(CertificateError::BadSignature),
-        rustls::Error::InvalidCertificate(CertificateError::InvalidPurpose),
-        rustls::Error::InvalidCertificate(CertificateError::Revoked),
-        rustls::Error::InvalidCertificate(CertificateError::UnhandledCriticalExtension),
-        rustls::Error::NoCertificatesPresented,
-        rustls::Error::NoApplicationProtocol,
-    ];
-    if let Some(e) = known.iter().find(|e| e.to_string() == reason) {
-        return describe_tls_error(e);
-    }
-    if let Some(start) = reason.find("the hub's public key sha256:") {
-        let tail = &reason[start..];
-        let marker = "does not match the pinned sha256:";
-        if let Some(pos) = tail.find(marker) {
-            let end = pos + marker.len() + 64;
-            if let Some(sentence) = tail.get(..end) {
-                return sentence.to_string();
-            }
-        }
-    }
-    let bad_encoding = rustls::Error::InvalidCertificate(CertificateError::BadEncoding).to_string();
-    let cert_prefix = bad_encoding
-        .strip_suffix("BadEncoding")
-        .unwrap_or("invalid peer certificate: ");
-    if let Some(rest) = reason.strip_prefix(cert_prefix) {
-        let rest = rest.trim();
-        if rest.starts_with("certificate not valid for name") {
-            return format!(
-                "the hub's certificate is not valid for the name the client connected to ({rest})"
-            );
-        }
-        if rest.starts_with("certificate expired") {
-            return format!("the hub's certificate has expired ({rest})");
-        }
-        if rest.starts_with("certificate not valid yet") {
-            return format!("the hub's certificate is not valid yet ({rest})");
-        }
-        if rest.starts_with("UnknownIssuer") {
-            return describe_cert_error(&CertificateError::UnknownIssuer);
-        }
-        return format!("the hub's certificate was rejected: {rest}");
-    }
-    format!("TLS handshake failed: {reason}")
-}
-
 // ---------------------------------------------------------------------------
 // Tests
 // ---------------------------------------------------------------------------
@@ -1174,7 +1210,6 @@ mod tests {
         );
         let msg = describe_tls_error(err);
         assert!(msg.contains("not signed by the trusted CA"), "{msg}");
-        assert!(describe_tls_error_text(&err.to_string()).contains("not signed by the trusted CA"));
         // The hub sees the client's alert.
         let server_msg = describe_tls_error(out.server_err.as_ref().unwrap());
         assert!(
@@ -1208,8 +1243,6 @@ mod tests {
         );
         assert!(msg.contains("hub.example"), "{msg}");
         assert!(msg.contains("10.1.2.3"), "{msg}");
-        let text = describe_tls_error_text(&err.to_string());
-        assert!(text.contains("not valid for the name"), "{text}");
     }
 
     #[test]
@@ -1237,7 +1270,6 @@ mod tests {
             msg,
             format!("the hub's public key {got} does not match the pinned {want}")
         );
-        assert_eq!(describe_tls_error_text(&err.to_string()), msg);
     }
 
     #[test]
@@ -1499,9 +1531,13 @@ mod tests {
             assert!(accepted.await, "hub rejected 0-RTT");
             conn.close(0u32.into(), b"done");
 
-            // 3. Wrong pin fails with a describable reason.
+            // 3. A wrong pin fails, and the recording check keeps the rustls error that quinn
+            //    reports only as text.
             let wrong = identity(&local_bundle()).spki_pin().unwrap();
-            let pinned = client_config(&HubTrust::pin(&wrong).unwrap(), &[ALPN_AGENTWIRE]).unwrap();
+            let recorder = Arc::new(RecordingVerifier::new(
+                server_verifier(&HubTrust::pin(&wrong).unwrap()).unwrap(),
+            ));
+            let pinned = client_config_with_verifier(recorder.clone(), &[ALPN_AGENTWIRE]).unwrap();
             let pinned_cfg =
                 quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(pinned).unwrap()));
             let err = client
@@ -1509,10 +1545,14 @@ mod tests {
                 .unwrap()
                 .await
                 .unwrap_err();
-            let quinn::ConnectionError::TransportError(te) = &err else {
-                panic!("unexpected {err:?}");
-            };
-            let msg = describe_tls_error_text(&te.reason);
+            assert!(
+                matches!(err, quinn::ConnectionError::TransportError(_)),
+                "{err:?}"
+            );
+            let refused = recorder
+                .take_refusal("localhost")
+                .expect("the check recorded its refusal");
+            let msg = describe_tls_error(&refused);
             assert!(msg.contains("does not match the pinned"), "{msg} ({err})");
         };
         tokio::time::timeout(std::time::Duration::from_secs(20), test)

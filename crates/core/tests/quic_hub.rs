@@ -78,6 +78,19 @@ async fn wrong_ca_is_rejected_with_a_clear_error() {
         text.contains("not signed by the trusted CA"),
         "unclear error: {text}"
     );
+    // The rustls error itself, not its text: quinn reports only the text; the dialer's
+    // certificate check recorded the error.
+    assert!(
+        matches!(
+            &err,
+            AgentError::Connect(agentwire::transport::TransportError::Connect(
+                agentwire::transport::ConnectError::Tls(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::UnknownIssuer
+                ))
+            ))
+        ),
+        "{err:?}"
+    );
     assert_eq!(t.hub.agent_count(), 0);
 }
 

@@ -15,7 +15,7 @@ use crate::metrics::outcome;
 use crate::settings::SocketBuffers;
 use crate::tls::HubIdentity;
 use crate::transport::listen::{Listen, TcpListen, UnixListen};
-use crate::transport::{TransportError, TransportKind};
+use crate::transport::{ConnectError, TransportError, TransportKind};
 use crate::url::{HubEndpoint, HubUrl};
 
 /// Where a listener is bound.
@@ -105,12 +105,12 @@ impl Hub {
     ) -> Result<Listener, TransportError> {
         let need_identity = || {
             identity.ok_or_else(|| {
-                TransportError::Connect(format!("{url} needs a certificate (--cert-dir)"))
+                ConnectError::Config(format!("{url} needs a certificate (--cert-dir)"))
             })
         };
         match (&url.endpoint, url.transport) {
             (HubEndpoint::Net { .. }, TransportKind::Quic) => {
-                let addr = url.resolve().await.map_err(TransportError::Connect)?;
+                let addr = url.resolve().await.map_err(ConnectError::Config)?;
                 let quic = self.listen_quic(addr, need_identity()?)?;
                 let mut real = url.clone();
                 real.endpoint = HubEndpoint::Net {
@@ -151,12 +151,12 @@ impl Hub {
                                 crate::transport::ws::ALPN_HTTP11,
                             ],
                         )
-                        .map_err(|e| TransportError::Connect(e.to_string()))?,
+                        .map_err(|e| ConnectError::Config(e.to_string()))?,
                     )
                 } else {
                     None
                 };
-                let addr = url.resolve().await.map_err(TransportError::Connect)?;
+                let addr = url.resolve().await.map_err(ConnectError::Config)?;
                 let config = &self.inner.config;
                 let (listen, local) =
                     TcpListen::bind(addr, tls, config.handshake_timeout, config.websocket).await?;
@@ -177,9 +177,9 @@ impl Hub {
                     socket_file: None,
                 })
             }
-            _ => Err(TransportError::Connect(format!(
-                "{url}: this transport cannot listen yet"
-            ))),
+            _ => {
+                Err(ConnectError::Config(format!("{url}: this transport cannot listen yet")).into())
+            }
         }
     }
 

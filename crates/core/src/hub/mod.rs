@@ -38,7 +38,7 @@ use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use crate::tls::HubIdentity;
 use crate::transport::quic::{QuicListen, QuicListenHandle};
 use crate::transport::{
-    ConnectionStats, FrameReceiver, FrameSender, ReplySlot, SendClass, TransportError,
+    ConnectError, ConnectionStats, FrameReceiver, FrameSender, ReplySlot, SendClass, TransportError,
 };
 
 /// How long a rejected peer gets to read the reject and close by itself.
@@ -236,7 +236,7 @@ impl Hub {
         identity: &HubIdentity,
     ) -> Result<QuicListener, TransportError> {
         let tls = crate::tls::server_config(identity, &[crate::tls::ALPN_AGENTWIRE])
-            .map_err(|e| TransportError::Connect(e.to_string()))?;
+            .map_err(|e| ConnectError::Config(e.to_string()))?;
         let config = &self.inner.config;
         let (listen, handle) = QuicListen::bind(
             addr,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::any::{AnyReceiver, AnySender};
-use super::{h2, uds, ws, FrameSender, SendClass, TransportError};
+use super::{h2, uds, ws, ConnectError, FrameSender, SendClass, TransportError};
 use crate::settings::{SocketBuffers, StreamMapping};
 
 /// Where and as whom to connect.
@@ -40,15 +40,16 @@ pub struct DialTarget {
 impl DialTarget {
     fn addr(&self) -> Result<SocketAddr, TransportError> {
         self.addr
-            .ok_or_else(|| TransportError::Connect("no network address to connect to".into()))
+            .ok_or_else(|| ConnectError::Config("no network address to connect to".into()).into())
     }
 
     fn tls_name(&self) -> Result<rustls_pki_types::ServerName<'static>, TransportError> {
         rustls_pki_types::ServerName::try_from(self.server_name.clone()).map_err(|_| {
-            TransportError::Connect(format!(
+            ConnectError::Config(format!(
                 "{:?} is not a valid TLS server name",
                 self.server_name
             ))
+            .into()
         })
     }
 }
@@ -153,7 +154,7 @@ impl Dial for UnixDial {
         let path = target
             .path
             .as_ref()
-            .ok_or_else(|| TransportError::Connect("no socket path to connect to".into()))?;
+            .ok_or_else(|| ConnectError::Config("no socket path to connect to".into()))?;
         let (s, r) = uds::connect(path).await?;
         send_first(AnySender::Stream(s), AnyReceiver::Stream(r), first_frame).await
     }

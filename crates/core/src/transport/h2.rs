@@ -46,8 +46,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot, watch, Mutex};
 
 use super::{
-    check_outgoing, ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError,
-    TransportKind,
+    check_outgoing, ConnectError, ConnectionStats, FrameReceiver, FrameSender, SendClass,
+    TransportError, TransportKind,
 };
 
 /// Path of the session stream.
@@ -581,9 +581,11 @@ pub async fn accept<IO: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     {
         Err(_) => return Err(TransportError::Timeout(session_timeout)),
         Ok(Err(e)) => {
-            return Err(TransportError::Connect(format!(
-                "HTTP/2 handshake failed (is the peer an agentwire HTTP/2 client?): {e}"
-            )))
+            return Err(ConnectError::refused(
+                "HTTP/2 handshake failed (is the peer an agentwire HTTP/2 client?)",
+                e,
+            )
+            .into())
         }
         Ok(Ok(conn)) => conn,
     };
@@ -611,9 +613,10 @@ pub async fn connect(
     server_name: rustls_pki_types::ServerName<'static>,
 ) -> Result<(H2Sender, H2Receiver), TransportError> {
     if !tls.alpn_protocols.iter().any(|p| p == ALPN_H2) {
-        return Err(TransportError::Connect(
+        return Err(ConnectError::Config(
             "the TLS client configuration does not offer ALPN \"h2\", which HTTP/2 requires".into(),
-        ));
+        )
+        .into());
     }
     let authority = match &server_name {
         rustls_pki_types::ServerName::DnsName(name) => format!("{}:{}", name.as_ref(), addr.port()),
@@ -621,32 +624,22 @@ pub async fn connect(
     };
     let tcp = tokio::net::TcpStream::connect(addr)
         .await
-        .map_err(|e| TransportError::Connect(format!("cannot connect to {addr}: {e}")))?;
+        .map_err(|e| ConnectError::socket(format!("cannot connect to {addr}"), e))?;
     let _ = tcp.set_nodelay(true);
     let stream = tokio_rustls::TlsConnector::from(tls)
         .connect(server_name, tcp)
         .await
-        .map_err(|e| {
-            let why = match e
-                .get_ref()
-                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-            {
-                Some(tls_error) => crate::tls::describe_tls_error(tls_error),
-                None => e.to_string(),
-            };
-            TransportError::Connect(format!("TLS handshake with {addr} failed: {why}"))
-        })?;
+        .map_err(|e| ConnectError::tls_handshake(format!("TLS handshake with {addr} failed"), e))?;
     if stream.get_ref().1.alpn_protocol() != Some(ALPN_H2) {
-        return Err(TransportError::Connect(format!(
+        return Err(ConnectError::Config(format!(
             "the server at {addr} did not agree to HTTP/2 (ALPN \"h2\")"
-        )));
+        ))
+        .into());
     }
     let (requests, conn) = client_builder()
         .handshake::<_, Bytes>(stream)
         .await
-        .map_err(|e| {
-            TransportError::Connect(format!("HTTP/2 handshake with {addr} failed: {e}"))
-        })?;
+        .map_err(|e| ConnectError::refused(format!("HTTP/2 handshake with {addr} failed"), e))?;
     let (core, tx, rx) = Core::new(Some(addr), authority);
     tokio::spawn(drive_client(conn, core.clone()));
     match open_session(&core, requests, tx).await {
@@ -665,21 +658,22 @@ async fn open_session(
     requests: h2::client::SendRequest<Bytes>,
     tx: mpsc::Sender<Inbound>,
 ) -> Result<(), TransportError> {
-    let failed = |what: &str, e: &dyn std::fmt::Display| {
-        TransportError::Connect(format!("HTTP/2 session request failed ({what}): {e}"))
-    };
-    let mut requests = requests.ready().await.map_err(|e| failed("ready", &e))?;
-    let request = post(&core.authority, SESSION_PATH).map_err(|e| failed("request", &e))?;
+    fn failed(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> ConnectError {
+        ConnectError::refused(format!("HTTP/2 session request failed ({what})"), e)
+    }
+    let mut requests = requests.ready().await.map_err(|e| failed("ready", e))?;
+    let request = post(&core.authority, SESSION_PATH).map_err(|e| failed("request", e))?;
     let (response, out) = requests
         .send_request(request, false)
-        .map_err(|e| failed("send", &e))?;
+        .map_err(|e| failed("send", e))?;
     core.streams_opened.fetch_add(1, Ordering::Relaxed);
-    let response = response.await.map_err(|e| failed("response", &e))?;
+    let response = response.await.map_err(|e| failed("response", e))?;
     if response.status() != StatusCode::OK {
-        return Err(TransportError::Connect(format!(
+        return Err(ConnectError::Config(format!(
             "the hub answered {} to the HTTP/2 session request",
             response.status()
-        )));
+        ))
+        .into());
     }
     *core.session_out.lock().await = Some(out);
     core.set_requests(Some(requests));
@@ -756,7 +750,7 @@ impl H2Sender {
             .await
             .map_err(|e| self.core.write_error(&e))?;
         let request = post(&self.core.authority, MESSAGE_PATH)
-            .map_err(|e| TransportError::Io(format!("cannot build the message request: {e}")))?;
+            .map_err(|e| TransportError::io("cannot build the message request", e))?;
         let (response, mut stream) = requests
             .send_request(request, false)
             .map_err(|e| self.core.write_error(&e))?;
@@ -938,11 +932,11 @@ mod tests {
             let (tcp, peer) = listener
                 .accept()
                 .await
-                .map_err(|e| TransportError::Io(e.to_string()))?;
+                .map_err(|e| TransportError::io("accept", e))?;
             let tls = tokio_rustls::TlsAcceptor::from(config)
                 .accept(tcp)
                 .await
-                .map_err(|e| TransportError::Connect(e.to_string()))?;
+                .map_err(|e| ConnectError::tls_handshake("TLS accept", e))?;
             accept(tls, Some(peer), Duration::from_secs(10)).await
         });
         (addr, hub)

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use super::any::{AnyReceiver, AnySender};
 use super::stream::{StreamReceiver, StreamSender};
-use super::{h2, uds, ws, FrameReceiver, FrameSender, TransportError, TransportKind};
+use super::{h2, uds, ws, ConnectError, FrameReceiver, FrameSender, TransportError, TransportKind};
 
 /// A connection a listener accepted, ready for the hub's handshake.
 pub struct Accepted<S, R> {
@@ -75,10 +75,10 @@ impl TcpListen {
     ) -> Result<(TcpListen, SocketAddr), TransportError> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
-            .map_err(|e| TransportError::Connect(format!("cannot listen on {addr}: {e}")))?;
+            .map_err(|e| ConnectError::socket(format!("cannot listen on {addr}"), e))?;
         let local = listener
             .local_addr()
-            .map_err(|e| TransportError::Io(e.to_string()))?;
+            .map_err(|e| ConnectError::socket(format!("cannot read the address of {addr}"), e))?;
         let listen = TcpListen {
             listener,
             tls: tls.map(|c| tokio_rustls::TlsAcceptor::from(Arc::new(c))),
@@ -135,7 +135,10 @@ async fn tcp_setup(
         .map_err(|_| failed("tls", TransportError::Timeout(timeout)))?
         .map_err(|e| {
             tracing::debug!(%remote, "TLS handshake failed: {e}");
-            failed("tls", TransportError::Io(e.to_string()))
+            failed(
+                "tls",
+                ConnectError::tls_handshake("TLS handshake failed", e).into(),
+            )
         })?;
     if tls_stream.get_ref().1.alpn_protocol() == Some(h2::ALPN_H2) {
         let (s, r) = h2::accept(tls_stream, Some(remote), timeout)
@@ -174,9 +177,9 @@ pub struct UnixListen {
 impl UnixListen {
     /// Binds `path`.
     pub async fn bind(path: &Path, mode: u32) -> Result<UnixListen, TransportError> {
-        let listener = uds::bind(path, mode).await.map_err(|e| {
-            TransportError::Connect(format!("cannot listen on {}: {e}", path.display()))
-        })?;
+        let listener = uds::bind(path, mode)
+            .await
+            .map_err(|e| ConnectError::socket(format!("cannot listen on {}", path.display()), e))?;
         Ok(UnixListen { listener })
     }
 

@@ -12,6 +12,7 @@
 
 pub mod any;
 pub mod dial;
+mod error;
 pub mod h2;
 pub mod listen;
 pub mod quic;
@@ -25,10 +26,11 @@ pub mod ws;
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use agentwire_proto::{ErrorCode, FrameError, Priority, RawFrame};
+use agentwire_proto::{ErrorCode, Priority, RawFrame};
+
 use bytes::Bytes;
+pub use error::{ConnectError, ErrorSource, TransportError};
 
 /// Which transport a connection uses.
 ///
@@ -129,52 +131,6 @@ impl fmt::Debug for ReplySlot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             ReplyStream::Quic(s) => write!(f, "ReplySlot(quic stream {})", s.id()),
-        }
-    }
-}
-
-/// What went wrong with a connection.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum TransportError {
-    /// The peer (or we) closed the connection, with an agentwire code where one was given.
-    #[error("connection closed: {reason}")]
-    Closed {
-        /// The agentwire close code, if the close carried one of ours.
-        code: Option<ErrorCode>,
-        /// What the close said.
-        reason: String,
-    },
-    /// The peer sent bytes that are not valid frames.
-    #[error("bad frame from peer: {0}")]
-    Frame(#[from] FrameError),
-    /// A frame we were asked to send is larger than the peer accepts.
-    #[error("frame of {len} bytes exceeds the peer's limit of {max}")]
-    TooLarge {
-        /// The frame's length.
-        len: usize,
-        /// The agreed limit.
-        max: u32,
-    },
-    /// Setting up the connection failed (address, socket, TLS).
-    #[error("{0}")]
-    Connect(String),
-    /// Nothing happened within the allowed time.
-    #[error("timed out after {0:?}")]
-    Timeout(Duration),
-    /// Any other I/O failure.
-    #[error("{0}")]
-    Io(String),
-}
-
-impl TransportError {
-    /// The agentwire code to close the connection with after this error.
-    pub fn close_code(&self) -> ErrorCode {
-        match self {
-            TransportError::Frame(e) => e.close_code(),
-            TransportError::TooLarge { .. } => ErrorCode::FrameTooLarge,
-            TransportError::Closed { code, .. } => code.unwrap_or(ErrorCode::Normal),
-            TransportError::Timeout(_) => ErrorCode::HandshakeTimeout,
-            _ => ErrorCode::Internal,
         }
     }
 }

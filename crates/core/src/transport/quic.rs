@@ -28,8 +28,8 @@ use super::quic_budget::{Admission, ReceiveBudget};
 use super::quic_inbound::{self, InboundReceiver, InboundSender, Ticket};
 use super::quic_socket::GsoCapped;
 use super::{
-    check_outgoing, ConnectionStats, FrameReceiver, FrameSender, ReplySlot, SendClass,
-    TransportError, TransportKind,
+    check_outgoing, ConnectError, ConnectionStats, FrameReceiver, FrameSender, ReplySlot,
+    SendClass, TransportError, TransportKind,
 };
 use crate::qlog::QlogRole;
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
@@ -62,13 +62,12 @@ pub fn server_endpoint(
     settings: &QuicSettings,
     tls: rustls::ServerConfig,
 ) -> Result<ServerEndpoint, TransportError> {
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
-        .map_err(|e| TransportError::Connect(format!("TLS config not usable for QUIC: {e}")))?;
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(|e| {
+        ConnectError::Config(format!("the TLS configuration is not usable for QUIC: {e}"))
+    })?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(Arc::new(
-        settings
-            .transport_config()
-            .map_err(TransportError::Connect)?,
+        settings.transport_config().map_err(ConnectError::Config)?,
     ));
     let (endpoint, socket_buffers) = endpoint(addr, settings, Some(config.clone()))?;
     Ok(ServerEndpoint {
@@ -211,7 +210,7 @@ fn endpoint(
 ) -> Result<(quinn::Endpoint, SocketBuffers), TransportError> {
     let (socket, buffers) = settings
         .bind_udp(addr)
-        .map_err(|e| TransportError::Connect(format!("cannot bind UDP {addr}: {e}")))?;
+        .map_err(|e| ConnectError::socket(format!("cannot bind UDP {addr}"), e))?;
     Ok((endpoint_on(socket, settings, server)?, buffers))
 }
 
@@ -238,19 +237,19 @@ pub fn endpoint_on(
     settings: &QuicSettings,
     server: Option<quinn::ServerConfig>,
 ) -> Result<quinn::Endpoint, TransportError> {
-    let addr = socket.local_addr().map_err(|e| {
-        TransportError::Connect(format!("cannot read the UDP socket's address: {e}"))
-    })?;
+    let addr = socket
+        .local_addr()
+        .map_err(|e| ConnectError::socket("cannot read the UDP socket's address", e))?;
     // A connection's settings may differ by peer; check the loopback variant here, once.
     settings
         .for_peer(std::net::Ipv4Addr::LOCALHOST.into())
         .transport_config()
-        .map_err(TransportError::Connect)?;
+        .map_err(ConnectError::Config)?;
     let runtime = quinn::default_runtime()
-        .ok_or_else(|| TransportError::Connect("no async runtime found".into()))?;
+        .ok_or_else(|| ConnectError::Config("no async runtime found".into()))?;
     let socket = runtime
         .wrap_udp_socket(socket)
-        .map_err(|e| TransportError::Connect(format!("cannot use UDP socket {addr}: {e}")))?;
+        .map_err(|e| ConnectError::socket(format!("cannot use UDP socket {addr}"), e))?;
     // Bound to loopback, every peer is a loopback peer and every datagram has its size.
     let loopback = settings.for_peer(addr.ip());
     let socket = Arc::new(
@@ -261,14 +260,12 @@ pub fn endpoint_on(
         },
     );
     quinn::Endpoint::new_with_abstract_socket(
-        settings
-            .endpoint_config()
-            .map_err(TransportError::Connect)?,
+        settings.endpoint_config().map_err(ConnectError::Config)?,
         server,
         socket,
         runtime,
     )
-    .map_err(|e| TransportError::Connect(format!("cannot start QUIC endpoint on {addr}: {e}")))
+    .map_err(|e| ConnectError::socket(format!("cannot start QUIC endpoint on {addr}"), e).into())
 }
 
 /// Builds a quinn client configuration from TLS settings and transport settings.
@@ -276,13 +273,12 @@ pub fn client_config(
     settings: &QuicSettings,
     tls: rustls::ClientConfig,
 ) -> Result<quinn::ClientConfig, TransportError> {
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
-        .map_err(|e| TransportError::Connect(format!("TLS config not usable for QUIC: {e}")))?;
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| {
+        ConnectError::Config(format!("the TLS configuration is not usable for QUIC: {e}"))
+    })?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(Arc::new(
-        settings
-            .transport_config()
-            .map_err(TransportError::Connect)?,
+        settings.transport_config().map_err(ConnectError::Config)?,
     ));
     Ok(config)
 }
@@ -314,16 +310,22 @@ pub fn map_connection_error(e: &quinn::ConnectionError) -> TransportError {
             code: None,
             reason: "idle timeout: no packets from the peer".into(),
         },
-        C::TransportError(t) => {
-            // QUIC carries TLS alerts as crypto errors 0x100..=0x1ff; their reason is the
-            // rustls error text, which the TLS module turns into a sentence naming the problem.
-            let code = u64::from(t.code);
-            if (0x100..=0x1ff).contains(&code) {
-                TransportError::Connect(crate::tls::describe_tls_error_text(&t.reason))
-            } else {
-                TransportError::Connect(format!("QUIC transport error: {t}"))
+        C::ConnectionClosed(close) => match crypto_alert(u64::from(close.error_code)) {
+            // The peer refused the TLS handshake with this alert.
+            Some(alert) => ConnectError::Tls(rustls::Error::AlertReceived(alert)).into(),
+            None => ConnectError::Quic {
+                peer: "the peer".into(),
+                source: e.clone(),
             }
+            .into(),
+        },
+        // A failure on this side (our TLS check of the peer among them: the dialer turns those
+        // into the rustls error itself, see `QuicDial`).
+        C::TransportError(_) => ConnectError::Quic {
+            peer: "QUIC".into(),
+            source: e.clone(),
         }
+        .into(),
         other => TransportError::Closed {
             code: None,
             reason: other.to_string(),
@@ -341,6 +343,12 @@ fn quic_priority(class: SendClass) -> i32 {
             Priority::Low => 0,
         },
     }
+}
+
+/// The TLS alert a QUIC crypto error code carries (0x100 + alert), if it is one.
+fn crypto_alert(code: u64) -> Option<rustls::AlertDescription> {
+    let alert = code.checked_sub(0x100).filter(|a| *a <= 0xff)?;
+    u8::try_from(alert).ok().map(rustls::AlertDescription::from)
 }
 
 /// Wraps an established connection and its control stream into sender and receiver halves.
@@ -485,7 +493,7 @@ impl QuicSender {
 fn map_write_error(e: quinn::WriteError) -> TransportError {
     match e {
         quinn::WriteError::ConnectionLost(c) => map_connection_error(&c),
-        other => TransportError::Io(format!("stream write failed: {other}")),
+        other => TransportError::io("stream write failed", other),
     }
 }
 
@@ -820,7 +828,7 @@ impl QuicListen {
         } = server_endpoint(addr, settings, tls)?;
         let local_addr = endpoint
             .local_addr()
-            .map_err(|e| TransportError::Io(e.to_string()))?;
+            .map_err(|e| ConnectError::socket("cannot read the UDP socket's address", e))?;
         let budget = (settings.receive_budget > 0)
             .then(|| ReceiveBudget::new(settings.receive_budget, settings.receive_window));
         let handle = QuicListenHandle {
@@ -878,9 +886,7 @@ async fn accept_connection(
     // but hand on nothing until the handshake has completed: a replayed 0-RTT flight never
     // completes it, so it can never register an agent.
     let (conn, handshake_done) = connecting.into_0rtt().map_err(|_| {
-        failed(TransportError::Connect(
-            "QUIC handshake could not start".into(),
-        ))
+        failed(ConnectError::Config("the QUIC handshake could not start".into()).into())
     })?;
     // Raise the connection window from the common starting value to its share now, so the
     // MAX_DATA leaves with the hub's first 1-RTT packets.
@@ -928,10 +934,13 @@ async fn accept_connection(
 }
 
 /// A QUIC client: one endpoint and one TLS configuration, with its session-ticket cache, for
-/// all of an agent's connections, so that a reconnect can send its hello as 0-RTT data.
+/// all of an agent's connections, so that a reconnect can send its hello as 0-RTT data. Its
+/// certificate check records why it refused a hub, so that a refused certificate comes back
+/// as the rustls error itself ([`ConnectError::Tls`]), not as quinn's text of it.
 pub struct QuicDial {
     endpoint: quinn::Endpoint,
     client_config: quinn::ClientConfig,
+    recorder: Arc<crate::tls::RecordingVerifier>,
     socket_buffers: SocketBuffers,
     settings: QuicSettings,
 }
@@ -951,13 +960,13 @@ impl QuicEndpointHandle {
         let (socket, _) = self
             .settings
             .bind_udp(addr)
-            .map_err(|e| TransportError::Connect(format!("cannot bind {addr}: {e}")))?;
+            .map_err(|e| ConnectError::socket(format!("cannot bind {addr}"), e))?;
         let local = socket
             .local_addr()
-            .map_err(|e| TransportError::Io(e.to_string()))?;
+            .map_err(|e| ConnectError::socket(format!("cannot read the address of {addr}"), e))?;
         self.endpoint
             .rebind(socket)
-            .map_err(|e| TransportError::Connect(format!("rebind failed: {e}")))?;
+            .map_err(|e| ConnectError::socket(format!("cannot move the endpoint to {addr}"), e))?;
         Ok(local)
     }
 
@@ -968,18 +977,25 @@ impl QuicEndpointHandle {
 }
 
 impl QuicDial {
-    /// A client endpoint bound to `bind` (port 0 for any) with `settings` and the client TLS
-    /// configuration `tls` (offering ALPN `agentwire/1`).
+    /// A client endpoint bound to `bind` (port 0 for any) with `settings`, checking hubs'
+    /// certificates with `verifier` (see [`crate::tls::server_verifier`]).
     pub fn new(
         bind: SocketAddr,
         settings: &QuicSettings,
-        tls: rustls::ClientConfig,
+        verifier: Arc<dyn rustls::client::danger::ServerCertVerifier>,
     ) -> Result<QuicDial, TransportError> {
+        let recorder = Arc::new(crate::tls::RecordingVerifier::new(verifier));
+        let tls = crate::tls::client_config_with_verifier(
+            recorder.clone(),
+            &[crate::tls::ALPN_AGENTWIRE],
+        )
+        .map_err(|e| ConnectError::Config(e.to_string()))?;
         let client_config = client_config(settings, tls)?;
         let (endpoint, socket_buffers) = client_endpoint(bind, settings)?;
         Ok(QuicDial {
             endpoint,
             client_config,
+            recorder,
             socket_buffers,
             settings: settings.clone(),
         })
@@ -992,29 +1008,48 @@ impl QuicDial {
             settings: self.settings.clone(),
         }
     }
+}
 
+/// One connection attempt: where to, and how to tell why it failed.
+struct Attempt<'a> {
+    addr: SocketAddr,
+    server_name: &'a str,
+    recorder: &'a crate::tls::RecordingVerifier,
+}
+
+impl Attempt<'_> {
+    /// Waits for the handshake.
+    async fn handshake(&self, connecting: quinn::Connecting) -> Result<Connection, TransportError> {
+        connecting.await.map_err(|e| self.failed(e))
+    }
+
+    /// Opens the control stream and writes the first frame on it.
     async fn open_control(
+        &self,
         conn: &Connection,
         first_frame: &Bytes,
     ) -> Result<(SendStream, RecvStream), TransportError> {
-        let (mut send, recv) = conn.open_bi().await.map_err(|e| map_connection_error(&e))?;
+        let (mut send, recv) = conn.open_bi().await.map_err(|e| self.failed(e))?;
         send.write_chunk(first_frame.clone())
             .await
-            .map_err(|e| TransportError::Connect(format!("sending the first frame: {e}")))?;
+            .map_err(map_write_error)?;
         Ok((send, recv))
     }
-}
 
-async fn await_connecting(
-    connecting: quinn::Connecting,
-    addr: SocketAddr,
-) -> Result<Connection, TransportError> {
-    connecting
-        .await
-        .map_err(|e| match map_connection_error(&e) {
-            TransportError::Connect(why) => TransportError::Connect(format!("{addr}: {why}")),
+    /// A failed handshake: our certificate check's refusal as the rustls error, else quinn's.
+    fn failed(&self, e: quinn::ConnectionError) -> TransportError {
+        if let Some(tls) = self.recorder.take_refusal(self.server_name) {
+            return ConnectError::Tls(tls).into();
+        }
+        match map_connection_error(&e) {
+            TransportError::Connect(ConnectError::Quic { source, .. }) => ConnectError::Quic {
+                peer: self.addr.to_string(),
+                source,
+            }
+            .into(),
             other => other,
-        })
+        }
+    }
 }
 
 impl super::dial::Dial for QuicDial {
@@ -1026,21 +1061,26 @@ impl super::dial::Dial for QuicDial {
         use super::dial::ZeroRtt;
         let addr = target
             .addr
-            .ok_or_else(|| TransportError::Connect("no network address to connect to".into()))?;
+            .ok_or_else(|| ConnectError::Config("no network address to connect to".into()))?;
         let config = client_config_for(&self.client_config, &self.settings, addr, &target.agent_id);
         let connecting = self
             .endpoint
             .connect_with(config, addr, &target.server_name)
-            .map_err(|e| TransportError::Connect(format!("{addr}: {e}")))?;
+            .map_err(|e| ConnectError::Config(format!("cannot connect to {addr}: {e}")))?;
+        let attempt = Attempt {
+            addr,
+            server_name: &target.server_name,
+            recorder: &self.recorder,
+        };
         let (conn, early) = if target.zero_rtt {
             match connecting.into_0rtt() {
                 Ok((conn, accepted)) => (conn, Some(accepted)),
-                Err(connecting) => (await_connecting(connecting, addr).await?, None),
+                Err(connecting) => (attempt.handshake(connecting).await?, None),
             }
         } else {
-            (await_connecting(connecting, addr).await?, None)
+            (attempt.handshake(connecting).await?, None)
         };
-        let mut control = Self::open_control(&conn, &first_frame).await?;
+        let mut control = attempt.open_control(&conn, &first_frame).await?;
         let mut zero_rtt = ZeroRtt::NotTried;
         if let Some(accepted) = early {
             if accepted.await {
@@ -1048,7 +1088,7 @@ impl super::dial::Dial for QuicDial {
             } else {
                 // The hub discarded the early data: send the first frame again in 1-RTT.
                 zero_rtt = ZeroRtt::Rejected;
-                control = Self::open_control(&conn, &first_frame).await?;
+                control = attempt.open_control(&conn, &first_frame).await?;
             }
         }
         let (sender, receiver) =

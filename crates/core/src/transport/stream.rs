@@ -133,7 +133,7 @@ impl StreamSender {
                 Ok(())
             }
             Err(e) => {
-                let why = TransportError::Io(format!("write failed: {e}"));
+                let why = TransportError::io("write failed", e);
                 self.shared.end(why.clone());
                 Err(why)
             }
@@ -281,7 +281,7 @@ impl FrameReceiver for StreamReceiver {
                         .fetch_add(n as u64, Ordering::Relaxed);
                     self.decoder.push(&self.buf);
                 }
-                Err(e) => return self.finish(TransportError::Io(format!("read failed: {e}"))),
+                Err(e) => return self.finish(TransportError::io("read failed", e)),
             }
         }
     }

@@ -63,7 +63,7 @@ pub async fn accept(listener: &UnixListener) -> io::Result<(StreamSender, Stream
 pub async fn connect(path: &Path) -> Result<(StreamSender, StreamReceiver), TransportError> {
     let stream = UnixStream::connect(path)
         .await
-        .map_err(|e| TransportError::Connect(format!("{}: {e}", path.display())))?;
+        .map_err(|e| super::ConnectError::socket(path.display().to_string(), e))?;
     Ok(split_stream(stream, TransportKind::Unix, None))
 }
 
@@ -104,7 +104,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("absent.sock");
         match connect(&path).await {
-            Err(TransportError::Connect(msg)) => assert!(msg.contains("absent.sock"), "{msg}"),
+            Err(e @ TransportError::Connect(_)) => {
+                assert!(e.to_string().contains("absent.sock"), "{e}")
+            }
             Err(e) => panic!("unexpected error {e}"),
             Ok(_) => panic!("connected to nothing"),
         }

@@ -56,8 +56,8 @@ use tokio_tungstenite::WebSocketStream;
 
 use super::stream::ByteStream;
 use super::{
-    check_outgoing, ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError,
-    TransportKind,
+    check_outgoing, ConnectError, ConnectionStats, FrameReceiver, FrameSender, SendClass,
+    TransportError, TransportKind,
 };
 
 /// The HTTP path the hub upgrades.
@@ -226,17 +226,6 @@ fn peer_close(frame: Option<&CloseFrame>) -> TransportError {
     }
 }
 
-/// A TLS handshake failure as a sentence.
-fn tls_io_error(e: &std::io::Error) -> String {
-    match e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-    {
-        Some(tls) => crate::tls::describe_tls_error(tls),
-        None => format!("TLS handshake failed: {e}"),
-    }
-}
-
 /// A read error: why the connection ends, and the Close frame to send for it.
 fn map_read_error(e: WsError) -> (TransportError, Option<CloseFrame>) {
     match e {
@@ -271,14 +260,7 @@ fn map_read_error(e: WsError) -> (TransportError, Option<CloseFrame>) {
             )
         }
         WsError::Utf8(_) => malformed("the peer sent a WebSocket text message that is not UTF-8"),
-        WsError::Io(io) => (
-            TransportError::Io(format!("WebSocket read failed: {io}")),
-            None,
-        ),
-        other => (
-            TransportError::Io(format!("WebSocket read failed: {other}")),
-            None,
-        ),
+        other => (TransportError::io("WebSocket read failed", other), None),
     }
 }
 
@@ -342,7 +324,7 @@ impl WsSender {
                 (Some(f), false) => sink.feed(Message::Binary(f)).await,
                 (None, _) => sink.flush().await,
             };
-            written.map_err(|e| TransportError::Io(format!("WebSocket write failed: {e}")))
+            written.map_err(|e| TransportError::io("WebSocket write failed", e))
         };
         let result = tokio::select! {
             r = write => r,
@@ -460,7 +442,7 @@ pub async fn accept(
             acceptor
                 .accept(tcp)
                 .await
-                .map_err(|e| TransportError::Connect(tls_io_error(&e)))?,
+                .map_err(|e| ConnectError::tls_handshake("TLS handshake failed", e))?,
         ),
         None => Box::new(tcp),
     };
@@ -500,14 +482,17 @@ where
         .map_err(|e| {
             let path = wrong_path.lock().ok().and_then(|p| p.clone());
             match (path, e) {
-                (Some(path), _) => TransportError::Connect(format!(
-                    "WebSocket upgrade refused with HTTP 404: the client asked for path {path:?}, \
-                     agentwire is at {WS_PATH}"
-                )),
-                (None, WsError::Io(io)) if io.get_ref().is_some() => TransportError::Connect(
-                    format!("WebSocket upgrade failed: {}", tls_io_error(&io)),
+                (Some(path), e) => ConnectError::refused(
+                    format!(
+                        "WebSocket upgrade refused with HTTP 404: the client asked for path \
+                         {path:?}, agentwire is at {WS_PATH}"
+                    ),
+                    e,
                 ),
-                (None, e) => TransportError::Connect(format!("WebSocket upgrade failed: {e}")),
+                (None, WsError::Io(io)) => {
+                    ConnectError::tls_handshake("WebSocket upgrade failed", io)
+                }
+                (None, e) => ConnectError::refused("WebSocket upgrade failed", e),
             }
         })?;
     Ok(start(ws, remote, options))
@@ -539,15 +524,14 @@ async fn connect_path(
 ) -> Result<(WsSender, WsReceiver), TransportError> {
     let tcp = TcpStream::connect(addr)
         .await
-        .map_err(|e| TransportError::Connect(format!("cannot connect to {addr}: {e}")))?;
+        .map_err(|e| ConnectError::socket(format!("cannot connect to {addr}"), e))?;
     let _ = tcp.set_nodelay(true);
     let (scheme, io): (&str, Io) = match tls {
         Some((config, name)) => {
             let connector = tokio_rustls::TlsConnector::from(config);
-            let stream = connector
-                .connect(name, tcp)
-                .await
-                .map_err(|e| TransportError::Connect(tls_io_error(&e)))?;
+            let stream = connector.connect(name, tcp).await.map_err(|e| {
+                ConnectError::tls_handshake(format!("TLS handshake with {addr} failed"), e)
+            })?;
             ("wss", Box::new(stream))
         }
         None => ("ws", Box::new(tcp)),
@@ -580,22 +564,23 @@ async fn connect_path(
                         })
                         .unwrap_or_default();
                     let body: String = body;
-                    TransportError::Connect(
+                    let status = resp.status();
+                    ConnectError::refused(
                         format!(
-                            "{addr} refused the WebSocket upgrade for {url}: HTTP {} {body}",
-                            resp.status()
+                            "{addr} refused the WebSocket upgrade for {url}: HTTP {status} {body}"
                         )
                         .trim_end()
                         .to_owned(),
+                        WsError::Http(resp),
                     )
                 }
-                WsError::Io(io) if io.get_ref().is_some() => TransportError::Connect(format!(
-                    "WebSocket upgrade with {addr} failed: {}",
-                    tls_io_error(&io)
-                )),
-                other => TransportError::Connect(format!(
-                    "WebSocket upgrade with {addr} failed for {url}: {other}"
-                )),
+                WsError::Io(io) => {
+                    ConnectError::tls_handshake(format!("WebSocket upgrade with {addr} failed"), io)
+                }
+                other => ConnectError::refused(
+                    format!("WebSocket upgrade with {addr} failed for {url}"),
+                    other,
+                ),
             })?;
     Ok(start(ws, Some(addr), options))
 }
@@ -795,10 +780,7 @@ async fn ping_loop(inner: Arc<Inner>, interval: Duration) {
             r = ping => r,
         };
         if let Err(e) = sent {
-            inner.end(
-                TransportError::Io(format!("WebSocket ping failed: {e}")),
-                None,
-            );
+            inner.end(TransportError::io("WebSocket ping failed", e), None);
             return;
         }
     }
