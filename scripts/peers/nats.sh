@@ -8,16 +8,17 @@
 #        WINDOW      requests in flight per client connection (default 16)
 #        DURATION_MS measured window per run (default 5000)
 #        TRANSPORTS  agentwire transports (default unix,wss,quic)
+#        TOOLS       where nats-server and the client are installed (default target/peers-nats)
 #
 # Installs nats-server (Go module github.com/nats-io/nats-server/v2) and builds the request/reply
-# client in scripts/peers/nats (nats.go) into OUT/tools. Each round runs, per cell: NATS over
+# client in scripts/peers/nats (nats.go) into TOOLS. Each round runs, per cell: NATS over
 # plain TCP, NATS over TLS 1.3 (certificates from `agentwire cert`), then `agentwire bench` on
 # the same cell (AGENTS client connections, WINDOW requests in flight each, echo workers one per
 # ten clients in a queue group, the hub or server its own process). Raw results: OUT/nats-*.json
 # (one JSON line per run), OUT/agentwire-*/bench-*.json; the table: OUT/summary.md
 # (scripts/peers/nats_summary.py OUT). Every run stops by itself after its window.
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n 2,19p "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,20p "$0" >&2; exit 2; }
 out=$1 rounds=${2:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -27,9 +28,9 @@ cells=${CELLS:-"10x1024 100x10240"}
 window=${WINDOW:-16}
 duration_ms=${DURATION_MS:-5000}
 transports=${TRANSPORTS:-unix,wss,quic}
-mkdir -p "$out/tools"
+tools=${TOOLS:-$root/target/peers-nats}
+mkdir -p "$out" "$tools"
 out=$(cd "$out" && pwd)
-tools=$out/tools
 
 [ -x "$aw" ] || { echo "no agentwire binary at $aw (cargo build --release -p agentwire-cli)" >&2; exit 1; }
 command -v go >/dev/null || { echo "needs Go (the Go toolchain) to install nats-server and the client" >&2; exit 1; }
