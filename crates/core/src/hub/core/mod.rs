@@ -718,15 +718,7 @@ impl<D, R> HubCore<D, R> {
         match view.to {
             DestinationRef::Agent(id) => {
                 let Some(target) = self.registry.get(id) else {
-                    self.send_error(
-                        conn,
-                        view.id,
-                        ErrorCode::UnknownAgent,
-                        &format!("no agent {id:?} is connected"),
-                        reply,
-                        now,
-                        out,
-                    );
+                    self.refused(conn, &view, id, PushError::Closed, reply, now, out);
                     return;
                 };
                 match (view.kind, view.correlation) {
@@ -940,7 +932,8 @@ impl<D, R> HubCore<D, R> {
         }
     }
 
-    /// Tells the sender its message to `id` could not be queued.
+    /// Tells the sender its message to `id` could not be queued: the queue is full, or there
+    /// is no open connection for `id` (none registered, or its queue already closed).
     #[allow(clippy::too_many_arguments)]
     fn refused(
         &self,
