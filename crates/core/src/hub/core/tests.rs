@@ -474,6 +474,48 @@ fn a_request_gets_its_answer_on_its_own_stream() {
 }
 
 #[test]
+fn a_second_request_with_a_waiting_id_is_refused_and_the_first_still_answered() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    sim.send_with_reply(
+        &a,
+        env(1, &a, Destination::agent("b"), Kind::Request),
+        Some(10),
+    );
+    sim.send_with_reply(
+        &a,
+        env(1, &a, Destination::agent("b"), Kind::Request),
+        Some(11),
+    );
+    let refused = sim.drain(&a);
+    assert_eq!(refused.len(), 1);
+    assert_eq!(
+        error_code(refused[0].envelope()),
+        Some(ErrorCode::ProtocolViolation)
+    );
+    assert_eq!(
+        refused[0].reply,
+        Some(11),
+        "on the second request's own stream"
+    );
+    assert!(
+        !a.conn.is_closed(),
+        "a bad id is the message's error, not the connection's"
+    );
+    assert_eq!(
+        sim.drain(&b).len(),
+        1,
+        "only the first request was forwarded"
+    );
+    sim.send(
+        &b,
+        Envelope::new(5, "b", Destination::agent("a"), Kind::Response).with_correlation(1),
+    );
+    assert_eq!(sim.drain(&a)[0].reply, Some(10));
+}
+
+#[test]
 fn a_request_to_nobody_is_answered_on_its_stream() {
     let mut sim = Sim::new(config());
     let a = sim.connect("a");
