@@ -95,6 +95,9 @@ struct Core {
     shutdown: watch::Sender<bool>,
     /// Outgoing side of the session stream: the request body (agent) or response body (hub).
     session_out: Mutex<Option<SendStream<Bytes>>>,
+    /// Session frames fed and not yet flushed, written as one DATA chunk by the next write on
+    /// the session stream (taken only while `session_out` is held, so order is kept).
+    session_pending: std::sync::Mutex<Vec<Bytes>>,
     /// Agent side: the handle that opens message streams.
     requests: std::sync::Mutex<Option<h2::client::SendRequest<Bytes>>>,
     peer_max: AtomicU32,
@@ -122,6 +125,7 @@ impl Core {
             closing: AtomicBool::new(false),
             shutdown: watch::channel(false).0,
             session_out: Mutex::new(None),
+            session_pending: std::sync::Mutex::new(Vec::new()),
             requests: std::sync::Mutex::new(None),
             peer_max: AtomicU32::new(max),
             max_in: AtomicU32::new(max),
@@ -239,6 +243,9 @@ fn map_h2_error(e: &h2::Error) -> TransportError {
         reason: format!("HTTP/2 error: {e}"),
     }
 }
+
+/// Session frames held back by `feed_frame` before they are written anyway.
+const SESSION_BATCH: usize = 64 * 1024;
 
 fn client_builder() -> h2::client::Builder {
     let mut b = h2::client::Builder::new();
@@ -731,13 +738,45 @@ pub struct H2Sender {
 impl H2Sender {
     /// Writes a frame on the outgoing side of the session stream.
     async fn send_session(&self, frame: Bytes) -> Result<(), TransportError> {
+        self.write_session(Some(frame)).await
+    }
+
+    /// Writes what was fed to the session stream, then `frame`, as one DATA chunk.
+    async fn write_session(&self, frame: Option<Bytes>) -> Result<(), TransportError> {
         let mut guard = self.core.session_out.lock().await;
         let Some(stream) = guard.as_mut() else {
             return Err(self.core.reason_or_closed());
         };
-        write_body(stream, frame, false)
+        let data = {
+            let mut pending = self.pending();
+            pending.extend(frame);
+            match pending.len() {
+                0 => Bytes::new(),
+                1 => pending.pop().unwrap_or_default(),
+                _ => {
+                    // One copy, so that the batch leaves as one DATA frame.
+                    let mut all =
+                        bytes::BytesMut::with_capacity(pending.iter().map(Bytes::len).sum());
+                    for f in pending.drain(..) {
+                        all.extend_from_slice(&f);
+                    }
+                    all.freeze()
+                }
+            }
+        };
+        if data.is_empty() {
+            return Ok(());
+        }
+        write_body(stream, data, false)
             .await
             .map_err(|e| self.core.write_error(&e))
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<Bytes>> {
+        self.core
+            .session_pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Agent side: opens a message stream carrying the frame.
@@ -793,6 +832,37 @@ impl FrameSender for H2Sender {
         }
         self.core.bytes_sent.fetch_add(len, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Frames for the session stream (every frame from the hub; control frames from an agent)
+    /// wait to go out together in one DATA chunk at the next flush, or sooner once 64 KiB are
+    /// waiting; an agent's messages travel on streams of their own and are sent at once.
+    async fn feed_frame(&self, frame: Bytes, class: SendClass) -> Result<(), TransportError> {
+        let client = !self.core.authority.is_empty();
+        if client && matches!(class, SendClass::Message(_) | SendClass::Request(_)) {
+            return self.send_frame(frame, class).await;
+        }
+        check_outgoing(&frame, self.core.peer_max.load(Ordering::Relaxed))?;
+        if let Some(why) = self.core.reason() {
+            return Err(why);
+        }
+        let len = frame.len();
+        let full = {
+            let mut pending = self.pending();
+            pending.push(frame);
+            pending.iter().map(Bytes::len).sum::<usize>() >= SESSION_BATCH
+        };
+        self.core
+            .bytes_sent
+            .fetch_add(len as u64, Ordering::Relaxed);
+        if full {
+            self.write_session(None).await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&self) -> Result<(), TransportError> {
+        self.write_session(None).await
     }
 
     fn set_peer_max_frame_size(&self, max: u32) {
