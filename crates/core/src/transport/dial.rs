@@ -38,7 +38,8 @@ pub struct DialTarget {
 }
 
 impl DialTarget {
-    fn addr(&self) -> Result<SocketAddr, TransportError> {
+    /// The network address, or the error for a target that has none.
+    pub(crate) fn addr(&self) -> Result<SocketAddr, TransportError> {
         self.addr
             .ok_or_else(|| ConnectError::Config("no network address to connect to".into()).into())
     }

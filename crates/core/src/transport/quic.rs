@@ -1059,9 +1059,7 @@ impl super::dial::Dial for QuicDial {
         first_frame: Bytes,
     ) -> Result<super::dial::Dialed, TransportError> {
         use super::dial::ZeroRtt;
-        let addr = target
-            .addr
-            .ok_or_else(|| ConnectError::Config("no network address to connect to".into()))?;
+        let addr = target.addr()?;
         let config = client_config_for(&self.client_config, &self.settings, addr, &target.agent_id);
         let connecting = self
             .endpoint

@@ -673,14 +673,13 @@ impl<D, R> HubCore<D, R> {
         now: Now,
         out: &mut Vec<Action<D, R>>,
     ) {
-        let decoded: Envelope;
-        let view = match EnvelopeView::parse_with(reg.codec, &raw.payload) {
-            Some(view) => view,
+        let in_place = EnvelopeView::parse_with(reg.codec, &raw.payload);
+        // The full decode, only when the header could not be read in place; `Forward` reuses
+        // it rather than decoding again.
+        let decoded = match in_place {
+            Some(_) => None,
             None => match reg.codec.decode_envelope(&raw.payload) {
-                Ok(env) => {
-                    decoded = env;
-                    EnvelopeView::of(&decoded)
-                }
+                Ok(env) => Some(env),
                 Err(e) => {
                     let e = FrameError::Malformed {
                         frame: FrameType::Envelope,
@@ -690,6 +689,9 @@ impl<D, R> HubCore<D, R> {
                     return;
                 }
             },
+        };
+        let Some(view) = in_place.or_else(|| decoded.as_ref().map(EnvelopeView::of)) else {
+            return;
         };
         if let Err(e) = view.check(&self.config.policy.limits) {
             self.end(conn, ErrorCode::LimitExceeded, &e.to_string(), now, out);
@@ -714,7 +716,7 @@ impl<D, R> HubCore<D, R> {
             );
             return;
         }
-        let frames = Forward::new(raw, &view, reg);
+        let frames = Forward::new(raw, &view, reg, decoded.as_ref());
         match view.to {
             DestinationRef::Agent(id) => {
                 let Some(target) = self.registry.get(id) else {
@@ -1166,6 +1168,8 @@ struct Forward<'a> {
     source: Codec,
     /// The sender's id, when the envelope's `from` must be replaced by it.
     fix_from: Option<&'a str>,
+    /// The sender's envelope, when the hub already decoded it fully (JSON, map layouts).
+    full: Option<&'a Envelope>,
     decoded: OnceLock<Option<Envelope>>,
     borrowed: Option<&'a Envelope>,
     msgpack: OnceLock<Option<Bytes>>,
@@ -1173,13 +1177,21 @@ struct Forward<'a> {
 }
 
 impl<'a> Forward<'a> {
-    fn new(raw: &'a RawFrame, view: &EnvelopeView<'_>, reg: &'a Registration) -> Self {
+    fn new(
+        raw: &'a RawFrame,
+        view: &EnvelopeView<'_>,
+        reg: &'a Registration,
+        full: Option<&'a Envelope>,
+    ) -> Self {
+        let fix_from = (view.from != &*reg.agent_id).then_some(&*reg.agent_id);
         Forward {
             raw: Some(raw),
             source: reg.codec,
-            fix_from: (view.from != &*reg.agent_id).then_some(&*reg.agent_id),
+            fix_from,
+            full,
             decoded: OnceLock::new(),
-            borrowed: None,
+            // A full decode with the right sender needs no copy.
+            borrowed: full.filter(|_| fix_from.is_none()),
             msgpack: OnceLock::new(),
             json: OnceLock::new(),
         }
@@ -1191,6 +1203,7 @@ impl<'a> Forward<'a> {
             raw: None,
             source: Codec::MsgPack,
             fix_from: None,
+            full: None,
             decoded: OnceLock::new(),
             borrowed: Some(env),
             msgpack: OnceLock::new(),
@@ -1204,8 +1217,10 @@ impl<'a> Forward<'a> {
         }
         self.decoded
             .get_or_init(|| {
-                let raw = self.raw?;
-                let mut env = self.source.decode_envelope(&raw.payload).ok()?;
+                let mut env = match self.full {
+                    Some(env) => env.clone(),
+                    None => self.source.decode_envelope(&self.raw?.payload).ok()?,
+                };
                 if let Some(from) = self.fix_from {
                     env.from = from.to_owned();
                 }
