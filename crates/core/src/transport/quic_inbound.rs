@@ -25,6 +25,15 @@ use tokio::sync::{oneshot, Notify};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Ticket(u64);
 
+/// Why [`InboundSender::try_send`] gave its item back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrySendError<T> {
+    /// No room without waiting (the queue is full or senders are waiting).
+    Full(T),
+    /// The receiver is gone.
+    Closed(T),
+}
+
 /// The queue was closed by its receiver; the frame was not taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReceiverGone;
@@ -131,6 +140,32 @@ impl<T> InboundSender<T> {
         let ticket = Ticket(state.next_ticket);
         state.next_ticket += 1;
         ticket
+    }
+
+    /// Queues `item` if that needs no wait: there is room and no sender is waiting (so the
+    /// admission order is the same as [`send`](Self::send)'s). Otherwise gives it back.
+    ///
+    /// ```
+    /// use agentwire::transport::quic_inbound::{channel, TrySendError};
+    /// let (tx, mut rx) = channel::<u8>(1);
+    /// assert!(tx.try_send(tx.ticket(), 1).is_ok());
+    /// assert_eq!(tx.try_send(tx.ticket(), 2), Err(TrySendError::Full(2)));
+    /// drop(rx);
+    /// assert_eq!(tx.try_send(tx.ticket(), 3), Err(TrySendError::Closed(3)));
+    /// ```
+    pub fn try_send(&self, _ticket: Ticket, item: T) -> Result<(), TrySendError<T>> {
+        {
+            let mut state = self.shared.lock();
+            if state.closed {
+                return Err(TrySendError::Closed(item));
+            }
+            if !state.waiting.is_empty() || state.ready.len() >= state.capacity {
+                return Err(TrySendError::Full(item));
+            }
+            state.ready.push_back(item);
+        }
+        self.shared.readable.notify_one();
+        Ok(())
     }
 
     /// Queues `item`, waiting while the queue is full; among waiting senders the lowest
