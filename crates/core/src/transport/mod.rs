@@ -13,6 +13,7 @@
 pub mod any;
 pub mod dial;
 mod error;
+pub mod frame_writer;
 pub mod h2;
 pub mod listen;
 pub mod quic;

@@ -1,0 +1,238 @@
+//! Frames queued for one byte stream, written with vectored writes: the frames' own buffers go
+//! to the kernel, with no copy into a user-space write buffer first.
+//!
+//! A `BufWriter` copied every frame into its buffer before the system call; with 10 KiB frames
+//! that copy was most of the 23 % `memmove` in a Unix-socket hub's profile. Here `feed` keeps
+//! the frame (a cheap `Bytes` handle), and `flush` hands up to [`MAX_SLICES`] of them to one
+//! `writev`, continuing after a partial write. Frames fed beyond [`MAX_QUEUED`] bytes are
+//! written out at once, so a writer that never flushes still makes progress.
+//!
+//! This module owns that queue and its writes; it must not look inside frames.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+
+use bytes::{Buf, Bytes};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+/// Frames handed to one `writev` at most (Linux takes up to 1,024).
+pub const MAX_SLICES: usize = 64;
+/// Bytes fed without a flush after which they are written out anyway.
+pub const MAX_QUEUED: usize = 64 * 1024;
+
+/// A byte-stream writer that queues whole frames and writes them with vectored writes.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use agentwire::transport::frame_writer::FrameWriter;
+/// use bytes::Bytes;
+/// let (ours, mut theirs) = tokio::io::duplex(1 << 16);
+/// let mut writer = FrameWriter::new(ours);
+/// writer.feed(Bytes::from_static(b"one ")).await?;
+/// writer.feed(Bytes::from_static(b"two")).await?;
+/// assert_eq!(writer.queued_bytes(), 7);
+/// writer.flush().await?;
+/// writer.shutdown().await?;
+/// let mut got = Vec::new();
+/// tokio::io::AsyncReadExt::read_to_end(&mut theirs, &mut got).await?;
+/// assert_eq!(got, b"one two");
+/// # Ok::<(), std::io::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct FrameWriter<W> {
+    io: W,
+    queued: VecDeque<Bytes>,
+    queued_bytes: usize,
+}
+
+impl<W: AsyncWrite + Unpin> FrameWriter<W> {
+    /// Wraps `io`.
+    pub fn new(io: W) -> Self {
+        FrameWriter {
+            io,
+            queued: VecDeque::new(),
+            queued_bytes: 0,
+        }
+    }
+
+    /// Bytes fed and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued_bytes
+    }
+
+    /// Queues `frame`; writes everything queued once more than [`MAX_QUEUED`] bytes wait.
+    pub async fn feed(&mut self, frame: Bytes) -> io::Result<()> {
+        if frame.is_empty() {
+            return Ok(());
+        }
+        self.queued_bytes += frame.len();
+        self.queued.push_back(frame);
+        if self.queued_bytes >= MAX_QUEUED {
+            self.write_queued().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes everything queued and flushes the stream.
+    pub async fn flush(&mut self) -> io::Result<()> {
+        self.write_queued().await?;
+        self.io.flush().await
+    }
+
+    /// Writes everything queued, then shuts the stream's write side down.
+    pub async fn shutdown(&mut self) -> io::Result<()> {
+        self.write_queued().await?;
+        self.io.shutdown().await
+    }
+
+    async fn write_queued(&mut self) -> io::Result<()> {
+        while !self.queued.is_empty() {
+            let written = {
+                let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+                let mut count = 0;
+                for (slot, frame) in slices.iter_mut().zip(self.queued.iter()) {
+                    *slot = IoSlice::new(frame);
+                    count += 1;
+                }
+                self.io.write_vectored(&slices[..count]).await?
+            };
+            if written == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            self.consume(written);
+        }
+        Ok(())
+    }
+
+    /// Drops `written` bytes from the front of the queue.
+    fn consume(&mut self, mut written: usize) {
+        self.queued_bytes -= written;
+        while written > 0 {
+            let Some(front) = self.queued.front_mut() else {
+                return;
+            };
+            if front.len() <= written {
+                written -= front.len();
+                self.queued.pop_front();
+            } else {
+                front.advance(written);
+                written = 0;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    /// Takes at most `step` bytes per write, vectored or not, and records what it got.
+    struct Trickle {
+        step: usize,
+        got: Vec<u8>,
+        writes: usize,
+    }
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let n = buf.len().min(self.step);
+            self.got.extend_from_slice(&buf[..n]);
+            self.writes += 1;
+            Poll::Ready(Ok(n))
+        }
+
+        fn poll_write_vectored(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            let mut left = self.step;
+            let mut n = 0;
+            for buf in bufs {
+                let take = buf.len().min(left);
+                self.got.extend_from_slice(&buf[..take]);
+                left -= take;
+                n += take;
+                if left == 0 {
+                    break;
+                }
+            }
+            self.writes += 1;
+            Poll::Ready(Ok(n))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn frames(count: usize) -> (Vec<Bytes>, Vec<u8>) {
+        let frames: Vec<Bytes> = (0..count)
+            .map(|i| Bytes::from(vec![i as u8; 1 + i % 7]))
+            .collect();
+        let all = frames.iter().flat_map(|f| f.iter().copied()).collect();
+        (frames, all)
+    }
+
+    #[tokio::test]
+    async fn partial_writes_resume_mid_frame_and_keep_every_byte_in_order() {
+        let (frames, all) = frames(200);
+        let mut w = FrameWriter::new(Trickle {
+            step: 5,
+            got: Vec::new(),
+            writes: 0,
+        });
+        for f in frames {
+            w.feed(f).await.unwrap();
+        }
+        w.flush().await.unwrap();
+        assert_eq!(w.queued_bytes(), 0);
+        assert_eq!(w.io.got, all);
+    }
+
+    #[tokio::test]
+    async fn one_flush_writes_up_to_max_slices_frames_per_call() {
+        let (frames, all) = frames(MAX_SLICES * 2 + 3);
+        let mut w = FrameWriter::new(Trickle {
+            step: usize::MAX,
+            got: Vec::new(),
+            writes: 0,
+        });
+        for f in frames {
+            w.feed(f).await.unwrap();
+        }
+        assert_eq!(w.io.writes, 0, "nothing is written before the flush");
+        w.flush().await.unwrap();
+        assert_eq!(w.io.writes, 3);
+        assert_eq!(w.io.got, all);
+    }
+
+    #[tokio::test]
+    async fn feeding_past_the_bound_writes_without_a_flush() {
+        let mut w = FrameWriter::new(Trickle {
+            step: usize::MAX,
+            got: Vec::new(),
+            writes: 0,
+        });
+        w.feed(Bytes::from(vec![1; MAX_QUEUED - 1])).await.unwrap();
+        assert_eq!(w.io.writes, 0);
+        w.feed(Bytes::from_static(b"x")).await.unwrap();
+        assert_eq!(w.io.writes, 1);
+        assert_eq!(w.queued_bytes(), 0);
+        assert_eq!(w.io.got.len(), MAX_QUEUED);
+    }
+}
