@@ -410,28 +410,6 @@ impl FrameDecoder {
         }
     }
 
-    /// The buffer to read the next bytes into, with room for at least `room` more: a reader
-    /// that reads straight into it (`tokio::io::AsyncReadExt::read_buf`) hands frames out
-    /// as slices of what it read, with no copy beyond the kernel's. Bytes appended here are
-    /// taken as received.
-    ///
-    /// ```
-    /// use agentwire_proto::{Codec, Frame, FrameDecoder};
-    /// let bytes = Frame::Subscribe("news".into()).encode(Codec::MsgPack).unwrap();
-    /// let mut d = FrameDecoder::new(1024);
-    /// let buf = d.read_buffer(4096);
-    /// assert!(buf.capacity() - buf.len() >= 4096);
-    /// buf.extend_from_slice(&bytes);
-    /// let at = buf.as_ptr();
-    /// let raw = d.next_frame().unwrap().unwrap();
-    /// assert_eq!(raw.to_wire().as_ptr(), at); // a slice of the read buffer
-    /// ```
-    pub fn read_buffer(&mut self, room: usize) -> &mut BytesMut {
-        self.spill();
-        self.buf.reserve(room);
-        &mut self.buf
-    }
-
     /// Moves an uncopied received buffer into `buf` (before anything is appended after it).
     fn spill(&mut self) {
         if !self.whole.is_empty() {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use agentwire_proto::frame::Goodbye;
 use agentwire_proto::{Codec, ErrorCode, Frame, FrameDecoder, Limits, RawFrame};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadHalf, WriteHalf};
 use tokio::sync::{watch, Mutex};
 
@@ -24,7 +24,7 @@ use super::{
     TransportKind,
 };
 
-/// Room made in the decoder's buffer before each read: up to this many bytes per system call.
+/// Bytes read per system call at most.
 const READ_BUFFER: usize = 64 * 1024;
 
 type BoxedWriter = FrameWriter<WriteHalf<Box<dyn ByteStream>>>;
@@ -84,6 +84,7 @@ pub fn split_stream<T: ByteStream>(
         StreamReceiver {
             reader,
             decoder: FrameDecoder::new(max),
+            buf: BytesMut::with_capacity(READ_BUFFER),
             shared,
             done: false,
         },
@@ -221,6 +222,7 @@ fn closed_locally() -> TransportError {
 pub struct StreamReceiver {
     reader: BoxedReader,
     decoder: FrameDecoder,
+    buf: BytesMut,
     shared: Arc<Shared>,
     done: bool,
 }
@@ -256,11 +258,13 @@ impl FrameReceiver for StreamReceiver {
             if let Some(why) = ended {
                 return self.finish(why);
             }
-            // Read straight into the decoder's buffer: frames are handed out as slices of
-            // it (a copy into the decoder was 9 % of a Unix-socket hub's CPU at 10 KiB).
-            let buf = self.decoder.read_buffer(READ_BUFFER);
+            // One read buffer, reused, and a copy into the decoder: reading straight into the
+            // decoder's buffer saved the copy but made a fresh allocation every few reads,
+            // and its page faults cost more than the copy (10 x 1 KiB: 9,780 page faults in
+            // 2 s against 418, hub CPU per response 4.6 µs against 4.2).
+            self.buf.clear();
             let read = tokio::select! {
-                r = self.reader.read_buf(buf) => r,
+                r = self.reader.read_buf(&mut self.buf) => r,
                 _ = closed.changed() => continue,
             };
             match read {
@@ -278,6 +282,7 @@ impl FrameReceiver for StreamReceiver {
                     self.shared
                         .bytes_received
                         .fetch_add(n as u64, Ordering::Relaxed);
+                    self.decoder.push(&self.buf);
                 }
                 Err(e) => return self.finish(TransportError::io("read failed", e)),
             }
