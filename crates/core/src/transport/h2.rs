@@ -514,15 +514,16 @@ fn read_message_inline(
     }
 }
 
+/// A stream the server accepted: its request and the handle that answers it.
+type Accepted = (Request<RecvStream>, h2::server::SendResponse<Bytes>);
+
 /// Accepts the next stream of `conn`. While none is ready, first answers the message streams
 /// in `answers` (`204`) and drives the connection once more, which writes them together.
 fn poll_accept_answering<IO>(
     conn: &mut h2::server::Connection<IO, Bytes>,
     answers: &mut Vec<h2::server::SendResponse<Bytes>>,
     cx: &mut std::task::Context<'_>,
-) -> std::task::Poll<
-    Option<Result<(Request<RecvStream>, h2::server::SendResponse<Bytes>), h2::Error>>,
->
+) -> std::task::Poll<Option<Result<Accepted, h2::Error>>>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
