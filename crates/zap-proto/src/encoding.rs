@@ -1,0 +1,93 @@
+//! Payload encodings: JSON or MessagePack, chosen once per connection at the handshake.
+//!
+//! MessagePack structs are maps keyed by field name (`rmp_serde::to_vec_named`), as the
+//! reference crate writes them; decoding accepts maps and arrays. This module owns the choice
+//! and the codec calls; it must not know message types.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// A payload encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Encoding {
+    /// JSON (always supported; the handshake, and the reference's Ping and Cancel, use it).
+    #[default]
+    #[serde(rename = "json")]
+    Json,
+    /// MessagePack, structs as maps.
+    #[serde(rename = "msgpack")]
+    MsgPack,
+}
+
+/// A payload that did not encode or decode.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    /// JSON.
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// MessagePack decoding.
+    #[error("MessagePack: {0}")]
+    MsgPackDecode(#[from] rmp_serde::decode::Error),
+    /// MessagePack encoding.
+    #[error("MessagePack: {0}")]
+    MsgPackEncode(#[from] rmp_serde::encode::Error),
+}
+
+impl Encoding {
+    /// The name used on the wire and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::Json => "json",
+            Encoding::MsgPack => "msgpack",
+        }
+    }
+
+    /// The encoding called `name` on the wire, if known.
+    ///
+    /// ```
+    /// use agentwire_zap_proto::Encoding;
+    /// assert_eq!(Encoding::from_name("msgpack"), Some(Encoding::MsgPack));
+    /// assert_eq!(Encoding::from_name("cbor"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "json" => Some(Encoding::Json),
+            "msgpack" => Some(Encoding::MsgPack),
+            _ => None,
+        }
+    }
+
+    /// Encodes `value`.
+    ///
+    /// ```
+    /// use agentwire_zap_proto::Encoding;
+    /// #[derive(serde::Serialize)]
+    /// struct P { a: u8 }
+    /// assert_eq!(Encoding::Json.encode(&P { a: 1 }).unwrap(), br#"{"a":1}"#);
+    /// assert_eq!(Encoding::MsgPack.encode(&P { a: 1 }).unwrap(), [0x81, 0xa1, b'a', 1]);
+    /// ```
+    pub fn encode<T: Serialize + ?Sized>(self, value: &T) -> Result<Vec<u8>, CodecError> {
+        Ok(match self {
+            Encoding::Json => serde_json::to_vec(value)?,
+            Encoding::MsgPack => rmp_serde::to_vec_named(value)?,
+        })
+    }
+
+    /// Decodes `bytes`.
+    pub fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, CodecError> {
+        Ok(match self {
+            Encoding::Json => serde_json::from_slice(bytes)?,
+            Encoding::MsgPack => rmp_serde::from_slice(bytes)?,
+        })
+    }
+
+    /// Decodes `bytes` in this encoding, or as JSON if they are not valid in it: the reference
+    /// proxy sends Ping and Cancel as JSON whatever was negotiated.
+    pub fn decode_or_json<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, CodecError> {
+        match self.decode(bytes) {
+            Ok(v) => Ok(v),
+            Err(e) if self == Encoding::Json => Err(e),
+            Err(e) => serde_json::from_slice(bytes).map_err(|_| e),
+        }
+    }
+}

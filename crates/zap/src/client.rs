@@ -1,0 +1,345 @@
+//! The proxy's connection to one agent: a task around a [`ProxySession`] and handles that
+//! send events and wait for their answers.
+//!
+//! Many requests share one connection (multiplexed by correlation id). When the connection
+//! ends (the agent closed it, broke the protocol or stopped answering the handshake), every
+//! request still waiting fails at once with the reason, and [`AgentConnection::is_connected`]
+//! turns false: the reference client keeps reporting itself connected and lets each request
+//! wait for its full timeout.
+//!
+//! This module owns the socket and the task of one connection; the protocol is
+//! `agentwire_zap_proto::proxy`'s.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use agentwire_zap_proto::messages::HealthStatus;
+use agentwire_zap_proto::proxy::{ProxyConfig, ProxyEvent, ProxySession};
+use agentwire_zap_proto::{AgentResponse, Capabilities, Encoding, Event};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// Why a request got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// The agent did not answer in time (a Cancel was sent).
+    #[error("the agent did not answer in time")]
+    Timeout,
+    /// The connection ended before the answer.
+    #[error("connection to the agent lost: {0}")]
+    ConnectionLost(String),
+    /// The agent paused this connection.
+    #[error("the agent paused this connection")]
+    Paused,
+    /// The event could not be sent (not ready, busy correlation id, too large).
+    #[error("not sent: {0}")]
+    NotSent(String),
+    /// The request was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// Why a connection could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The socket.
+    #[error("{path}: {source}")]
+    Socket {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The handshake.
+    #[error("{path}: {reason}")]
+    Handshake {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+enum Command {
+    Send(Event, oneshot::Sender<Result<AgentResponse, RequestError>>),
+    Cancel(String, i32),
+    Ping,
+}
+
+struct Shared {
+    connected: AtomicBool,
+    paused: AtomicBool,
+    in_flight: AtomicUsize,
+    health: Mutex<Option<HealthStatus>>,
+}
+
+/// One connection to an agent. Cheap to clone; all clones share the connection.
+#[derive(Clone)]
+pub struct AgentConnection {
+    commands: mpsc::UnboundedSender<Command>,
+    shared: Arc<Shared>,
+    capabilities: Arc<Capabilities>,
+    encoding: Encoding,
+    ended: watch::Receiver<Option<String>>,
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl AgentConnection {
+    /// Connects to the agent at `path` and completes the handshake (within the config's
+    /// handshake timeout).
+    pub async fn connect(path: &Path, config: ProxyConfig) -> Result<Self, ConnectError> {
+        let handshake_timeout = config.handshake_timeout;
+        let socket = tokio::time::timeout(handshake_timeout, UnixStream::connect(path))
+            .await
+            .map_err(|_| ConnectError::Socket {
+                path: path.to_path_buf(),
+                source: std::io::ErrorKind::TimedOut.into(),
+            })?
+            .map_err(|source| ConnectError::Socket {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let mut session = ProxySession::new(config, Instant::now());
+        let mut stream = socket;
+        let handshake_failed = |reason: String| ConnectError::Handshake {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let ready = tokio::time::timeout(handshake_timeout, async {
+            let mut buf = vec![0u8; 16 * 1024];
+            loop {
+                if let Some(out) = session.poll_transmit() {
+                    stream.write_all(&out).await.map_err(|e| e.to_string())?;
+                }
+                if let Some(ProxyEvent::Ready {
+                    capabilities,
+                    encoding,
+                }) = session.poll_event()
+                {
+                    return Ok::<_, String>((capabilities, encoding));
+                }
+                let n = stream.read(&mut buf).await.map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Err("the agent closed the connection during the handshake".into());
+                }
+                session.receive(&buf[..n]).map_err(|e| e.to_string())?;
+            }
+        })
+        .await
+        .map_err(|_| handshake_failed(format!("no answer within {handshake_timeout:?}")))?
+        .map_err(handshake_failed)?;
+        let (capabilities, encoding) = ready;
+        let shared = Arc::new(Shared {
+            connected: AtomicBool::new(true),
+            paused: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            health: Mutex::new(None),
+        });
+        let (commands, rx) = mpsc::unbounded_channel();
+        let (ended_tx, ended) = watch::channel(None);
+        tokio::spawn(drive(stream, session, rx, shared.clone(), ended_tx));
+        Ok(AgentConnection {
+            commands,
+            shared,
+            capabilities: Arc::new(capabilities),
+            encoding,
+            ended,
+        })
+    }
+
+    /// Sends `event` and waits for its answer (keyed by the event's own correlation id).
+    pub async fn send(&self, event: Event) -> Result<AgentResponse, RequestError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Send(event, tx))
+            .map_err(|_| self.lost())?;
+        rx.await.map_err(|_| self.lost())?
+    }
+
+    /// Cancels the request `correlation_id` (reason as in [`agentwire_zap_proto::messages::Cancel`]):
+    /// its caller gets [`RequestError::Cancelled`] and the agent stops its handler.
+    pub fn cancel(&self, correlation_id: &str, reason: i32) {
+        let _ = self
+            .commands
+            .send(Command::Cancel(correlation_id.to_string(), reason));
+    }
+
+    /// Sends a ping.
+    pub fn ping(&self) {
+        let _ = self.commands.send(Command::Ping);
+    }
+
+    fn lost(&self) -> RequestError {
+        RequestError::ConnectionLost(
+            self.ended
+                .borrow()
+                .clone()
+                .unwrap_or_else(|| "connection closed".into()),
+        )
+    }
+
+    /// Whether the connection is up.
+    pub fn is_connected(&self) -> bool {
+        self.shared.connected.load(Ordering::Relaxed)
+    }
+
+    /// Whether the agent has paused this connection.
+    pub fn is_paused(&self) -> bool {
+        self.shared.paused.load(Ordering::Relaxed)
+    }
+
+    /// Requests waiting for their answers.
+    pub fn in_flight(&self) -> usize {
+        self.shared.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The agent's last health report, if any.
+    pub fn health(&self) -> Option<HealthStatus> {
+        self.shared
+            .health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// What the agent announced.
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    /// The negotiated encoding.
+    pub fn encoding(&self) -> Encoding {
+        self.encoding
+    }
+
+    /// Waits until the connection ends; returns why.
+    pub async fn closed(&self) -> String {
+        let mut ended = self.ended.clone();
+        loop {
+            if let Some(why) = ended.borrow_and_update().clone() {
+                return why;
+            }
+            if ended.changed().await.is_err() {
+                return "connection closed".into();
+            }
+        }
+    }
+}
+
+type Waiters = HashMap<String, oneshot::Sender<Result<AgentResponse, RequestError>>>;
+
+async fn drive(
+    mut stream: UnixStream,
+    mut session: ProxySession,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    shared: Arc<Shared>,
+    ended: watch::Sender<Option<String>>,
+) {
+    let mut waiters: Waiters = HashMap::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let why: String = loop {
+        let deadline = session.poll_timeout();
+        let timer = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            read = stream.read(&mut buf) => match read {
+                Ok(0) => break "the agent closed the connection".into(),
+                Ok(n) => {
+                    if let Err(e) = session.receive(&buf[..n]) {
+                        break e.to_string();
+                    }
+                }
+                Err(e) => break format!("read failed: {e}"),
+            },
+            command = commands.recv() => match command {
+                None => break "the proxy closed the connection".into(),
+                Some(Command::Send(event, reply)) => {
+                    let cid = event.correlation_id().to_string();
+                    if session.is_paused() {
+                        let _ = reply.send(Err(RequestError::Paused));
+                    } else {
+                        match session.send(&event, Instant::now()) {
+                            Ok(()) => {
+                                waiters.insert(cid, reply);
+                            }
+                            Err(e) => {
+                                let _ = reply.send(Err(RequestError::NotSent(e.to_string())));
+                            }
+                        }
+                    }
+                }
+                Some(Command::Cancel(cid, reason)) => {
+                    if session.cancel(&cid, reason, unix_ms()) {
+                        if let Some(w) = waiters.remove(&cid) {
+                            let _ = w.send(Err(RequestError::Cancelled));
+                        }
+                    }
+                }
+                Some(Command::Ping) => {
+                    let _ = session.ping(unix_ms());
+                }
+            },
+            () = timer => {
+                if let Err(e) = session.on_timeout(Instant::now(), unix_ms()) {
+                    break e.to_string();
+                }
+            }
+        }
+        while let Some(event) = session.poll_event() {
+            match event {
+                ProxyEvent::Answer {
+                    correlation_id,
+                    response,
+                } => {
+                    if let Some(w) = waiters.remove(&correlation_id) {
+                        let _ = w.send(Ok(response));
+                    }
+                }
+                ProxyEvent::TimedOut { correlation_id } => {
+                    if let Some(w) = waiters.remove(&correlation_id) {
+                        let _ = w.send(Err(RequestError::Timeout));
+                    }
+                }
+                ProxyEvent::Paused(p) => shared.paused.store(p, Ordering::Relaxed),
+                ProxyEvent::Health(h) => {
+                    *shared.health.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
+                }
+                ProxyEvent::Ready { .. } | ProxyEvent::Metrics(_) | ProxyEvent::Pong { .. } => {}
+            }
+        }
+        shared.in_flight.store(waiters.len(), Ordering::Relaxed);
+        if let Some(out) = session.poll_transmit() {
+            if let Err(e) = stream.write_all(&out).await {
+                break format!("write failed: {e}");
+            }
+        }
+    };
+    shared.connected.store(false, Ordering::Relaxed);
+    let _ = ended.send(Some(why.clone()));
+    session.close();
+    for (_, w) in waiters.drain() {
+        let _ = w.send(Err(RequestError::ConnectionLost(why.clone())));
+    }
+    shared.in_flight.store(0, Ordering::Relaxed);
+    // Commands that arrive after the end find the channel closed.
+    commands.close();
+    while let Ok(command) = commands.try_recv() {
+        if let Command::Send(_, reply) = command {
+            let _ = reply.send(Err(RequestError::ConnectionLost(why.clone())));
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! Zentinel Agent Protocol v2 over Unix sockets, on tokio: both sides.
+//!
+//! - [`server`]: write an agent: a [`server::Handler`] per event, run concurrently and
+//!   cancellable, with flow control, health and metrics reports.
+//! - [`client`]: the proxy's connection to one agent, multiplexing requests by correlation id.
+//!
+//! The protocol itself (frames, messages, handshake, both sides' state machines) is the
+//! sans-IO crate `agentwire-zap-proto`; this crate owns sockets, tasks and timers.
+
+pub mod client;
+pub mod server;
+
+pub use agentwire_zap_proto as proto;
