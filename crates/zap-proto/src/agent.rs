@@ -47,12 +47,15 @@ impl AgentConfig {
 }
 
 /// What the session hands its owner.
+// Each event is moved once, from the session to its owner: boxing the large variant would
+// add an allocation per request for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent {
     /// The handshake was answered: the proxy, and the encoding chosen.
     Connected {
         /// The proxy's request.
-        proxy: HandshakeRequest,
+        proxy: Box<HandshakeRequest>,
         /// The encoding of every later frame.
         encoding: Encoding,
     },
@@ -196,12 +199,13 @@ impl AgentSession {
         match kind {
             MessageType::Ping => self.queue(MessageType::Pong, payload),
             MessageType::Pong => {}
-            MessageType::Cancel => match encoding.decode_or_json::<Cancel>(payload) {
-                Ok(cancel) => self.events.push_back(AgentEvent::Cancel(cancel)),
+            MessageType::Cancel => {
                 // A cancel that does not decode cancels nothing; the request's answer still
                 // comes.
-                Err(_) => {}
-            },
+                if let Ok(cancel) = encoding.decode_or_json::<Cancel>(payload) {
+                    self.events.push_back(AgentEvent::Cancel(cancel));
+                }
+            }
             _ => match Event::decode(kind, encoding, payload) {
                 Ok(Some(event)) => self.events.push_back(AgentEvent::Request {
                     correlation_id: event.correlation_id().to_string(),
@@ -266,7 +270,7 @@ impl AgentSession {
         }
         self.state = State::Open(encoding);
         self.events.push_back(AgentEvent::Connected {
-            proxy: request,
+            proxy: Box::new(request),
             encoding,
         });
         Ok(())

@@ -52,12 +52,15 @@ impl Default for ProxyConfig {
 }
 
 /// What the session hands its owner.
+// Each event is moved once, from the session to its owner: boxing the large variant would
+// add an allocation per request for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ProxyEvent {
     /// The agent accepted the handshake.
     Ready {
         /// What it does.
-        capabilities: Capabilities,
+        capabilities: Box<Capabilities>,
         /// The encoding of every later frame.
         encoding: Encoding,
     },
@@ -78,7 +81,7 @@ pub enum ProxyEvent {
     /// The agent paused (`true`) or resumed (`false`) this connection.
     Paused(bool),
     /// The agent's metrics.
-    Metrics(MetricsReport),
+    Metrics(Box<MetricsReport>),
     /// A ping came back.
     Pong {
         /// Its sequence number.
@@ -381,7 +384,7 @@ impl ProxySession {
             }
             MessageType::MetricsReport => {
                 let report: MetricsReport = encoding.decode(payload).map_err(undecodable)?;
-                self.events.push_back(ProxyEvent::Metrics(report));
+                self.events.push_back(ProxyEvent::Metrics(Box::new(report)));
             }
             MessageType::Pong => {
                 // The agent echoes the ping's bytes; a pong that is not our ping is ignored.
@@ -439,7 +442,7 @@ impl ProxySession {
         }
         self.state = State::Open(response.encoding);
         self.events.push_back(ProxyEvent::Ready {
-            capabilities: response.capabilities,
+            capabilities: Box::new(response.capabilities),
             encoding: response.encoding,
         });
         Ok(())

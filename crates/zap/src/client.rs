@@ -65,7 +65,10 @@ pub enum ConnectError {
 }
 
 enum Command {
-    Send(Event, oneshot::Sender<Result<AgentResponse, RequestError>>),
+    Send(
+        Box<Event>,
+        oneshot::Sender<Result<AgentResponse, RequestError>>,
+    ),
     Cancel(String, i32),
     Ping,
 }
@@ -151,7 +154,7 @@ impl AgentConnection {
         Ok(AgentConnection {
             commands,
             shared,
-            capabilities: Arc::new(capabilities),
+            capabilities: Arc::from(capabilities),
             encoding,
             ended,
         })
@@ -161,7 +164,7 @@ impl AgentConnection {
     pub async fn send(&self, event: Event) -> Result<AgentResponse, RequestError> {
         let (tx, rx) = oneshot::channel();
         self.commands
-            .send(Command::Send(event, tx))
+            .send(Command::Send(Box::new(event), tx))
             .map_err(|_| self.lost())?;
         rx.await.map_err(|_| self.lost())?
     }

@@ -3,11 +3,14 @@
 //! - [`server`]: write an agent: a [`server::Handler`] per event, run concurrently and
 //!   cancellable, with flow control, health and metrics reports.
 //! - [`client`]: the proxy's connection to one agent, multiplexing requests by correlation id.
+//! - [`pool`]: connections to many agents, strategies, reconnects, a circuit breaker per
+//!   agent, fail-open/closed/wait when an agent cannot take a request, draining, metrics.
 //!
 //! The protocol itself (frames, messages, handshake, both sides' state machines) is the
 //! sans-IO crate `agentwire-zap-proto`; this crate owns sockets, tasks and timers.
 
 pub mod client;
+pub mod pool;
 pub mod server;
 
 pub use agentwire_zap_proto as proto;
