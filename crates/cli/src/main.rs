@@ -1,5 +1,6 @@
 //! The `agentwire` command: parses flags and calls the library crates, nothing more.
 
+mod agent_protocol;
 mod args;
 mod netsim;
 
@@ -53,6 +54,7 @@ fn run_async(command: Command) -> Result<()> {
             Command::Netsim(NetsimCommand::Relay(a)) => netsim_relay(a).await,
             Command::Netsim(NetsimCommand::Up(a)) => netsim::up(a).await,
             Command::Netsim(NetsimCommand::Check(a)) => netsim::check(a).await,
+            Command::AgentProtocol(c) => agent_protocol::run(c).await,
             Command::Serve(_) | Command::Load(_) | Command::Scorecard(_) => {
                 bail!("serve, load and scorecard start their own runtimes; they are run from main")
             }

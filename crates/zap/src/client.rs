@@ -66,7 +66,7 @@ pub enum ConnectError {
 
 enum Command {
     Send(
-        Box<Event>,
+        Arc<Event>,
         oneshot::Sender<Result<AgentResponse, RequestError>>,
     ),
     Cancel(String, i32),
@@ -161,10 +161,10 @@ impl AgentConnection {
     }
 
     /// Sends `event` and waits for its answer (keyed by the event's own correlation id).
-    pub async fn send(&self, event: Event) -> Result<AgentResponse, RequestError> {
+    pub async fn send(&self, event: impl Into<Arc<Event>>) -> Result<AgentResponse, RequestError> {
         let (tx, rx) = oneshot::channel();
         self.commands
-            .send(Command::Send(Box::new(event), tx))
+            .send(Command::Send(event.into(), tx))
             .map_err(|_| self.lost())?;
         rx.await.map_err(|_| self.lost())?
     }
@@ -241,6 +241,38 @@ impl AgentConnection {
 
 type Waiters = HashMap<String, oneshot::Sender<Result<AgentResponse, RequestError>>>;
 
+/// Commands taken before the driver writes (and reads) again.
+const COMMAND_BATCH: usize = 256;
+
+fn handle_command(command: Command, session: &mut ProxySession, waiters: &mut Waiters) {
+    match command {
+        Command::Send(event, reply) => {
+            if session.is_paused() {
+                let _ = reply.send(Err(RequestError::Paused));
+                return;
+            }
+            match session.send(&event, Instant::now()) {
+                Ok(()) => {
+                    waiters.insert(event.correlation_id().to_string(), reply);
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(RequestError::NotSent(e.to_string())));
+                }
+            }
+        }
+        Command::Cancel(cid, reason) => {
+            if session.cancel(&cid, reason, unix_ms()) {
+                if let Some(w) = waiters.remove(&cid) {
+                    let _ = w.send(Err(RequestError::Cancelled));
+                }
+            }
+        }
+        Command::Ping => {
+            let _ = session.ping(unix_ms());
+        }
+    }
+}
+
 async fn drive(
     mut stream: UnixStream,
     mut session: ProxySession,
@@ -268,34 +300,19 @@ async fn drive(
                 }
                 Err(e) => break format!("read failed: {e}"),
             },
-            command = commands.recv() => match command {
-                None => break "the proxy closed the connection".into(),
-                Some(Command::Send(event, reply)) => {
-                    let cid = event.correlation_id().to_string();
-                    if session.is_paused() {
-                        let _ = reply.send(Err(RequestError::Paused));
-                    } else {
-                        match session.send(&event, Instant::now()) {
-                            Ok(()) => {
-                                waiters.insert(cid, reply);
-                            }
-                            Err(e) => {
-                                let _ = reply.send(Err(RequestError::NotSent(e.to_string())));
-                            }
-                        }
-                    }
+            command = commands.recv() => {
+                let Some(first) = command else {
+                    break "the proxy closed the connection".into();
+                };
+                // Everything already queued goes out in one write.
+                let mut next = Some(first);
+                let mut taken = 0;
+                while let Some(command) = next {
+                    handle_command(command, &mut session, &mut waiters);
+                    taken += 1;
+                    next = if taken < COMMAND_BATCH { commands.try_recv().ok() } else { None };
                 }
-                Some(Command::Cancel(cid, reason)) => {
-                    if session.cancel(&cid, reason, unix_ms()) {
-                        if let Some(w) = waiters.remove(&cid) {
-                            let _ = w.send(Err(RequestError::Cancelled));
-                        }
-                    }
-                }
-                Some(Command::Ping) => {
-                    let _ = session.ping(unix_ms());
-                }
-            },
+            }
             () = timer => {
                 if let Err(e) = session.on_timeout(Instant::now(), unix_ms()) {
                     break e.to_string();

@@ -5,10 +5,12 @@
 //! - [`client`]: the proxy's connection to one agent, multiplexing requests by correlation id.
 //! - [`pool`]: connections to many agents, strategies, reconnects, a circuit breaker per
 //!   agent, fail-open/closed/wait when an agent cannot take a request, draining, metrics.
+//! - [`bench`]: the closed loop behind `agentwire agent-protocol bench`.
 //!
 //! The protocol itself (frames, messages, handshake, both sides' state machines) is the
 //! sans-IO crate `agentwire-zap-proto`; this crate owns sockets, tasks and timers.
 
+pub mod bench;
 pub mod client;
 pub mod pool;
 pub mod server;

@@ -185,9 +185,27 @@ struct Agent {
     next: AtomicUsize,
     breaker: Mutex<BreakerState>,
     draining: AtomicBool,
-    /// Correlation id → slot of the request's first event.
+    /// Correlation id → slot of the request's first event (kept only with several slots).
     affinity: Mutex<HashMap<String, usize>>,
+    /// `zap_requests` counters of this agent, resolved once.
+    outcomes: HashMap<&'static str, Counter>,
 }
+
+/// Every outcome `zap_requests` counts.
+const OUTCOMES: [&str; 12] = [
+    "answered",
+    "fail_open",
+    "unknown_agent",
+    "draining",
+    "circuit_open",
+    "paused",
+    "no_connection",
+    "timeout",
+    "connection_lost",
+    "not_sent",
+    "cancelled",
+    "other",
+];
 
 /// Affinities kept per agent at most (oldest requests' entries are dropped past it).
 const MAX_AFFINITY: usize = 100_000;
@@ -287,6 +305,16 @@ impl AgentPool {
             breaker: Mutex::new(BreakerState::Closed { failures: 0 }),
             draining: AtomicBool::new(false),
             affinity: Mutex::new(HashMap::new()),
+            outcomes: OUTCOMES
+                .iter()
+                .map(|o| {
+                    let labels = OutcomeLabels {
+                        agent: id.to_string(),
+                        outcome: (*o).to_string(),
+                    };
+                    (*o, self.metrics.requests.get_or_create(&labels).clone())
+                })
+                .collect(),
         });
         self.agents
             .write()
@@ -381,6 +409,7 @@ impl AgentPool {
     /// [`OnUnavailable`]).
     pub async fn send(&self, id: &str, event: Event) -> Result<AgentResponse, PoolError> {
         let agent = self.agent(id)?;
+        let event = Arc::new(event);
         let started = Instant::now();
         let result = loop {
             match self.try_send(&agent, &event).await {
@@ -419,20 +448,20 @@ impl AgentPool {
             Ok(_) => "answered",
             Err(e) => e.kind(),
         };
-        self.metrics
-            .requests
-            .get_or_create(&OutcomeLabels {
-                agent: id.to_string(),
-                outcome: outcome.into(),
-            })
-            .inc();
+        let counter = agent
+            .outcomes
+            .get(outcome)
+            .or_else(|| agent.outcomes.get("other"));
+        if let Some(counter) = counter {
+            counter.inc();
+        }
         result
     }
 
     async fn try_send(
         &self,
         agent: &Arc<Agent>,
-        event: &Event,
+        event: &Arc<Event>,
     ) -> Result<AgentResponse, PoolError> {
         let unavailable = |why| PoolError::Unavailable {
             agent: agent.id.clone(),
@@ -444,12 +473,6 @@ impl AgentPool {
         let probe = self
             .admit(agent)
             .ok_or_else(|| unavailable("circuit_open"))?;
-        // A connection that died while idle is found here and brought back.
-        for slot in &agent.slots {
-            if slot.live().is_none() {
-                self.reconnect(agent, slot.clone());
-            }
-        }
         let cid = event.correlation_id().to_string();
         let mut tried: Option<usize> = None;
         // One retry on another connection when a connection is lost under the request.
@@ -553,25 +576,30 @@ impl AgentPool {
     /// strategy among live, unpaused connections other than `skip`.
     fn choose(
         &self,
-        agent: &Agent,
+        agent: &Arc<Agent>,
         cid: &str,
         skip: Option<usize>,
     ) -> Option<(usize, AgentConnection)> {
-        let mut affinity = agent.affinity.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(&i) = affinity.get(cid) {
-            if Some(i) != skip {
-                if let Some(c) = agent.slots[i].live().filter(|c| !c.is_paused()) {
-                    return Some((i, c));
+        let several = agent.slots.len() > 1;
+        if several {
+            let affinity = agent.affinity.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(&i) = affinity.get(cid) {
+                if Some(i) != skip {
+                    if let Some(c) = agent.slots[i].live().filter(|c| !c.is_paused()) {
+                        return Some((i, c));
+                    }
                 }
             }
         }
-        let mut candidates: Vec<(usize, AgentConnection)> = agent
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| Some(*i) != skip)
-            .filter_map(|(i, s)| s.live().filter(|c| !c.is_paused()).map(|c| (i, c)))
-            .collect();
+        let mut candidates: Vec<(usize, AgentConnection)> = Vec::with_capacity(agent.slots.len());
+        for (i, slot) in agent.slots.iter().enumerate() {
+            match slot.live() {
+                // A connection that died while idle is found here and brought back.
+                None => self.reconnect(agent, slot.clone()),
+                Some(c) if Some(i) != skip && !c.is_paused() => candidates.push((i, c)),
+                Some(_) => {}
+            }
+        }
         if candidates.is_empty() {
             return None;
         }
@@ -597,10 +625,13 @@ impl AgentPool {
             Strategy::Random => random_below(candidates.len()),
         };
         let (index, conn) = candidates.swap_remove(pick);
-        if affinity.len() >= MAX_AFFINITY {
-            affinity.clear();
+        if several {
+            let mut affinity = agent.affinity.lock().unwrap_or_else(|p| p.into_inner());
+            if affinity.len() >= MAX_AFFINITY {
+                affinity.clear();
+            }
+            affinity.insert(cid.to_string(), index);
         }
-        affinity.insert(cid.to_string(), index);
         Some((index, conn))
     }
 
@@ -672,6 +703,17 @@ impl AgentPool {
             .remove(id);
         self.update_connections(&agent);
         Ok(left)
+    }
+
+    /// The encoding agent `id`'s live connections use.
+    pub fn encoding(&self, id: &str) -> Option<Encoding> {
+        let agent = self.agent(id).ok()?;
+        let encoding = agent
+            .slots
+            .iter()
+            .find_map(|s| s.live())
+            .map(|c| c.encoding());
+        encoding
     }
 
     /// Live connections to agent `id`.

@@ -255,6 +255,28 @@ fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// Sends a handler's answer; `None` (the handler panicked) is answered `block 500`, and an
+/// answer that cannot be sent (over the frame limit) too: the request is answered, closed.
+fn send_answer(
+    session: &mut AgentSession,
+    stats: &ServerStats,
+    cid: &str,
+    response: Option<AgentResponse>,
+) {
+    let response = response.unwrap_or_else(|| {
+        stats.panicked.fetch_add(1, Ordering::Relaxed);
+        let mut r = AgentResponse::block(500, Some("agent handler failed".into()));
+        r.audit.reason_codes.push("handler_panic".into());
+        r
+    });
+    stats.answered.fetch_add(1, Ordering::Relaxed);
+    if let Err(e) = session.respond(cid, response) {
+        let mut r = AgentResponse::block(500, Some(format!("agent answer could not be sent: {e}")));
+        r.audit.reason_codes.push("answer_unsendable".into());
+        let _ = session.respond(cid, r);
+    }
+}
+
 /// A handler's task, finished: its event's id, its number, its answer.
 struct Done {
     cid: String,
@@ -314,12 +336,19 @@ async fn serve_connection<H: Handler>(
                             let handler = handler.clone();
                             let done = done_tx.clone();
                             let cid = correlation_id.clone();
+                            let mut answer = Box::pin(
+                                std::panic::AssertUnwindSafe(async move { dispatch(&*handler, event).await })
+                                    .catch_unwind(),
+                            );
+                            // A handler that answers without waiting is answered here; one that
+                            // waits goes on in a task of its own (and can be cancelled there).
+                            if let Some(result) = answer.as_mut().now_or_never() {
+                                in_flight -= 1;
+                                send_answer(&mut session, &stats, &cid, result.ok());
+                                continue;
+                            }
                             let handle = tokio::spawn(async move {
-                                let answer = std::panic::AssertUnwindSafe(dispatch(&*handler, event))
-                                    .catch_unwind()
-                                    .await
-                                    .ok();
-                                let _ = done.send(Done { cid, task, response: answer });
+                                let _ = done.send(Done { cid, task, response: answer.await.ok() });
                             });
                             running.entry(correlation_id).or_default().push((task, handle.abort_handle()));
                         }
@@ -358,20 +387,7 @@ async fn serve_connection<H: Handler>(
                     }
                     if still_running {
                         in_flight -= 1;
-                        let response = done.response.unwrap_or_else(|| {
-                            stats.panicked.fetch_add(1, Ordering::Relaxed);
-                            let mut r = AgentResponse::block(500, Some("agent handler failed".into()));
-                            r.audit.reason_codes.push("handler_panic".into());
-                            r
-                        });
-                        stats.answered.fetch_add(1, Ordering::Relaxed);
-                        if let Err(e) = session.respond(&done.cid, response) {
-                            // The handler's answer is over the frame limit or does not
-                            // encode: the request is answered, closed.
-                            let mut r = AgentResponse::block(500, Some(format!("agent answer could not be sent: {e}")));
-                            r.audit.reason_codes.push("answer_unsendable".into());
-                            let _ = session.respond(&done.cid, r);
-                        }
+                        send_answer(&mut session, &stats, &done.cid, done.response);
                     }
                     finished = done_rx.try_recv().ok();
                 }
@@ -417,10 +433,8 @@ async fn serve_connection<H: Handler>(
     if let Some(out) = session.poll_transmit() {
         let _ = stream.write_all(&out).await;
     }
-    for (_, tasks) in running {
-        for (_, handle) in tasks {
-            handle.abort();
-        }
+    for (_, handle) in running.into_values().flatten() {
+        handle.abort();
     }
     if let Err(e) = ended {
         tracing::debug!("agent connection ended: {e}");
