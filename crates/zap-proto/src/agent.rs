@@ -345,13 +345,20 @@ impl AgentSession {
         encoding: Encoding,
         value: &T,
     ) -> Result<(), SendError> {
-        let bytes = encoding.encode(value).map_err(SendError::Encode)?;
-        encode_frame(kind, &bytes, &mut self.out).map_err(SendError::TooLarge)
+        crate::frame::encode_frame_with(kind, &mut self.out, |out| {
+            encoding.encode_into(value, out).map_err(SendError::Encode)
+        })
     }
 
     /// Everything queued for the proxy, if anything.
     pub fn poll_transmit(&mut self) -> Option<Bytes> {
         (!self.out.is_empty()).then(|| self.out.split().freeze())
+    }
+}
+
+impl From<FrameError> for SendError {
+    fn from(e: FrameError) -> Self {
+        SendError::TooLarge(e)
     }
 }
 

@@ -73,6 +73,21 @@ impl Encoding {
         })
     }
 
+    /// Encodes `value` at the end of `out`.
+    pub fn encode_into<T: Serialize + ?Sized>(
+        self,
+        value: &T,
+        out: &mut bytes::BytesMut,
+    ) -> Result<(), CodecError> {
+        use bytes::BufMut;
+        let mut writer = out.writer();
+        match self {
+            Encoding::Json => serde_json::to_writer(&mut writer, value)?,
+            Encoding::MsgPack => rmp_serde::encode::write_named(&mut writer, value)?,
+        }
+        Ok(())
+    }
+
     /// Decodes `bytes`.
     pub fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, CodecError> {
         Ok(match self {

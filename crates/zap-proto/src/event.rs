@@ -109,27 +109,44 @@ impl Event {
     /// assert_eq!(back, chunk);
     /// ```
     pub fn encode(&self, encoding: Encoding, body: BodyWire) -> Result<Vec<u8>, CodecError> {
+        let mut out = bytes::BytesMut::new();
+        self.encode_into(encoding, body, &mut out)?;
+        Ok(out.to_vec())
+    }
+
+    /// Encodes the event's payload at the end of `out` (see [`encode`](Self::encode)).
+    pub fn encode_into(
+        &self,
+        encoding: Encoding,
+        body: BodyWire,
+        out: &mut bytes::BytesMut,
+    ) -> Result<(), CodecError> {
         match self {
-            Event::RequestHeaders(e) => encoding.encode(e),
+            Event::RequestHeaders(e) => encoding.encode_into(e, out),
             Event::RequestBodyChunk(e) | Event::ResponseBodyChunk(e)
                 if encoding == Encoding::MsgPack && body == BodyWire::Binary =>
             {
-                encoding.encode(&BinChunk {
-                    correlation_id: &e.correlation_id,
-                    data: BinBody(&e.data.0),
-                    is_last: e.is_last,
-                    total_size: e.total_size,
-                    chunk_index: e.chunk_index,
-                    bytes_received: e.bytes_received,
-                    bytes_sent: e.bytes_sent,
-                })
+                encoding.encode_into(
+                    &BinChunk {
+                        correlation_id: &e.correlation_id,
+                        data: BinBody(&e.data.0),
+                        is_last: e.is_last,
+                        total_size: e.total_size,
+                        chunk_index: e.chunk_index,
+                        bytes_received: e.bytes_received,
+                        bytes_sent: e.bytes_sent,
+                    },
+                    out,
+                )
             }
-            Event::RequestBodyChunk(e) | Event::ResponseBodyChunk(e) => encoding.encode(e),
-            Event::ResponseHeaders(e) => encoding.encode(e),
-            Event::RequestComplete(e) => encoding.encode(e),
-            Event::WebSocketFrame(e) => encoding.encode(e),
-            Event::GuardrailInspect(e) => encoding.encode(e),
-            Event::Configure(e) => encoding.encode(e),
+            Event::RequestBodyChunk(e) | Event::ResponseBodyChunk(e) => {
+                encoding.encode_into(e, out)
+            }
+            Event::ResponseHeaders(e) => encoding.encode_into(e, out),
+            Event::RequestComplete(e) => encoding.encode_into(e, out),
+            Event::WebSocketFrame(e) => encoding.encode_into(e, out),
+            Event::GuardrailInspect(e) => encoding.encode_into(e, out),
+            Event::Configure(e) => encoding.encode_into(e, out),
         }
     }
 }

@@ -154,6 +154,44 @@ pub fn encode_frame(
     Ok(())
 }
 
+/// Appends one frame whose payload `write` appends to `out` (encoding straight into the
+/// output, without a buffer of its own). Nothing is left in `out` if `write` fails or the
+/// payload is over the limit.
+///
+/// ```
+/// use agentwire_zap_proto::{frame::encode_frame_with, FrameError, MessageType};
+/// let mut out = bytes::BytesMut::new();
+/// encode_frame_with(MessageType::Ping, &mut out, |o| {
+///     o.extend_from_slice(b"{}");
+///     Ok::<(), FrameError>(())
+/// })
+/// .unwrap();
+/// assert_eq!(&out[..], &[0, 0, 0, 3, 0x41, b'{', b'}']);
+/// ```
+pub fn encode_frame_with<E: From<FrameError>>(
+    kind: MessageType,
+    out: &mut BytesMut,
+    write: impl FnOnce(&mut BytesMut) -> Result<(), E>,
+) -> Result<(), E> {
+    let start = out.len();
+    out.extend_from_slice(&[0, 0, 0, 0, kind as u8]);
+    if let Err(e) = write(out) {
+        out.truncate(start);
+        return Err(e);
+    }
+    let len = (out.len() - start - 4) as u64;
+    if len > u64::from(MAX_FRAME_LEN) {
+        out.truncate(start);
+        return Err(FrameError::TooLarge {
+            len,
+            max: MAX_FRAME_LEN,
+        }
+        .into());
+    }
+    out[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
+    Ok(())
+}
+
 /// Cuts frames out of received bytes.
 ///
 /// ```

@@ -10,7 +10,8 @@
 //!
 //! This module owns that state; it must not do I/O or read a clock.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -159,10 +160,13 @@ pub struct ProxySession {
     decoder: FrameDecoder,
     out: BytesMut,
     events: VecDeque<ProxyEvent>,
-    /// Events in flight: correlation id → deadline.
-    pending: HashMap<String, Instant>,
-    /// Deadlines in order, for `poll_timeout`.
-    deadlines: BTreeSet<(Instant, String)>,
+    /// Events in flight: correlation id → the send's number.
+    pending: HashMap<Arc<str>, u64>,
+    /// Deadlines in send order (one timeout for all, so also in deadline order), with the
+    /// send's number; entries whose event was answered are skipped and dropped as they reach
+    /// the front.
+    deadlines: VecDeque<(Instant, u64, Arc<str>)>,
+    next_seq: u64,
     settled: VecDeque<String>,
     body_wire: BodyWire,
     paused: bool,
@@ -190,7 +194,8 @@ impl ProxySession {
             out,
             events: VecDeque::new(),
             pending: HashMap::new(),
-            deadlines: BTreeSet::new(),
+            deadlines: VecDeque::new(),
+            next_seq: 0,
             settled: VecDeque::new(),
             body_wire: BodyWire::Base64,
             paused: false,
@@ -227,25 +232,27 @@ impl ProxySession {
         if self.pending.contains_key(cid) {
             return Err(ProxySendError::Busy(cid.to_string()));
         }
-        let payload = event
-            .encode(encoding, self.body_wire)
-            .map_err(|e| ProxySendError::Send(SendError::Encode(e)))?;
-        encode_frame(event.kind(), &payload, &mut self.out)
-            .map_err(|e| ProxySendError::Send(SendError::TooLarge(e)))?;
+        let body = self.body_wire;
+        crate::frame::encode_frame_with(event.kind(), &mut self.out, |out| {
+            event
+                .encode_into(encoding, body, out)
+                .map_err(SendError::Encode)
+        })?;
         let deadline = now + self.config.request_timeout;
-        self.pending.insert(cid.to_string(), deadline);
-        self.deadlines.insert((deadline, cid.to_string()));
+        self.next_seq += 1;
+        let cid: Arc<str> = Arc::from(cid);
+        self.pending.insert(cid.clone(), self.next_seq);
+        self.deadlines.push_back((deadline, self.next_seq, cid));
         Ok(())
     }
 
     /// Gives up on `correlation_id`: a Cancel goes to the agent, a late answer is dropped.
     /// Returns whether it was in flight.
     pub fn cancel(&mut self, correlation_id: &str, reason: i32, unix_ms: u64) -> bool {
-        let Some(deadline) = self.pending.remove(correlation_id) else {
+        if self.pending.remove(correlation_id).is_none() {
             return false;
-        };
-        self.deadlines
-            .remove(&(deadline, correlation_id.to_string()));
+        }
+        self.drop_settled_deadlines();
         self.send_cancel(correlation_id, reason, unix_ms);
         self.remember_settled(correlation_id.to_string());
         true
@@ -294,7 +301,7 @@ impl ProxySession {
     pub fn poll_timeout(&self) -> Option<Instant> {
         match &self.state {
             State::Handshake { deadline } => Some(*deadline),
-            State::Open(_) => self.deadlines.first().map(|(d, _)| *d),
+            State::Open(_) => self.deadlines.front().map(|(d, _, _)| *d),
             State::Closed => None,
         }
     }
@@ -309,21 +316,36 @@ impl ProxySession {
             }
             return Ok(());
         }
-        while let Some((deadline, _)) = self.deadlines.first() {
+        while let Some((deadline, _, _)) = self.deadlines.front() {
             if *deadline > now {
                 break;
             }
-            let Some((_, cid)) = self.deadlines.pop_first() else {
+            let Some((_, seq, cid)) = self.deadlines.pop_front() else {
                 break;
             };
-            self.pending.remove(&cid);
+            if self.pending.get(&*cid) != Some(&seq) {
+                continue; // answered or cancelled
+            }
+            self.pending.remove(&*cid);
             self.send_cancel(&cid, 1, unix_ms);
-            self.remember_settled(cid.clone());
+            self.remember_settled(cid.to_string());
             self.events.push_back(ProxyEvent::TimedOut {
-                correlation_id: cid,
+                correlation_id: cid.to_string(),
             });
         }
+        self.drop_settled_deadlines();
         Ok(())
+    }
+
+    /// Drops deadlines at the front whose event is settled, so the queue holds about what is
+    /// in flight.
+    fn drop_settled_deadlines(&mut self) {
+        while let Some((_, seq, cid)) = self.deadlines.front() {
+            if self.pending.get(&**cid) == Some(seq) {
+                return;
+            }
+            self.deadlines.pop_front();
+        }
     }
 
     /// Takes bytes from the agent. An error ends the session: close the connection and fail
@@ -360,8 +382,8 @@ impl ProxySession {
             MessageType::AgentResponse => {
                 let response: AgentResponse = encoding.decode(payload).map_err(undecodable)?;
                 let cid = response.correlation_id().unwrap_or_default().to_string();
-                if let Some(deadline) = self.pending.remove(&cid) {
-                    self.deadlines.remove(&(deadline, cid.clone()));
+                if self.pending.remove(cid.as_str()).is_some() {
+                    self.drop_settled_deadlines();
                     self.events.push_back(ProxyEvent::Answer {
                         correlation_id: cid,
                         response,
@@ -463,6 +485,9 @@ impl ProxySession {
     pub fn close(&mut self) -> Vec<String> {
         self.state = State::Closed;
         self.deadlines.clear();
-        self.pending.drain().map(|(cid, _)| cid).collect()
+        self.pending
+            .drain()
+            .map(|(cid, _)| cid.to_string())
+            .collect()
     }
 }

@@ -282,14 +282,19 @@ async fn drive(
 ) {
     let mut waiters: Waiters = HashMap::new();
     let mut buf = vec![0u8; 64 * 1024];
+    let timer = tokio::time::sleep(std::time::Duration::from_secs(3600));
+    tokio::pin!(timer);
+    let mut armed: Option<Instant> = None;
     let why: String = loop {
+        // One timer, moved only when the earliest deadline changes (a new timer per loop
+        // turn cost a timer-wheel registration per request).
         let deadline = session.poll_timeout();
-        let timer = async {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
-                None => std::future::pending().await,
+        if deadline != armed {
+            armed = deadline;
+            if let Some(d) = deadline {
+                timer.as_mut().reset(tokio::time::Instant::from_std(d));
             }
-        };
+        }
         tokio::select! {
             read = stream.read(&mut buf) => match read {
                 Ok(0) => break "the agent closed the connection".into(),
@@ -313,7 +318,9 @@ async fn drive(
                     next = if taken < COMMAND_BATCH { commands.try_recv().ok() } else { None };
                 }
             }
-            () = timer => {
+            () = &mut timer, if armed.is_some() => {
+                // Fired: re-arm on the next turn even if the earliest deadline is the same.
+                armed = None;
                 if let Err(e) = session.on_timeout(Instant::now(), unix_ms()) {
                     break e.to_string();
                 }
