@@ -3,7 +3,8 @@
 //! measured side by side (`scripts/peers/zentinel.sh`).
 //!
 //! ```text
-//! cargo run --release -p agentwire-zap --example zentinel_reference -- agent --socket /tmp/ref.sock
+//! cargo run --release -p agentwire-zap --example zentinel_reference -- agent --socket /tmp/ref.sock \
+//!     [--slow-every N --slow-ms M]
 //! cargo run --release -p agentwire-zap --example zentinel_reference -- bench --socket /tmp/ref.sock \
 //!     --requests 20000 --concurrency 16 [--agent-pid PID]
 //! ```
@@ -26,12 +27,25 @@ use zentinel_agent_protocol::v2::{
     AgentCapabilities, AgentClientV2Uds, AgentHandlerV2, UdsAgentServerV2,
 };
 
-struct Allow;
+/// Allows everything; every `slow_every`-th request headers event takes `slow` (as
+/// `agentwire agent-protocol serve --slow-every N --slow-ms M`).
+struct Allow {
+    slow_every: u64,
+    slow: Duration,
+    seen: AtomicU64,
+}
 
 #[async_trait::async_trait]
 impl AgentHandlerV2 for Allow {
     fn capabilities(&self) -> AgentCapabilities {
         AgentCapabilities::new("reference", "Reference agent", "0.6.45")
+    }
+    async fn on_request_headers(&self, _e: zen::RequestHeadersEvent) -> zen::AgentResponse {
+        let n = self.seen.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.slow_every > 0 && n % self.slow_every == 0 {
+            tokio::time::sleep(self.slow).await;
+        }
+        zen::AgentResponse::default_allow()
     }
 }
 
@@ -74,7 +88,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let socket = arg(&args, "--socket").ok_or("--socket PATH is required")?;
     match args.get(1).map(String::as_str) {
         Some("agent") => {
-            let server = UdsAgentServerV2::new("reference", socket.as_str(), Box::new(Allow));
+            let slow_every: u64 = arg(&args, "--slow-every").map_or(Ok(0), |v| v.parse())?;
+            let slow_ms: u64 = arg(&args, "--slow-ms").map_or(Ok(10), |v| v.parse())?;
+            let handler = Allow {
+                slow_every,
+                slow: Duration::from_millis(slow_ms),
+                seen: AtomicU64::new(0),
+            };
+            let server = UdsAgentServerV2::new("reference", socket.as_str(), Box::new(handler));
             println!("reference agent listening on {socket}");
             tokio::select! {
                 r = server.run() => r?,
