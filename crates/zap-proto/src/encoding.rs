@@ -73,19 +73,36 @@ impl Encoding {
         })
     }
 
-    /// Encodes `value` at the end of `out`.
+    /// Encodes `value` at the end of `out`. The encoder writes into a reused `Vec` first
+    /// and the result is copied once: serde's many small writes cost twice as much through a
+    /// `BytesMut` writer as into a `Vec` (`benches/zentinel_codec.rs`: request headers
+    /// 791 ns against 381 for the same JSON).
     pub fn encode_into<T: Serialize + ?Sized>(
         self,
         value: &T,
         out: &mut bytes::BytesMut,
     ) -> Result<(), CodecError> {
-        use bytes::BufMut;
-        let mut writer = out.writer();
-        match self {
-            Encoding::Json => serde_json::to_writer(&mut writer, value)?,
-            Encoding::MsgPack => rmp_serde::encode::write_named(&mut writer, value)?,
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(4096));
         }
-        Ok(())
+        SCRATCH.with(|scratch| {
+            let mut buf = scratch.borrow_mut();
+            buf.clear();
+            let written = match self {
+                Encoding::Json => serde_json::to_writer(&mut *buf, value).map_err(CodecError::from),
+                Encoding::MsgPack => {
+                    rmp_serde::encode::write_named(&mut *buf, value).map_err(CodecError::from)
+                }
+            };
+            if written.is_ok() {
+                out.extend_from_slice(&buf);
+            }
+            // Keep the scratch small after an occasional large payload.
+            if buf.capacity() > 1 << 20 {
+                *buf = Vec::with_capacity(4096);
+            }
+            written
+        })
     }
 
     /// Decodes `bytes`.
