@@ -31,17 +31,26 @@ fn headers(large: bool) -> Vec<(&'static str, Vec<&'static str>)> {
     }
     vec![
         ("host", vec!["api.example.com"]),
-        ("user-agent", vec!["Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36"]),
+        (
+            "user-agent",
+            vec!["Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36"],
+        ),
         ("accept", vec!["application/json", "text/plain", "*/*"]),
         ("accept-language", vec!["en-US,en;q=0.9"]),
         ("accept-encoding", vec!["gzip, deflate, br"]),
         ("content-type", vec!["application/json"]),
         ("content-length", vec!["1024"]),
-        ("authorization", vec!["Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0"]),
+        (
+            "authorization",
+            vec!["Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0"],
+        ),
         ("cookie", vec!["session=abc123; tracking=xyz789"]),
         ("x-request-id", vec!["req-12345-67890"]),
         ("x-correlation-id", vec!["corr-abcdef-123456"]),
-        ("x-forwarded-for", vec!["203.0.113.195, 70.41.3.18, 150.172.238.178"]),
+        (
+            "x-forwarded-for",
+            vec!["203.0.113.195, 70.41.3.18, 150.172.238.178"],
+        ),
         ("x-forwarded-proto", vec!["https"]),
         ("x-forwarded-host", vec!["api.example.com"]),
         ("x-real-ip", vec!["203.0.113.195"]),
@@ -153,11 +162,19 @@ fn request_headers(c: &mut Criterion) {
             });
             let bytes = event.encode(enc, BodyWire::Base64).unwrap();
             g.bench_function(format!("decode/ours/{tag}"), |b| {
-                b.iter(|| black_box(Event::decode(MessageType::RequestHeaders, enc, &bytes).unwrap()))
+                b.iter(|| {
+                    black_box(Event::decode(MessageType::RequestHeaders, enc, &bytes).unwrap())
+                })
             });
             let zen_bytes = zen_enc.serialize(&zen_event).unwrap();
             g.bench_function(format!("decode/reference/{tag}"), |b| {
-                b.iter(|| black_box(zen_enc.deserialize::<zen::RequestHeadersEvent>(&zen_bytes).unwrap()))
+                b.iter(|| {
+                    black_box(
+                        zen_enc
+                            .deserialize::<zen::RequestHeadersEvent>(&zen_bytes)
+                            .unwrap(),
+                    )
+                })
             });
         }
     }
@@ -203,7 +220,9 @@ fn body_chunks(c: &mut Criterion) {
             });
             let bytes = event.encode(enc, BodyWire::Binary).unwrap();
             g.bench_function(format!("decode/ours/{tag}"), |b| {
-                b.iter(|| black_box(Event::decode(MessageType::RequestBodyChunk, enc, &bytes).unwrap()))
+                b.iter(|| {
+                    black_box(Event::decode(MessageType::RequestBodyChunk, enc, &bytes).unwrap())
+                })
             });
             let zen_bytes = zen_enc
                 .serialize(&zen::RequestBodyChunkEvent {
@@ -217,7 +236,8 @@ fn body_chunks(c: &mut Criterion) {
                 .unwrap();
             g.bench_function(format!("decode/reference/{tag}"), |b| {
                 b.iter(|| {
-                    let chunk: zen::RequestBodyChunkEvent = zen_enc.deserialize(&zen_bytes).unwrap();
+                    let chunk: zen::RequestBodyChunkEvent =
+                        zen_enc.deserialize(&zen_bytes).unwrap();
                     // The bytes, as its handler gets them (`BinaryRequestBodyChunkEvent::from`).
                     black_box(zen::BinaryRequestBodyChunkEvent::from(&chunk))
                 })
