@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use agentwire_zap_proto::messages::HealthStatus;
 use agentwire_zap_proto::proxy::{ProxyConfig, ProxyEvent, ProxySession};
@@ -22,6 +22,8 @@ use agentwire_zap_proto::{AgentResponse, Capabilities, Encoding, Event};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::unix_ms;
 
 /// Why a request got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -88,13 +90,6 @@ pub struct AgentConnection {
     capabilities: Arc<Capabilities>,
     encoding: Encoding,
     ended: watch::Receiver<Option<String>>,
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 impl AgentConnection {

@@ -16,3 +16,12 @@ pub mod pool;
 pub mod server;
 
 pub use agentwire_zap_proto as proto;
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it), for the timestamps the
+/// protocol's messages carry.
+pub(crate) fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -18,7 +18,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use agentwire_zap_proto::agent::{AgentConfig, AgentEvent, AgentSession};
 use agentwire_zap_proto::messages::{
@@ -32,6 +32,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
+
+use crate::unix_ms;
 
 /// What an agent does with each event. Every method has a default that allows; a handler
 /// overrides what it inspects. Methods run concurrently, each in its own task, and are
@@ -246,13 +248,6 @@ impl<H: Handler> AgentServer<H> {
         }
         let _ = std::fs::remove_file(&self.path);
     }
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// Sends a handler's answer; `None` (the handler panicked) is answered `block 500`, and an
