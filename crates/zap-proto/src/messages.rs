@@ -50,6 +50,33 @@ pub struct RequestMetadata {
     pub traceparent: Option<String>,
 }
 
+impl RequestMetadata {
+    /// Metadata of request `correlation_id` (also its request id) from `client_ip`, HTTP/1.1,
+    /// every optional field empty; set the others as needed.
+    ///
+    /// ```
+    /// use agentwire_zap_proto::messages::RequestMetadata;
+    /// let m = RequestMetadata::new("c1", "127.0.0.1");
+    /// assert_eq!((m.correlation_id.as_str(), m.protocol.as_str()), ("c1", "HTTP/1.1"));
+    /// ```
+    pub fn new(correlation_id: &str, client_ip: &str) -> Self {
+        RequestMetadata {
+            correlation_id: correlation_id.into(),
+            request_id: correlation_id.into(),
+            client_ip: client_ip.into(),
+            client_port: 0,
+            server_name: None,
+            protocol: "HTTP/1.1".into(),
+            tls_version: None,
+            tls_cipher: None,
+            route_id: None,
+            upstream_id: None,
+            timestamp: String::new(),
+            traceparent: None,
+        }
+    }
+}
+
 /// 0x10: a request's headers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestHeadersEvent {

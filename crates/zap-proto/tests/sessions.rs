@@ -80,20 +80,7 @@ impl Pair {
 
 fn headers(cid: &str) -> Event {
     Event::RequestHeaders(RequestHeadersEvent {
-        metadata: RequestMetadata {
-            correlation_id: cid.into(),
-            request_id: format!("req-{cid}"),
-            client_ip: "127.0.0.1".into(),
-            client_port: 40000,
-            server_name: None,
-            protocol: "HTTP/1.1".into(),
-            tls_version: None,
-            tls_cipher: None,
-            route_id: None,
-            upstream_id: None,
-            timestamp: "2026-11-25T00:00:00Z".into(),
-            traceparent: None,
-        },
+        metadata: RequestMetadata::new(cid, "127.0.0.1"),
         method: "GET".into(),
         uri: "/".into(),
         headers: [("host".to_string(), vec!["example.com".to_string()])].into(),

@@ -101,18 +101,11 @@ pub fn event(n: u64, body_size: usize) -> Event {
     .collect();
     Event::RequestHeaders(RequestHeadersEvent {
         metadata: RequestMetadata {
-            correlation_id: cid.clone(),
-            request_id: cid,
-            client_ip: "192.168.1.100".into(),
             client_port: 40000,
             server_name: Some("api.example.com".into()),
-            protocol: "HTTP/1.1".into(),
             tls_version: Some("TLSv1.3".into()),
-            tls_cipher: None,
-            route_id: None,
-            upstream_id: None,
             timestamp: "2026-11-25T00:00:00Z".into(),
-            traceparent: None,
+            ..RequestMetadata::new(&cid, "192.168.1.100")
         },
         method: "GET".into(),
         uri: "/api/v1/users".into(),

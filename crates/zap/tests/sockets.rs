@@ -31,20 +31,7 @@ fn caps() -> Capabilities {
 
 fn headers(cid: &str, uri: &str) -> Event {
     Event::RequestHeaders(RequestHeadersEvent {
-        metadata: RequestMetadata {
-            correlation_id: cid.into(),
-            request_id: cid.into(),
-            client_ip: "127.0.0.1".into(),
-            client_port: 1,
-            server_name: None,
-            protocol: "HTTP/1.1".into(),
-            tls_version: None,
-            tls_cipher: None,
-            route_id: None,
-            upstream_id: None,
-            timestamp: "0".into(),
-            traceparent: None,
-        },
+        metadata: RequestMetadata::new(cid, "127.0.0.1"),
         method: "GET".into(),
         uri: uri.into(),
         headers: Default::default(),

@@ -288,20 +288,7 @@ fn our_headers(cid: &str, uri: &str) -> Event {
     let mut h = std::collections::BTreeMap::new();
     h.insert("host".to_string(), vec!["example.com".to_string()]);
     Event::RequestHeaders(ours::RequestHeadersEvent {
-        metadata: ours::RequestMetadata {
-            correlation_id: cid.into(),
-            request_id: format!("req-{cid}"),
-            client_ip: "127.0.0.1".into(),
-            client_port: 40000,
-            server_name: None,
-            protocol: "HTTP/1.1".into(),
-            tls_version: None,
-            tls_cipher: None,
-            route_id: None,
-            upstream_id: None,
-            timestamp: "2026-11-25T00:00:00Z".into(),
-            traceparent: None,
-        },
+        metadata: ours::RequestMetadata::new(cid, "127.0.0.1"),
         method: "GET".into(),
         uri: uri.into(),
         headers: h,

@@ -1341,22 +1341,27 @@ mod tests {
         .await;
     }
 
+    /// A bare HTTP/2 client (the `h2` crate's) connected to the hub at `addr`.
+    async fn raw_client(bundle: &CertBundle, addr: SocketAddr) -> h2::client::SendRequest<Bytes> {
+        let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).unwrap();
+        let config = Arc::new(tls::client_config(&trust, &[ALPN_H2]).unwrap());
+        let name = rustls_pki_types::ServerName::try_from("localhost".to_string()).unwrap();
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        let (requests, conn) = client_builder().handshake::<_, Bytes>(tls).await.unwrap();
+        tokio::spawn(conn);
+        requests.ready().await.unwrap()
+    }
+
     #[tokio::test]
     async fn unknown_paths_and_early_messages_are_refused() {
         guarded(async {
             let bundle = bundle();
             let (addr, _hub) = start_hub(&bundle).await;
-            let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).unwrap();
-            let config = Arc::new(tls::client_config(&trust, &[ALPN_H2]).unwrap());
-            let name = rustls_pki_types::ServerName::try_from("localhost".to_string()).unwrap();
-            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let tls = tokio_rustls::TlsConnector::from(config)
-                .connect(name, tcp)
-                .await
-                .unwrap();
-            let (requests, conn) = client_builder().handshake::<_, Bytes>(tls).await.unwrap();
-            tokio::spawn(conn);
-            let mut requests = requests.ready().await.unwrap();
+            let mut requests = raw_client(&bundle, addr).await;
             let cases = [
                 (Method::POST, "/nope", StatusCode::NOT_FOUND),
                 (Method::GET, SESSION_PATH, StatusCode::METHOD_NOT_ALLOWED),
@@ -1383,17 +1388,7 @@ mod tests {
         guarded(async {
             let bundle = bundle();
             let (addr, hub) = start_hub(&bundle).await;
-            let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).unwrap();
-            let config = Arc::new(tls::client_config(&trust, &[ALPN_H2]).unwrap());
-            let name = rustls_pki_types::ServerName::try_from("localhost".to_string()).unwrap();
-            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let tls = tokio_rustls::TlsConnector::from(config)
-                .connect(name, tcp)
-                .await
-                .unwrap();
-            let (requests, conn) = client_builder().handshake::<_, Bytes>(tls).await.unwrap();
-            tokio::spawn(conn);
-            let mut requests = requests.ready().await.unwrap();
+            let mut requests = raw_client(&bundle, addr).await;
             let post = |path: &str| {
                 Request::builder()
                     .method(Method::POST)
