@@ -236,7 +236,7 @@ impl AgentConnection {
 
 type Waiters = HashMap<String, oneshot::Sender<Result<AgentResponse, RequestError>>>;
 
-/// Commands taken before the driver writes (and reads) again.
+/// Commands the writer takes before it writes.
 const COMMAND_BATCH: usize = 256;
 
 fn handle_command(command: Command, session: &mut ProxySession, waiters: &mut Waiters) {

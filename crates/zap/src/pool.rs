@@ -156,9 +156,14 @@ impl PoolError {
 }
 
 enum BreakerState {
-    Closed { failures: u32 },
-    Open { until: Instant },
-    HalfOpen { probing: bool },
+    Closed {
+        failures: u32,
+    },
+    Open {
+        until: Instant,
+    },
+    /// One probe request is out; the others fail fast until it settles.
+    HalfOpen,
 }
 
 struct Slot {
@@ -470,15 +475,17 @@ impl AgentPool {
         if agent.draining.load(Ordering::Relaxed) {
             return Err(unavailable("draining"));
         }
-        let probe = self
-            .admit(agent)
-            .ok_or_else(|| unavailable("circuit_open"))?;
+        if !self.admit(agent) {
+            return Err(unavailable("circuit_open"));
+        }
         let cid = event.correlation_id().to_string();
         let mut tried: Option<usize> = None;
-        // One retry on another connection when a connection is lost under the request.
+        let mut last = RequestError::Paused;
+        // One retry on another connection when a connection is lost (or found paused) under
+        // the request.
         for _ in 0..2 {
             let Some((index, conn)) = self.choose(agent, &cid, tried) else {
-                self.settle(agent, probe, false);
+                self.settle(agent, false);
                 let some_live = agent.slots.iter().any(|s| s.live().is_some());
                 return Err(unavailable(if some_live {
                     "paused"
@@ -490,7 +497,7 @@ impl AgentPool {
             slot.requests.fetch_add(1, Ordering::Relaxed);
             match conn.send(event.clone()).await {
                 Ok(response) => {
-                    self.settle(agent, probe, true);
+                    self.settle(agent, true);
                     self.forget_if_done(agent, event);
                     return Ok(response);
                 }
@@ -504,13 +511,15 @@ impl AgentPool {
                     self.reconnect(agent, slot.clone());
                     tried = Some(index);
                     self.forget(agent, &cid);
+                    last = RequestError::ConnectionLost(why);
                 }
                 Err(RequestError::Paused) => {
                     tried = Some(index);
+                    last = RequestError::Paused;
                 }
                 Err(error) => {
                     slot.errors.fetch_add(1, Ordering::Relaxed);
-                    self.settle(agent, probe, false);
+                    self.settle(agent, false);
                     self.forget(agent, &cid);
                     return Err(PoolError::Request {
                         agent: agent.id.clone(),
@@ -519,32 +528,30 @@ impl AgentPool {
                 }
             }
         }
-        self.settle(agent, probe, false);
+        self.settle(agent, false);
         Err(PoolError::Request {
             agent: agent.id.clone(),
-            error: RequestError::ConnectionLost("lost twice".into()),
+            error: last,
         })
     }
 
-    /// Whether the breaker lets a request through; `Some(true)` if it is the half-open probe.
-    fn admit(&self, agent: &Agent) -> Option<bool> {
+    /// Whether the breaker lets a request through: always when closed; once the open time
+    /// has passed, one probe (half-open); otherwise not.
+    fn admit(&self, agent: &Agent) -> bool {
         let mut b = agent.breaker.lock().unwrap_or_else(|p| p.into_inner());
         match *b {
-            BreakerState::Closed { .. } => Some(false),
+            BreakerState::Closed { .. } => true,
             BreakerState::Open { until } if Instant::now() >= until => {
-                *b = BreakerState::HalfOpen { probing: true };
-                Some(true)
+                *b = BreakerState::HalfOpen;
+                true
             }
-            BreakerState::Open { .. } => None,
-            BreakerState::HalfOpen { probing: true } => None,
-            BreakerState::HalfOpen { probing: false } => {
-                *b = BreakerState::HalfOpen { probing: true };
-                Some(true)
-            }
+            BreakerState::Open { .. } | BreakerState::HalfOpen => false,
         }
     }
 
-    fn settle(&self, agent: &Agent, probe: bool, ok: bool) {
+    /// Records a request's outcome: a success closes the circuit; a failure counts towards
+    /// opening it, and a failed probe re-opens it.
+    fn settle(&self, agent: &Agent, ok: bool) {
         let mut b = agent.breaker.lock().unwrap_or_else(|p| p.into_inner());
         let open = BreakerState::Open {
             until: Instant::now() + self.config.breaker.open_for,
@@ -558,10 +565,8 @@ impl AgentPool {
                     failures: failures + 1,
                 }
             }
-            (BreakerState::HalfOpen { .. }, false) if probe => open,
-            (BreakerState::Closed { .. }, false) => open,
+            (BreakerState::Closed { .. } | BreakerState::HalfOpen, false) => open,
             (BreakerState::Open { until }, false) => BreakerState::Open { until: *until },
-            (BreakerState::HalfOpen { .. }, false) => open,
         };
         let is_open = matches!(*b, BreakerState::Open { .. });
         self.metrics
