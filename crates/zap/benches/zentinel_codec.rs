@@ -14,7 +14,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hint::black_box;
 
-use agentwire_zap_proto::messages::{Body, BodyChunkEvent, RequestHeadersEvent, RequestMetadata};
+use agentwire_zap_proto::messages::{
+    Body, BodyChunkEvent, CounterMetric, GaugeMetric, HealthStatus, MetricsReport,
+    RequestHeadersEvent, RequestMetadata,
+};
 use agentwire_zap_proto::{BodyWire, Encoding, Event, MessageType};
 use base64::Engine as _;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -247,5 +250,149 @@ fn body_chunks(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, request_headers, body_chunks);
+/// The agent's health report: ours as its agent sends it (state as a number, in-flight
+/// count), theirs as its typed `v2::HealthStatus` (state as a tagged enum, with its load
+/// figures). Each crate's own type for the same message, as with the request headers.
+fn health_reports(c: &mut Criterion) {
+    let mut g = c.benchmark_group("health_status");
+    let ours = HealthStatus {
+        agent_id: "waf-agent-1".into(),
+        state: 1,
+        message: None,
+        in_flight: 12,
+        timestamp_ms: 1_795_000_000_000,
+    };
+    let mut theirs = zen::v2::HealthStatus::healthy("waf-agent-1");
+    theirs.timestamp_ms = 1_795_000_000_000;
+    theirs.load = Some(zen::v2::LoadMetrics {
+        in_flight: 12,
+        ..Default::default()
+    });
+    for (enc, zen_enc) in ENCODINGS {
+        let tag = enc.name();
+        let mut out = bytes::BytesMut::with_capacity(256);
+        g.bench_function(format!("encode/ours/{tag}"), |b| {
+            b.iter(|| {
+                out.clear();
+                enc.encode_into(&ours, &mut out).unwrap();
+                black_box(out.len())
+            })
+        });
+        g.bench_function(format!("encode/reference/{tag}"), |b| {
+            b.iter(|| black_box(zen_enc.serialize(&theirs).unwrap()))
+        });
+        let bytes = enc.encode(&ours).unwrap();
+        g.bench_function(format!("decode/ours/{tag}"), |b| {
+            b.iter(|| black_box(enc.decode::<HealthStatus>(&bytes).unwrap()))
+        });
+        let zen_bytes = zen_enc.serialize(&theirs).unwrap();
+        g.bench_function(format!("decode/reference/{tag}"), |b| {
+            b.iter(|| {
+                black_box(
+                    zen_enc
+                        .deserialize::<zen::v2::HealthStatus>(&zen_bytes)
+                        .unwrap(),
+                )
+            })
+        });
+    }
+    g.finish();
+}
+
+/// A metrics report of 8 counters and 4 gauges, each with two labels, in both crates'
+/// `MetricsReport` (the same fields).
+fn metrics_reports(c: &mut Criterion) {
+    let mut g = c.benchmark_group("metrics_report");
+    let labels = |i: usize| {
+        [
+            ("agent", "waf"),
+            ("rule", ["sqli", "xss", "rce", "lfi"][i % 4]),
+        ]
+    };
+    let ours = MetricsReport {
+        agent_id: "waf-agent-1".into(),
+        timestamp_ms: 1_795_000_000_000,
+        interval_ms: 10_000,
+        counters: (0..8)
+            .map(|i| CounterMetric {
+                name: format!("agent_requests_{i}_total"),
+                help: None,
+                labels: labels(i)
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                value: 1000 + i as u64,
+            })
+            .collect(),
+        gauges: (0..4)
+            .map(|i| GaugeMetric {
+                name: format!("agent_in_flight_{i}"),
+                help: None,
+                labels: labels(i)
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                value: i as f64 + 0.5,
+            })
+            .collect(),
+        histograms: Vec::new(),
+    };
+    let mut theirs = zen::v2::MetricsReport::new("waf-agent-1", 10_000);
+    theirs.timestamp_ms = 1_795_000_000_000;
+    theirs.counters = ours
+        .counters
+        .iter()
+        .map(|m| {
+            let mut t = zen::v2::CounterMetric::new(m.name.clone(), m.value);
+            t.labels = m.labels.clone().into_iter().collect();
+            t
+        })
+        .collect();
+    theirs.gauges = ours
+        .gauges
+        .iter()
+        .map(|m| {
+            let mut t = zen::v2::GaugeMetric::new(m.name.clone(), m.value);
+            t.labels = m.labels.clone().into_iter().collect();
+            t
+        })
+        .collect();
+    for (enc, zen_enc) in ENCODINGS {
+        let tag = enc.name();
+        let mut out = bytes::BytesMut::with_capacity(4096);
+        g.bench_function(format!("encode/ours/{tag}"), |b| {
+            b.iter(|| {
+                out.clear();
+                enc.encode_into(&ours, &mut out).unwrap();
+                black_box(out.len())
+            })
+        });
+        g.bench_function(format!("encode/reference/{tag}"), |b| {
+            b.iter(|| black_box(zen_enc.serialize(&theirs).unwrap()))
+        });
+        let bytes = enc.encode(&ours).unwrap();
+        g.bench_function(format!("decode/ours/{tag}"), |b| {
+            b.iter(|| black_box(enc.decode::<MetricsReport>(&bytes).unwrap()))
+        });
+        let zen_bytes = zen_enc.serialize(&theirs).unwrap();
+        g.bench_function(format!("decode/reference/{tag}"), |b| {
+            b.iter(|| {
+                black_box(
+                    zen_enc
+                        .deserialize::<zen::v2::MetricsReport>(&zen_bytes)
+                        .unwrap(),
+                )
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    request_headers,
+    body_chunks,
+    health_reports,
+    metrics_reports
+);
 criterion_main!(benches);

@@ -3,6 +3,7 @@
 //! - [`server`]: write an agent: a [`server::Handler`] per event, run concurrently and
 //!   cancellable, with flow control, health and metrics reports.
 //! - [`client`]: the proxy's connection to one agent, multiplexing requests by correlation id.
+//! - [`select`]: the choice of a connection from each candidate's load (pure).
 //! - [`pool`]: connections to many agents, strategies, reconnects, a circuit breaker per
 //!   agent, fail-open/closed/wait when an agent cannot take a request, draining, metrics.
 //! - [`bench`]: the closed loop behind `agentwire agent-protocol bench`.
@@ -13,6 +14,7 @@
 pub mod bench;
 pub mod client;
 pub mod pool;
+pub mod select;
 pub mod server;
 
 pub use agentwire_zap_proto as proto;

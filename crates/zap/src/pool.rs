@@ -37,19 +37,8 @@ use prometheus_client::registry::Registry;
 
 use crate::client::{AgentConnection, RequestError};
 
-/// How a connection is chosen for a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Strategy {
-    /// In turn.
-    #[default]
-    RoundRobin,
-    /// The one with the fewest requests in flight.
-    LeastConnections,
-    /// The one with the lowest error rate (then the fewest in flight).
-    HealthBased,
-    /// Any.
-    Random,
-}
+use crate::select::Load;
+pub use crate::select::Strategy;
 
 /// What a request gets when its agent cannot take it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,6 +183,8 @@ struct Agent {
     affinity: Mutex<HashMap<String, usize>>,
     /// `zap_requests` counters of this agent, resolved once.
     outcomes: HashMap<&'static str, Counter>,
+    /// Its `zap_circuit_open` gauge, resolved once.
+    circuit_gauge: Gauge,
 }
 
 /// Every outcome `zap_requests` counts.
@@ -320,6 +311,11 @@ impl AgentPool {
                     (*o, self.metrics.requests.get_or_create(&labels).clone())
                 })
                 .collect(),
+            circuit_gauge: self
+                .metrics
+                .circuit_open
+                .get_or_create(&AgentLabels { agent: id.into() })
+                .clone(),
         });
         self.agents
             .write()
@@ -569,12 +565,7 @@ impl AgentPool {
             (BreakerState::Open { until }, false) => BreakerState::Open { until: *until },
         };
         let is_open = matches!(*b, BreakerState::Open { .. });
-        self.metrics
-            .circuit_open
-            .get_or_create(&AgentLabels {
-                agent: agent.id.clone(),
-            })
-            .set(i64::from(is_open));
+        agent.circuit_gauge.set(i64::from(is_open));
     }
 
     /// The connection for a request: its affinity if it has one and it is live, else by
@@ -605,30 +596,18 @@ impl AgentPool {
                 Some(_) => {}
             }
         }
-        if candidates.is_empty() {
-            return None;
-        }
-        let pick = match self.config.strategy {
-            Strategy::RoundRobin => agent.next.fetch_add(1, Ordering::Relaxed) % candidates.len(),
-            Strategy::LeastConnections => candidates
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, (_, c))| c.in_flight())
-                .map(|(k, _)| k)
-                .unwrap_or(0),
-            Strategy::HealthBased => candidates
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, (i, c))| {
-                    let s = &agent.slots[*i];
-                    let rate = s.errors.load(Ordering::Relaxed) * 1000
-                        / s.requests.load(Ordering::Relaxed).max(1);
-                    (rate, c.in_flight())
-                })
-                .map(|(k, _)| k)
-                .unwrap_or(0),
-            Strategy::Random => random_below(candidates.len()),
-        };
+        let loads: Vec<Load> = candidates
+            .iter()
+            .map(|(i, c)| {
+                let slot = &agent.slots[*i];
+                Load {
+                    in_flight: c.in_flight(),
+                    requests: slot.requests.load(Ordering::Relaxed),
+                    errors: slot.errors.load(Ordering::Relaxed),
+                }
+            })
+            .collect();
+        let pick = self.config.strategy.pick(&loads, &agent.next)?;
         let (index, conn) = candidates.swap_remove(pick);
         if several {
             let mut affinity = agent.affinity.lock().unwrap_or_else(|p| p.into_inner());
@@ -728,6 +707,34 @@ impl AgentPool {
             .unwrap_or(0)
     }
 
+    /// Whether agent `id` takes requests now: it is in the pool, not draining, its circuit is
+    /// not open, and at least one of its connections is live. The check a proxy makes before
+    /// it routes a request (the reference's `is_agent_healthy`).
+    ///
+    /// ```
+    /// use agentwire_zap::pool::{AgentPool, PoolConfig};
+    /// let pool = AgentPool::new(PoolConfig::default());
+    /// assert!(!pool.is_healthy("waf"));
+    /// ```
+    pub fn is_healthy(&self, id: &str) -> bool {
+        let agents = self.agents.read().unwrap_or_else(|p| p.into_inner());
+        let Some(agent) = agents.get(id) else {
+            return false;
+        };
+        !agent.draining.load(Ordering::Relaxed)
+            && !matches!(
+                *agent.breaker.lock().unwrap_or_else(|p| p.into_inner()),
+                BreakerState::Open { .. }
+            )
+            && agent.slots.iter().any(|s| {
+                s.conn
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .as_ref()
+                    .is_some_and(AgentConnection::is_connected)
+            })
+    }
+
     /// Whether agent `id`'s circuit is open now.
     pub fn circuit_open(&self, id: &str) -> bool {
         self.agent(id)
@@ -739,25 +746,4 @@ impl AgentPool {
             })
             .unwrap_or(false)
     }
-}
-
-/// A number below `n` from a per-thread xorshift (no lock, no dependency).
-fn random_below(n: usize) -> usize {
-    use std::cell::Cell;
-    thread_local! {
-        static STATE: Cell<u64> = Cell::new(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64 | 1)
-                .unwrap_or(0x9E37_79B9_7F4A_7C15),
-        );
-    }
-    STATE.with(|s| {
-        let mut x = s.get();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        s.set(x);
-        (x % n.max(1) as u64) as usize
-    })
 }

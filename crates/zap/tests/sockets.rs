@@ -324,6 +324,7 @@ async fn the_circuit_opens_fails_fast_then_a_probe_closes_it() {
             assert_eq!(e.kind(), "no_connection");
         }
         assert!(pool.circuit_open("late"));
+        assert!(!pool.is_healthy("late"), "no connection, circuit open");
         let e = pool.send("late", headers("fast", "/")).await.unwrap_err();
         assert_eq!(e.kind(), "circuit_open");
         serve(&path, Gate::default(), 256).await;
@@ -337,6 +338,8 @@ async fn the_circuit_opens_fails_fast_then_a_probe_closes_it() {
             Decision::Allow
         );
         assert!(!pool.circuit_open("late"));
+        assert!(pool.is_healthy("late"));
+        assert!(!pool.is_healthy("nobody"), "an agent not in the pool");
     })
     .await
     .unwrap();
@@ -390,6 +393,7 @@ async fn drain_waits_for_requests_in_flight() {
         serve(&path, gate.clone(), 256).await;
         let pool = AgentPool::new(pool_config());
         pool.add_agent("a", &path).await;
+        assert!(pool.is_healthy("a"));
         let held = tokio::spawn({
             let pool = pool.clone();
             async move { pool.send("a", headers("h", "/hold")).await }
@@ -402,6 +406,7 @@ async fn drain_waits_for_requests_in_flight() {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let e = pool.send("a", headers("new", "/")).await.unwrap_err();
         assert_eq!(e.kind(), "draining");
+        assert!(!pool.is_healthy("a"), "a draining agent takes nothing new");
         gate.open();
         assert_eq!(held.await.unwrap().unwrap().decision, Decision::Allow);
         assert_eq!(drain.await.unwrap().unwrap(), 0, "nothing was cut off");
