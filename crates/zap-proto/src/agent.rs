@@ -312,13 +312,23 @@ impl AgentSession {
     pub fn respond(
         &mut self,
         correlation_id: &str,
-        mut response: AgentResponse,
+        response: AgentResponse,
+    ) -> Result<(), SendError> {
+        self.respond_ref(correlation_id, &response)
+    }
+
+    /// [`AgentSession::respond`] without taking the answer (one answer can go to several
+    /// events).
+    pub fn respond_ref(
+        &mut self,
+        correlation_id: &str,
+        response: &AgentResponse,
     ) -> Result<(), SendError> {
         let State::Open(encoding) = self.state else {
             return Err(SendError::NotOpen);
         };
-        response.set_correlation_id(correlation_id);
-        self.send(MessageType::AgentResponse, encoding, &response)
+        let wire = crate::messages::ResponseWire::new(response, correlation_id);
+        self.send(MessageType::AgentResponse, encoding, &wire)
     }
 
     /// Reports health.

@@ -474,13 +474,13 @@ impl AgentPool {
         if !self.admit(agent) {
             return Err(unavailable("circuit_open"));
         }
-        let cid = event.correlation_id().to_string();
+        let cid = event.correlation_id();
         let mut tried: Option<usize> = None;
         let mut last = RequestError::Paused;
         // One retry on another connection when a connection is lost (or found paused) under
         // the request.
         for _ in 0..2 {
-            let Some((index, conn)) = self.choose(agent, &cid, tried) else {
+            let Some((index, conn)) = self.choose(agent, cid, tried) else {
                 self.settle(agent, false);
                 let some_live = agent.slots.iter().any(|s| s.live().is_some());
                 return Err(unavailable(if some_live {
@@ -506,7 +506,7 @@ impl AgentPool {
                     self.update_connections(agent);
                     self.reconnect(agent, slot.clone());
                     tried = Some(index);
-                    self.forget(agent, &cid);
+                    self.forget(agent, cid);
                     last = RequestError::ConnectionLost(why);
                 }
                 Err(RequestError::Paused) => {
@@ -516,7 +516,7 @@ impl AgentPool {
                 Err(error) => {
                     slot.errors.fetch_add(1, Ordering::Relaxed);
                     self.settle(agent, false);
-                    self.forget(agent, &cid);
+                    self.forget(agent, cid);
                     return Err(PoolError::Request {
                         agent: agent.id.clone(),
                         error,
@@ -577,7 +577,19 @@ impl AgentPool {
         skip: Option<usize>,
     ) -> Option<(usize, AgentConnection)> {
         let several = agent.slots.len() > 1;
-        if several {
+        if !several {
+            // One connection: no affinity, no choice.
+            let slot = agent.slots.first()?;
+            return match slot.live() {
+                None => {
+                    self.reconnect(agent, slot.clone());
+                    None
+                }
+                Some(c) if skip != Some(0) && !c.is_paused() => Some((0, c)),
+                Some(_) => None,
+            };
+        }
+        {
             let affinity = agent.affinity.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(&i) = affinity.get(cid) {
                 if Some(i) != skip {
@@ -609,7 +621,7 @@ impl AgentPool {
             .collect();
         let pick = self.config.strategy.pick(&loads, &agent.next)?;
         let (index, conn) = candidates.swap_remove(pick);
-        if several {
+        {
             let mut affinity = agent.affinity.lock().unwrap_or_else(|p| p.into_inner());
             if affinity.len() >= MAX_AFFINITY {
                 affinity.clear();
@@ -620,6 +632,9 @@ impl AgentPool {
     }
 
     fn forget(&self, agent: &Agent, cid: &str) {
+        if agent.slots.len() < 2 {
+            return; // no affinity kept
+        }
         agent
             .affinity
             .lock()
