@@ -682,7 +682,9 @@ mod tests {
             set.set_correlation_id("cid-7");
             for encoding in [Encoding::Json, Encoding::MsgPack] {
                 assert_eq!(
-                    encoding.encode(&ResponseWire::new(&response, "cid-7")).unwrap(),
+                    encoding
+                        .encode(&ResponseWire::new(&response, "cid-7"))
+                        .unwrap(),
                     encoding.encode(&set).unwrap(),
                     "{encoding:?}"
                 );
