@@ -250,6 +250,39 @@ fn body_chunks(c: &mut Criterion) {
     g.finish();
 }
 
+/// Encode and decode of one message type, ours and the reference's, in both encodings.
+fn both_encodings<O, T>(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    ours: &O,
+    theirs: &T,
+) where
+    O: serde::Serialize + serde::de::DeserializeOwned,
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    for (enc, zen_enc) in ENCODINGS {
+        let tag = enc.name();
+        let mut out = bytes::BytesMut::with_capacity(4096);
+        g.bench_function(format!("encode/ours/{tag}"), |b| {
+            b.iter(|| {
+                out.clear();
+                enc.encode_into(ours, &mut out).unwrap();
+                black_box(out.len())
+            })
+        });
+        g.bench_function(format!("encode/reference/{tag}"), |b| {
+            b.iter(|| black_box(zen_enc.serialize(theirs).unwrap()))
+        });
+        let bytes = enc.encode(ours).unwrap();
+        g.bench_function(format!("decode/ours/{tag}"), |b| {
+            b.iter(|| black_box(enc.decode::<O>(&bytes).unwrap()))
+        });
+        let zen_bytes = zen_enc.serialize(theirs).unwrap();
+        g.bench_function(format!("decode/reference/{tag}"), |b| {
+            b.iter(|| black_box(zen_enc.deserialize::<T>(&zen_bytes).unwrap()))
+        });
+    }
+}
+
 /// The agent's health report: ours as its agent sends it (state as a number, in-flight
 /// count), theirs as its typed `v2::HealthStatus` (state as a tagged enum, with its load
 /// figures). Each crate's own type for the same message, as with the request headers.
@@ -268,34 +301,7 @@ fn health_reports(c: &mut Criterion) {
         in_flight: 12,
         ..Default::default()
     });
-    for (enc, zen_enc) in ENCODINGS {
-        let tag = enc.name();
-        let mut out = bytes::BytesMut::with_capacity(256);
-        g.bench_function(format!("encode/ours/{tag}"), |b| {
-            b.iter(|| {
-                out.clear();
-                enc.encode_into(&ours, &mut out).unwrap();
-                black_box(out.len())
-            })
-        });
-        g.bench_function(format!("encode/reference/{tag}"), |b| {
-            b.iter(|| black_box(zen_enc.serialize(&theirs).unwrap()))
-        });
-        let bytes = enc.encode(&ours).unwrap();
-        g.bench_function(format!("decode/ours/{tag}"), |b| {
-            b.iter(|| black_box(enc.decode::<HealthStatus>(&bytes).unwrap()))
-        });
-        let zen_bytes = zen_enc.serialize(&theirs).unwrap();
-        g.bench_function(format!("decode/reference/{tag}"), |b| {
-            b.iter(|| {
-                black_box(
-                    zen_enc
-                        .deserialize::<zen::v2::HealthStatus>(&zen_bytes)
-                        .unwrap(),
-                )
-            })
-        });
-    }
+    both_encodings(&mut g, &ours, &theirs);
     g.finish();
 }
 
@@ -357,34 +363,7 @@ fn metrics_reports(c: &mut Criterion) {
             t
         })
         .collect();
-    for (enc, zen_enc) in ENCODINGS {
-        let tag = enc.name();
-        let mut out = bytes::BytesMut::with_capacity(4096);
-        g.bench_function(format!("encode/ours/{tag}"), |b| {
-            b.iter(|| {
-                out.clear();
-                enc.encode_into(&ours, &mut out).unwrap();
-                black_box(out.len())
-            })
-        });
-        g.bench_function(format!("encode/reference/{tag}"), |b| {
-            b.iter(|| black_box(zen_enc.serialize(&theirs).unwrap()))
-        });
-        let bytes = enc.encode(&ours).unwrap();
-        g.bench_function(format!("decode/ours/{tag}"), |b| {
-            b.iter(|| black_box(enc.decode::<MetricsReport>(&bytes).unwrap()))
-        });
-        let zen_bytes = zen_enc.serialize(&theirs).unwrap();
-        g.bench_function(format!("decode/reference/{tag}"), |b| {
-            b.iter(|| {
-                black_box(
-                    zen_enc
-                        .deserialize::<zen::v2::MetricsReport>(&zen_bytes)
-                        .unwrap(),
-                )
-            })
-        });
-    }
+    both_encodings(&mut g, &ours, &theirs);
     g.finish();
 }
 
