@@ -314,20 +314,10 @@ impl AgentSession {
         correlation_id: &str,
         response: AgentResponse,
     ) -> Result<(), SendError> {
-        self.respond_ref(correlation_id, &response)
-    }
-
-    /// [`AgentSession::respond`] without taking the answer (one answer can go to several
-    /// events).
-    pub fn respond_ref(
-        &mut self,
-        correlation_id: &str,
-        response: &AgentResponse,
-    ) -> Result<(), SendError> {
         let State::Open(encoding) = self.state else {
             return Err(SendError::NotOpen);
         };
-        let wire = crate::messages::ResponseWire::new(response, correlation_id);
+        let wire = crate::messages::ResponseWire::new(&response, correlation_id);
         self.send(MessageType::AgentResponse, encoding, &wire)
     }
 

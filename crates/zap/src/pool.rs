@@ -163,6 +163,15 @@ struct Slot {
 }
 
 impl Slot {
+    /// Whether its connection is up (without cloning it).
+    fn is_live(&self) -> bool {
+        self.conn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(AgentConnection::is_connected)
+    }
+
     fn live(&self) -> Option<AgentConnection> {
         self.conn
             .lock()
@@ -185,6 +194,20 @@ struct Agent {
     outcomes: HashMap<&'static str, Counter>,
     /// Its `zap_circuit_open` gauge, resolved once.
     circuit_gauge: Gauge,
+}
+
+impl Agent {
+    /// Requests keep to their first event's connection only when there is a choice.
+    fn keeps_affinity(&self) -> bool {
+        self.slots.len() > 1
+    }
+
+    fn circuit_is_open(&self) -> bool {
+        matches!(
+            *self.breaker.lock().unwrap_or_else(|p| p.into_inner()),
+            BreakerState::Open { .. }
+        )
+    }
 }
 
 /// Every outcome `zap_requests` counts.
@@ -388,7 +411,7 @@ impl AgentPool {
     }
 
     fn update_connections(&self, agent: &Agent) {
-        let live = agent.slots.iter().filter(|s| s.live().is_some()).count();
+        let live = agent.slots.iter().filter(|s| s.is_live()).count();
         self.metrics
             .connections
             .get_or_create(&AgentLabels {
@@ -482,7 +505,7 @@ impl AgentPool {
         for _ in 0..2 {
             let Some((index, conn)) = self.choose(agent, cid, tried) else {
                 self.settle(agent, false);
-                let some_live = agent.slots.iter().any(|s| s.live().is_some());
+                let some_live = agent.slots.iter().any(|s| s.is_live());
                 return Err(unavailable(if some_live {
                     "paused"
                 } else {
@@ -576,8 +599,7 @@ impl AgentPool {
         cid: &str,
         skip: Option<usize>,
     ) -> Option<(usize, AgentConnection)> {
-        let several = agent.slots.len() > 1;
-        if !several {
+        if !agent.keeps_affinity() {
             // One connection: no affinity, no choice.
             let slot = agent.slots.first()?;
             return match slot.live() {
@@ -589,14 +611,15 @@ impl AgentPool {
                 Some(_) => None,
             };
         }
-        {
-            let affinity = agent.affinity.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(&i) = affinity.get(cid) {
-                if Some(i) != skip {
-                    if let Some(c) = agent.slots[i].live().filter(|c| !c.is_paused()) {
-                        return Some((i, c));
-                    }
-                }
+        let affine = agent
+            .affinity
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(cid)
+            .copied();
+        if let Some(i) = affine.filter(|&i| Some(i) != skip) {
+            if let Some(c) = agent.slots[i].live().filter(|c| !c.is_paused()) {
+                return Some((i, c));
             }
         }
         let mut candidates: Vec<(usize, AgentConnection)> = Vec::with_capacity(agent.slots.len());
@@ -621,19 +644,17 @@ impl AgentPool {
             .collect();
         let pick = self.config.strategy.pick(&loads, &agent.next)?;
         let (index, conn) = candidates.swap_remove(pick);
-        {
-            let mut affinity = agent.affinity.lock().unwrap_or_else(|p| p.into_inner());
-            if affinity.len() >= MAX_AFFINITY {
-                affinity.clear();
-            }
-            affinity.insert(cid.to_string(), index);
+        let mut affinity = agent.affinity.lock().unwrap_or_else(|p| p.into_inner());
+        if affinity.len() >= MAX_AFFINITY {
+            affinity.clear();
         }
+        affinity.insert(cid.to_string(), index);
         Some((index, conn))
     }
 
     fn forget(&self, agent: &Agent, cid: &str) {
-        if agent.slots.len() < 2 {
-            return; // no affinity kept
+        if !agent.keeps_affinity() {
+            return;
         }
         agent
             .affinity
@@ -718,7 +739,7 @@ impl AgentPool {
     /// Live connections to agent `id`.
     pub fn live_connections(&self, id: &str) -> usize {
         self.agent(id)
-            .map(|a| a.slots.iter().filter(|s| s.live().is_some()).count())
+            .map(|a| a.slots.iter().filter(|s| s.is_live()).count())
             .unwrap_or(0)
     }
 
@@ -737,28 +758,12 @@ impl AgentPool {
             return false;
         };
         !agent.draining.load(Ordering::Relaxed)
-            && !matches!(
-                *agent.breaker.lock().unwrap_or_else(|p| p.into_inner()),
-                BreakerState::Open { .. }
-            )
-            && agent.slots.iter().any(|s| {
-                s.conn
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .as_ref()
-                    .is_some_and(AgentConnection::is_connected)
-            })
+            && !agent.circuit_is_open()
+            && agent.slots.iter().any(|s| s.is_live())
     }
 
     /// Whether agent `id`'s circuit is open now.
     pub fn circuit_open(&self, id: &str) -> bool {
-        self.agent(id)
-            .map(|a| {
-                matches!(
-                    *a.breaker.lock().unwrap_or_else(|p| p.into_inner()),
-                    BreakerState::Open { .. }
-                )
-            })
-            .unwrap_or(false)
+        self.agent(id).is_ok_and(|a| a.circuit_is_open())
     }
 }
