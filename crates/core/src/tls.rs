@@ -163,9 +163,9 @@ fn current_year() -> i32 {
 }
 
 fn random_hex(len: usize) -> Result<String, TlsError> {
-    use ring::rand::SecureRandom;
     let mut bytes = vec![0u8; len];
-    ring::rand::SystemRandom::new()
+    crypto_provider()
+        .secure_random
         .fill(&mut bytes)
         .map_err(|_| TlsError::Generate("the system random number generator failed".into()))?;
     Ok(hex::encode(bytes))
@@ -445,7 +445,9 @@ impl HubIdentity {
     ) -> Result<Self, TlsError> {
         let cert_chain = parse_certs(cert_pem, cert_src)?;
         let key = parse_key(key_pem, key_src)?;
-        let signing_key = rustls::crypto::ring::sign::any_supported_type(&key)
+        let signing_key = crypto_provider()
+            .key_provider
+            .load_private_key(key.clone_key())
             .map_err(|e| pem_err(key_src, format!("unsupported private key: {e}")))?;
         let certified = rustls::sign::CertifiedKey::new(cert_chain.clone(), signing_key);
         match certified.keys_match() {
@@ -614,17 +616,36 @@ impl HubTrust {
     }
 }
 
-/// ring's provider with TLS 1.3's AES-128-GCM-SHA256 suite preferred (ring lists
-/// AES-256-GCM-SHA384 first). The handshake's key schedule then hashes with SHA-256, which
-/// ring runs on the CPU's SHA extensions; SHA-384 has no hardware path there, and a profile of
-/// 1,000 agents connecting spent about 6 % of all CPU in it. Both ends of every agentwire
-/// connection use this order, and the other suites stay available to other peers.
-fn ring_provider() -> Arc<CryptoProvider> {
+/// The crypto provider of every agentwire TLS config: ring's by default, aws-lc-rs's when the
+/// crate is built with the `aws-lc-rs` feature. TLS 1.3's AES-128-GCM-SHA256 suite is
+/// preferred (both providers list AES-256-GCM-SHA384 first): the handshake's key schedule then
+/// hashes with SHA-256, which runs on the CPU's SHA extensions; ring has no hardware path for
+/// SHA-384, and a profile of 1,000 agents connecting spent about 6 % of all CPU in it. Both
+/// ends of every agentwire connection use this order, and the other suites stay available to
+/// other peers.
+fn crypto_provider() -> Arc<CryptoProvider> {
+    #[cfg(feature = "aws-lc-rs")]
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    #[cfg(not(feature = "aws-lc-rs"))]
     let mut provider = rustls::crypto::ring::default_provider();
     provider
         .cipher_suites
         .sort_by_key(|suite| suite.suite() != rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
     Arc::new(provider)
+}
+
+/// Which library does the cryptography: `"ring"` or `"aws-lc-rs"` (a build-time choice, the
+/// `aws-lc-rs` feature). Benchmarks record it beside their figures.
+///
+/// ```
+/// assert!(["ring", "aws-lc-rs"].contains(&agentwire::tls::crypto_library()));
+/// ```
+pub fn crypto_library() -> &'static str {
+    if cfg!(feature = "aws-lc-rs") {
+        "aws-lc-rs"
+    } else {
+        "ring"
+    }
 }
 
 /// Verifies handshake signatures with the provider's algorithms, TLS 1.3 only.
@@ -730,7 +751,7 @@ const INSECURE_WARNING: &str = "WARNING: TLS certificate verification is DISABLE
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn server_verifier(trust: &HubTrust) -> Result<Arc<dyn ServerCertVerifier>, TlsError> {
-    let provider = ring_provider();
+    let provider = crypto_provider();
     let sigs = || Tls13Signatures(provider.signature_verification_algorithms);
     Ok(match trust {
         HubTrust::Ca(cas) => {
@@ -791,7 +812,7 @@ pub fn client_config_with_verifier(
     verifier: Arc<dyn ServerCertVerifier>,
     alpn: &[&[u8]],
 ) -> Result<rustls::ClientConfig, TlsError> {
-    let mut config = rustls::ClientConfig::builder_with_provider(ring_provider())
+    let mut config = rustls::ClientConfig::builder_with_provider(crypto_provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .dangerous()
         .with_custom_certificate_verifier(verifier)
@@ -914,7 +935,7 @@ pub fn server_config(
     identity: &HubIdentity,
     alpn: &[&[u8]],
 ) -> Result<rustls::ServerConfig, TlsError> {
-    let mut config = rustls::ServerConfig::builder_with_provider(ring_provider())
+    let mut config = rustls::ServerConfig::builder_with_provider(crypto_provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
         .with_single_cert(identity.cert_chain.clone(), identity.key.clone_key())?;
