@@ -662,7 +662,12 @@ pub fn run(
             gro_segments: u.gro_segments,
         }
     });
-    let environment = Environment::detect(udp);
+    let mut environment = Environment::detect(udp);
+    // Which library did the cryptography (a build-time choice: the `aws-lc-rs` feature).
+    environment.crate_versions.insert(
+        "crypto provider".into(),
+        agentwire::tls::crypto_library().into(),
+    );
     let cells = config.cells();
     let total = cells.len();
     let reps = config.repetitions;
