@@ -248,9 +248,13 @@ impl QuicSettings {
                     .map_err(|_| format!("receive window {} is too large", self.receive_window))?,
             )
             .send_window(self.send_window)
-            // Finish one stream's bytes before starting the next of the same priority, so a
-            // receiver holds few partly received messages (priorities still apply).
-            .send_fairness(false);
+            // Round-robin between streams of one priority. Without it quinn finishes a stream
+            // it has started before it looks at any other, whatever their priorities, so a
+            // critical message waited behind the rest of a 256 KiB bulk message: over 50 ms
+            // that was two to four round trips while the congestion window grew (the priority
+            // probe's critical p99 205-225 ms; with fairness 82-111 ms,
+            // docs/benchmarks/2026-11-25-send-fairness).
+            .send_fairness(true);
         if self.initial_mtu < 1200 || self.max_mtu < self.initial_mtu {
             return Err(format!(
                 "MTU settings invalid: initial {} (min 1200), max {}",
