@@ -92,19 +92,12 @@ const LARGE: Sample = Sample {
 
 fn ours(s: &Sample) -> Event {
     Event::RequestHeaders(RequestHeadersEvent {
+        // The same values as `theirs`; `new` leaves the other fields empty, as there.
         metadata: RequestMetadata {
-            correlation_id: s.cid.into(),
-            request_id: s.cid.into(),
-            client_ip: s.client_ip.into(),
             client_port: 443,
-            server_name: None,
-            protocol: "HTTP/1.1".into(),
             tls_version: Some("TLSv1.3".into()),
-            tls_cipher: None,
-            route_id: None,
-            upstream_id: None,
             timestamp: "2026-11-25T00:00:00Z".into(),
-            traceparent: None,
+            ..RequestMetadata::new(s.cid, s.client_ip)
         },
         method: s.method.into(),
         uri: s.uri.into(),
