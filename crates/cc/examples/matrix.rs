@@ -2,17 +2,21 @@
 //! random and bursty loss, three RTTs and two bottlenecks with shallow and deep buffers, then
 //! fairness between two flows on one bottleneck.
 //!
-//! `cargo run --release -p agentwire-cc --example matrix -- [--quick] [--json FILE]`
+//! `cargo run --release -p agentwire-cc --example matrix -- [--quick] [--pairs-only]
+//! [--queue-quantile Q] [--json FILE]`
+//!
+//! `--pairs-only` skips the single flows; `--queue-quantile` sets bbr3's
+//! `BbrConfig::queue_quantile` (to compare a setting with the default side by side).
 
 use std::time::Duration;
 
 use agentwire_cc::sim::{self, FlowSpec, Scenario, SimController};
 use agentwire_cc::{Bbr, BbrConfig};
 
-fn controller(name: &str, mss: u64) -> Box<dyn SimController> {
+fn controller(name: &str, mss: u64, bbr: &BbrConfig) -> Box<dyn SimController> {
     match name {
         "reno" => Box::new(sim::Reno::new(mss)),
-        _ => Box::new(Bbr::new(BbrConfig::default(), 1200)),
+        _ => Box::new(Bbr::new(bbr.clone(), 1200)),
     }
 }
 
@@ -36,6 +40,17 @@ fn main() {
         .iter()
         .position(|a| a == "--json")
         .and_then(|i| args.get(i + 1).cloned());
+    let pairs_only = args.iter().any(|a| a == "--pairs-only");
+    let mut bbr = BbrConfig::default();
+    if let Some(i) = args.iter().position(|a| a == "--queue-quantile") {
+        match args.get(i + 1).and_then(|v| v.parse::<f64>().ok()) {
+            Some(q) if (0.0..=1.0).contains(&q) => bbr.queue_quantile = q,
+            _ => {
+                eprintln!("--queue-quantile needs a number from 0 to 1");
+                std::process::exit(2);
+            }
+        }
+    }
     let secs = if quick { 10 } else { 30 };
     let losses = ["", "loss=0.1%", "loss=1%", "loss=3%", "ge=0.01/0.3/0/0.5"];
     let rtts = [10u64, 50, 150];
@@ -46,7 +61,7 @@ fn main() {
         "{:<58} {:>6} {:>9} {:>7} {:>8} {:>8} {:>7}",
         "path (one way)", "cc", "Mbit/s", "util", "q50_ms", "q95_ms", "loss%"
     );
-    for rtt in rtts {
+    for rtt in rtts.into_iter().filter(|_| !pairs_only) {
         for bottleneck in bottlenecks {
             for queue in queues {
                 for loss in losses {
@@ -56,7 +71,7 @@ fn main() {
                         spec.push_str(loss);
                     }
                     for cc in ["bbr3", "reno"] {
-                        let r = run(&spec, rtt, secs, &[cc]);
+                        let r = run(&spec, rtt, secs, &[cc], &bbr);
                         rows.push(print_row("single", &spec, r));
                     }
                 }
@@ -67,7 +82,7 @@ fn main() {
         for queue in queues {
             let spec = format!("delay={}ms,rate=20mbit,{queue}", rtt / 2);
             for pair in [["bbr3", "bbr3"], ["bbr3", "reno"], ["reno", "reno"]] {
-                let r = run(&spec, rtt, secs * 2, &pair);
+                let r = run(&spec, rtt, secs * 2, &pair, &bbr);
                 rows.push(print_row("fairness", &spec, r));
             }
         }
@@ -77,6 +92,7 @@ fn main() {
             "schema": "agentwire-cc-matrix/1",
             "command": std::env::args().collect::<Vec<_>>().join(" "),
             "simulated_seconds": secs,
+            "queue_quantile": bbr.queue_quantile,
             "rows": rows,
         });
         if let Err(e) = std::fs::write(
@@ -89,7 +105,7 @@ fn main() {
     }
 }
 
-fn run(spec: &str, rtt: u64, secs: u64, ccs: &[&str]) -> sim::SimResult {
+fn run(spec: &str, rtt: u64, secs: u64, ccs: &[&str], bbr: &BbrConfig) -> sim::SimResult {
     let reverse = format!("delay={}ms", rtt / 2);
     let mut scenario = match Scenario::parse(spec, &reverse, Duration::from_secs(secs)) {
         Ok(s) => s,
@@ -101,7 +117,7 @@ fn run(spec: &str, rtt: u64, secs: u64, ccs: &[&str]) -> sim::SimResult {
     scenario.warmup = Duration::from_secs(secs / 5);
     let flows = ccs
         .iter()
-        .map(|cc| FlowSpec::bulk(controller(cc, scenario.mss)))
+        .map(|cc| FlowSpec::bulk(controller(cc, scenario.mss, bbr)))
         .collect();
     match sim::run(&scenario, flows) {
         Ok(r) => r,

@@ -3,10 +3,11 @@
 //! It models the path from what acknowledgements show (the bottleneck bandwidth, a windowed
 //! maximum of delivery-rate samples; the minimum RTT), and keeps about 1.5 bandwidth-delay
 //! products in flight. Unlike quinn's BBRv1 it bounds what it sends by loss, as BBRv3 does
-//! (`inflight_hi`, cut by 30 % after a round with more than 2 % loss) — but only when that
-//! round's RTT shows a standing queue. Loss at the base RTT is noise on the path (radio, a
-//! lossy link), not a full buffer, and costs nothing; loss with a queue is congestion, and
-//! gives way to other flows and keeps shallow buffers from overflowing.
+//! (`inflight_hi`, cut by 30 % after a round with more than 2 % loss, but not below 0.7
+//! bandwidth-delay products) — but only when at least half of that round's RTT samples
+//! show a queue (`BbrConfig::queue_quantile`). Loss at the base RTT is noise on the path
+//! (radio, a lossy link), not a full buffer, and costs nothing; loss with a queue is
+//! congestion, and gives way to other flows and keeps shallow buffers from overflowing.
 //!
 //! quinn paces at 1.25 × window / smoothed RTT, so the window is this controller's only lever:
 //! each phase has a window gain instead of a pacing gain.
@@ -73,9 +74,14 @@ pub struct BbrConfig {
     pub down_gain: f64,
     /// Share of the bandwidth-delay product kept during ProbeRTT (BBRv3: 0.5).
     pub probe_rtt_gain: f64,
-    /// A round's smallest RTT must exceed the minimum RTT by this share (or by
-    /// `queue_floor`, whichever is larger) for its losses to count as congestion.
+    /// An RTT sample shows a queue when it exceeds the minimum RTT by this share (or by
+    /// `queue_floor`, whichever is larger).
     pub queue_share: f64,
+    /// A lossy round's losses count as congestion when at least this share of its RTT
+    /// samples showed a queue (see `queue_share`). 1 asks every sample (the round's smallest
+    /// RTT) to show one; lower shares see a shallow buffer filling, at the risk of taking a
+    /// busy host's late acknowledgements for a queue.
+    pub queue_quantile: f64,
     /// See `queue_share`.
     pub queue_floor: Duration,
     /// Pacing headroom for a sender the model's window does not bind (requests and replies
@@ -113,6 +119,7 @@ impl Default for BbrConfig {
             probe_rtt_gain: 0.5,
             queue_share: 0.125,
             queue_floor: Duration::from_micros(500),
+            queue_quantile: 0.5,
             app_headroom: 16.0,
             rate_window: 0.9,
         }
@@ -169,7 +176,10 @@ struct RoundStats {
     delivered: u64,
     lost: u64,
     ecn: bool,
-    min_rtt: Option<Duration>,
+    /// RTT samples taken in the round.
+    samples: u32,
+    /// Of those, the samples that showed a queue.
+    queued: u32,
 }
 
 /// A BBR-class congestion controller.
@@ -326,7 +336,10 @@ impl Bbr {
         let Some(sample) = self.rate.on_ack(now, sent, bytes) else {
             return;
         };
-        self.round.min_rtt = Some(self.round.min_rtt.map_or(sample.rtt, |m| m.min(sample.rtt)));
+        self.round.samples = self.round.samples.saturating_add(1);
+        if self.shows_queue(sample.rtt) {
+            self.round.queued = self.round.queued.saturating_add(1);
+        }
         if sample.prior_delivered >= self.next_round_delivered {
             self.next_round_delivered = self.rate.delivered();
             self.round_start = true;
@@ -446,8 +459,12 @@ impl Bbr {
                 self.inflight_hi = self.bdp(1.0).max(round.delivered).max(self.min_window());
                 self.enter_drain();
             } else {
+                // BBRv3: cut by beta, but never below beta times the model's BDP, so
+                // repeated lossy rounds in a shallow buffer do not spiral the bound down.
                 let base = self.inflight_hi.min(self.window);
-                self.inflight_hi = ((base as f64 * BETA) as u64).max(self.min_window());
+                self.inflight_hi = ((base as f64 * BETA) as u64)
+                    .max(self.bdp(BETA))
+                    .max(self.min_window());
                 if let Mode::ProbeBw(Phase::Up) = self.mode {
                     self.advance_cycle();
                 }
@@ -477,22 +494,34 @@ impl Bbr {
         }
     }
 
-    /// More than 2 % of the round lost (or an ECN mark) while its RTT showed a queue.
+    /// More than 2 % of the round lost (or an ECN mark) while enough of its RTT samples
+    /// showed a queue (`queue_quantile`).
     fn round_was_congested(&self, round: &RoundStats) -> bool {
         let total = round.delivered + round.lost;
         let lossy = round.lost > 0 && round.lost as f64 > LOSS_THRESHOLD * total as f64;
         if !(lossy || round.ecn) {
             return false;
         }
-        match (round.min_rtt, self.min_rtt) {
-            (Some(seen), Some(base)) => {
+        if round.samples == 0 {
+            // No RTT seen this round (every packet lost): the path is overloaded.
+            return true;
+        }
+        let needed = (self.config.queue_quantile * f64::from(round.samples))
+            .ceil()
+            .max(1.0);
+        f64::from(round.queued) >= needed
+    }
+
+    /// Whether an RTT sample is far enough above the minimum RTT to show a queue.
+    fn shows_queue(&self, rtt: Duration) -> bool {
+        match self.min_rtt {
+            Some(base) => {
                 let margin = base
                     .mul_f64(self.config.queue_share)
                     .max(self.config.queue_floor);
-                seen > base + margin
+                rtt > base + margin
             }
-            // No RTT seen this round (every packet lost): the path is overloaded.
-            _ => true,
+            None => false,
         }
     }
 

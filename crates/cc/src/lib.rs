@@ -2,7 +2,7 @@
 //!
 //! [`Bbr`] is a sans-IO state machine after BBRv3: it measures the path's bottleneck bandwidth
 //! and minimum RTT and keeps about 1.5 bandwidth-delay products in flight, and it bounds what
-//! it sends by loss only when the loss comes with a standing queue (see the [`bbr`] module).
+//! it sends by loss only when the loss comes with a queue (see the [`bbr`] module).
 //! [`BbrConfig`] is a `quinn_proto::congestion::ControllerFactory`, so
 //! `transport.congestion_controller_factory(Arc::new(BbrConfig::default()))` puts it under a
 //! quinn connection.

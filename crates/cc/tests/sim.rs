@@ -87,11 +87,29 @@ fn shallow_buffer_overflows_rarely() {
         vec![FlowSpec::bulk(bbr())],
     );
     let loss = loss_percent(&r, 0);
-    assert!(r.utilisation().unwrap() > 0.8, "{r:?}");
+    // Losses with a queue count as congestion (`queue_quantile`): a single flow gives up
+    // some utilisation in a shallow buffer (0.78 here; Reno 0.85) so that it shares one.
+    assert!(r.utilisation().unwrap() > 0.7, "{r:?}");
     assert!(
         loss < 5.0,
         "{loss:.1} % of packets lost in a 0.25 BDP buffer"
     );
+}
+
+#[test]
+fn beside_reno_in_a_shallow_buffer_takes_no_more_than_twice_its_share() {
+    // With a round's losses counted only when its smallest RTT showed a queue, bbr3 took
+    // 2.2x Reno's share here: Reno's back-off emptied the queue, so bbr3 never counted its
+    // own losses.
+    let r = run(
+        &scenario("delay=25ms,rate=20mbit,queue=0.25bdp", 30),
+        vec![
+            FlowSpec::bulk(bbr()),
+            FlowSpec::bulk(Box::new(Reno::new(1200))),
+        ],
+    );
+    let share = r.flows[0].goodput_bps / r.flows[1].goodput_bps.max(1.0);
+    assert!((0.5..=2.0).contains(&share), "share {share:.2}: {r:?}");
 }
 
 #[test]

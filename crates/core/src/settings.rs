@@ -33,7 +33,7 @@ pub enum CongestionControl {
     /// BBR (quinn's experimental BBRv1).
     Bbr,
     /// agentwire's BBR-class controller after BBRv3 (crate `agentwire-cc`): model-based like
-    /// BBR, shrugs off loss at the base RTT, backs off on loss with a standing queue. The
+    /// BBR, shrugs off loss at the base RTT, backs off on loss with a queue. The
     /// default: it wins the bench's lossy cell and the simulated matrix (README, "Congestion
     /// control").
     #[default]
