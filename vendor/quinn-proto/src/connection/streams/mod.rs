@@ -134,6 +134,7 @@ impl RecvStream<'_> {
     /// Discards unread data and notifies the peer to stop transmitting. Once stopped, further
     /// attempts to operate on a stream will yield `ClosedStream` errors.
     pub fn stop(&mut self, error_code: VarInt) -> Result<(), ClosedStream> {
+        self.state.materialize_remote(self.id);
         let mut entry = match self.state.recv.entry(self.id) {
             hash_map::Entry::Occupied(s) => s,
             hash_map::Entry::Vacant(_) => return Err(ClosedStream { _private: () }),
@@ -168,6 +169,7 @@ impl RecvStream<'_> {
     /// After returning `Ok(Some(_))` once, stream state will be discarded and all future calls will
     /// return `Err(ClosedStream)`.
     pub fn received_reset(&mut self) -> Result<Option<VarInt>, ClosedStream> {
+        self.state.materialize_remote(self.id);
         let hash_map::Entry::Occupied(entry) = self.state.recv.entry(self.id) else {
             return Err(ClosedStream { _private: () });
         };
@@ -243,6 +245,7 @@ impl<'a> SendStream<'a> {
         let limit = self.state.write_limit();
 
         let max_send_data = self.state.max_send_data(self.id);
+        self.state.materialize_remote(self.id);
 
         let stream = self
             .state
@@ -307,6 +310,7 @@ impl<'a> SendStream<'a> {
     /// [`StreamEvent::Finished`]: crate::StreamEvent::Finished
     pub fn finish(&mut self) -> Result<(), FinishError> {
         let max_send_data = self.state.max_send_data(self.id);
+        self.state.materialize_remote(self.id);
         let stream = self
             .state
             .send
@@ -329,6 +333,7 @@ impl<'a> SendStream<'a> {
     /// - when applied to a receive stream
     pub fn reset(&mut self, error_code: VarInt) -> Result<(), ClosedStream> {
         let max_send_data = self.state.max_send_data(self.id);
+        self.state.materialize_remote(self.id);
         let stream = self
             .state
             .send
@@ -358,6 +363,7 @@ impl<'a> SendStream<'a> {
     /// - when applied to a receive stream
     pub fn set_priority(&mut self, priority: i32) -> Result<(), ClosedStream> {
         let max_send_data = self.state.max_send_data(self.id);
+        self.state.materialize_remote(self.id);
         let stream = self
             .state
             .send

@@ -83,6 +83,11 @@ pub struct StreamsState {
     sent_max_remote: [u64; 2],
     /// Number of streams that we've given the peer permission to open and which aren't fully closed
     pub(super) allocated_remote_count: [u64; 2],
+    /// Remote streams below this index have (or had) table entries; those from here up to
+    /// `max_remote` get theirs when the peer first uses one of them (agentwire patch: the
+    /// tables used to hold an entry for every stream the peer may open, tens of KiB per
+    /// connection at a few hundred streams)
+    materialized_remote: [u64; 2],
     /// Size of the desired stream flow control window. May be smaller than `allocated_remote_count`
     /// due to `set_max_concurrent` calls.
     max_concurrent_remote_count: [u64; 2],
@@ -163,6 +168,7 @@ impl StreamsState {
             max_remote: [max_remote_bi.into(), max_remote_uni.into()],
             sent_max_remote: [max_remote_bi.into(), max_remote_uni.into()],
             allocated_remote_count: [max_remote_bi.into(), max_remote_uni.into()],
+            materialized_remote: [0, 0],
             max_concurrent_remote_count: [max_remote_bi.into(), max_remote_uni.into()],
             flow_control_adjusted: false,
             next_remote: [0, 0],
@@ -188,12 +194,6 @@ impl StreamsState {
             data_blocked_limit: None,
         };
 
-        for dir in Dir::iter() {
-            for i in 0..this.max_remote[dir as usize] {
-                this.insert(true, StreamId::new(!side, dir, i));
-            }
-        }
-
         this
     }
 
@@ -217,12 +217,30 @@ impl StreamsState {
     fn ensure_remote_streams(&mut self, dir: Dir) {
         let new_count = self.max_concurrent_remote_count[dir as usize]
             .saturating_sub(self.allocated_remote_count[dir as usize]);
-        for i in 0..new_count {
-            let id = StreamId::new(!self.side, dir, self.max_remote[dir as usize] + i);
-            self.insert(true, id);
-        }
+        // Entries are created when the peer first uses a stream (`materialize_remote`).
         self.allocated_remote_count[dir as usize] += new_count;
         self.max_remote[dir as usize] += new_count;
+    }
+
+    /// Creates the table entries of the remote streams up to and including `id` that have
+    /// none yet, if `id` is a stream the peer may open (a peer opens every lower-numbered
+    /// stream of a type implicitly). Called before a remote stream id from the peer or the
+    /// application is looked up to change its state. (Queries that only read, such as
+    /// `SendStream::stopped`, see a remote stream the peer has not used yet as closed; an
+    /// application gets remote streams from `accept`, after the peer used them.)
+    pub(super) fn materialize_remote(&mut self, id: StreamId) {
+        if id.initiator() == self.side {
+            return;
+        }
+        let dir = id.dir();
+        let first = self.materialized_remote[dir as usize];
+        if id.index() < first || id.index() >= self.max_remote[dir as usize] {
+            return;
+        }
+        for i in first..=id.index() {
+            self.insert(true, StreamId::new(!self.side, dir, i));
+        }
+        self.materialized_remote[dir as usize] = id.index() + 1;
     }
 
     pub(crate) fn zero_rtt_rejected(&mut self) {
@@ -266,6 +284,7 @@ impl StreamsState {
         self.validate_receive_id(id).inspect_err(|_e| {
             debug!("received illegal STREAM frame");
         })?;
+        self.materialize_remote(id);
 
         let rs = match self
             .recv
@@ -319,6 +338,7 @@ impl StreamsState {
         self.validate_receive_id(id).inspect_err(|_e| {
             debug!("received illegal RESET_STREAM frame");
         })?;
+        self.materialize_remote(id);
 
         let rs = match self
             .recv
@@ -369,6 +389,7 @@ impl StreamsState {
     /// Process incoming `STOP_SENDING` frame
     #[allow(unreachable_pub)] // fuzzing only
     pub fn received_stop_sending(&mut self, id: StreamId, error_code: VarInt) {
+        self.materialize_remote(id);
         let max_send_data = self.max_send_data(id);
         let stream = match self
             .send
@@ -807,6 +828,7 @@ impl StreamsState {
             self.validate_receive_id(id).inspect_err(|_| {
                 debug!("received illegal MAX_STREAM_DATA frame");
             })?;
+            self.materialize_remote(id);
         }
 
         let write_limit = self.write_limit();
@@ -2083,10 +2105,48 @@ mod tests {
         for _ in 0..2 {
             client.set_max_concurrent(Dir::Uni, 200u32.into());
             client.set_max_concurrent(Dir::Bi, 201u32.into());
-            assert_eq!(client.recv.len(), 200 + 201);
+            // agentwire patch: no table entries until the peer uses a stream
+            assert_eq!(client.recv.len(), 0);
             assert_eq!(client.max_remote[Dir::Uni as usize], 200);
             assert_eq!(client.max_remote[Dir::Bi as usize], 201);
         }
+    }
+
+    #[test]
+    fn remote_streams_get_entries_when_first_used() {
+        let mut server = make(Side::Server);
+        // `make` grants the peer 128 streams of each kind.
+        assert_eq!((server.recv.len(), server.send.len()), (0, 0));
+        // A frame on the peer's third stream opens the two below it too.
+        let id = StreamId::new(Side::Client, Dir::Bi, 2);
+        server
+            .received(
+                frame::Stream {
+                    id,
+                    offset: 0,
+                    fin: false,
+                    data: Bytes::from_static(&[0; 4]),
+                },
+                4,
+            )
+            .unwrap();
+        assert_eq!((server.recv.len(), server.send.len()), (3, 3));
+        assert_eq!(server.next_remote[Dir::Bi as usize], 3);
+        // Beyond the limit: an error, and no entries.
+        let beyond = StreamId::new(Side::Client, Dir::Bi, 128);
+        assert!(server
+            .received(
+                frame::Stream {
+                    id: beyond,
+                    offset: 0,
+                    fin: false,
+                    data: Bytes::from_static(&[0; 4]),
+                },
+                4,
+            )
+            .is_err());
+        server.received_stop_sending(beyond, 0u32.into());
+        assert_eq!((server.recv.len(), server.send.len()), (3, 3));
     }
 
     #[test]
