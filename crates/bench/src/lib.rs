@@ -117,6 +117,8 @@ pub struct BenchConfig {
     pub quic_loopback_mtu: u16,
     /// The hub's QUIC receive budget, bytes (0 = off).
     pub quic_receive_budget: u64,
+    /// UDP sockets and quinn endpoints the hub's QUIC listener uses (`SO_REUSEPORT`).
+    pub quic_endpoints: usize,
     /// TCP congestion control inside emulated paths (`None`: the kernel's default).
     pub tcp_cc: Option<String>,
     /// Write qlog traces of every QUIC connection under this directory, one subdirectory per
@@ -197,6 +199,7 @@ impl BenchConfig {
             quic_max_mtu: QuicSettings::default().max_mtu,
             quic_loopback_mtu: QuicSettings::default().loopback_mtu,
             quic_receive_budget: QuicSettings::default().receive_budget,
+            quic_endpoints: QuicSettings::default().server_endpoints,
             tcp_cc: None,
             qlog_dir: None,
         }
@@ -341,6 +344,7 @@ impl BenchConfig {
                     quic_max_mtu: self.quic_max_mtu,
                     quic_loopback_mtu: self.quic_loopback_mtu,
                     quic_receive_budget: self.quic_receive_budget,
+                    quic_endpoints: self.quic_endpoints,
                     tcp_cc: self.tcp_cc.clone(),
                     qlog_dir: None,
                 });

@@ -547,6 +547,7 @@ fn config_table(report: &Report) -> Table {
             c.quic_max_streams.to_string(),
         ),
         ("QUIC max MTU", c.quic_max_mtu.to_string()),
+        ("QUIC hub endpoints", c.quic_endpoints.to_string()),
         (
             "QUIC hub receive budget",
             match c.quic_receive_budget {
@@ -1395,6 +1396,7 @@ mod tests {
             quic_max_mtu: 16384,
             quic_loopback_mtu: 16384,
             quic_receive_budget: 0,
+            quic_endpoints: 1,
             tcp_cc: None,
             qlog_dir: None,
         }

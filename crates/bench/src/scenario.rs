@@ -167,6 +167,8 @@ pub struct CellConfig {
     pub quic_loopback_mtu: u16,
     /// The hub's QUIC receive budget, bytes (0 = off).
     pub quic_receive_budget: u64,
+    /// UDP sockets and quinn endpoints the hub's QUIC listener uses (`SO_REUSEPORT`).
+    pub quic_endpoints: usize,
     /// TCP congestion control set inside the emulated path's namespaces (`None`: the
     /// kernel's default; loopback cells always use the host's setting).
     pub tcp_cc: Option<String>,
@@ -189,6 +191,7 @@ impl CellConfig {
             max_mtu: self.quic_max_mtu,
             loopback_mtu: self.quic_loopback_mtu,
             receive_budget: self.quic_receive_budget,
+            endpoints: self.quic_endpoints,
             qlog_dir: self.qlog_dir.clone(),
         }
     }

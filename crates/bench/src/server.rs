@@ -81,6 +81,8 @@ pub struct QuicKnobs {
     pub loopback_mtu: u16,
     /// The hub's receive budget, bytes (0 = off).
     pub receive_budget: u64,
+    /// UDP sockets and endpoints of the hub's QUIC listener.
+    pub endpoints: usize,
     /// Directory for qlog traces, if any.
     pub qlog_dir: Option<PathBuf>,
 }
@@ -94,6 +96,7 @@ impl QuicKnobs {
         quic.max_mtu = self.max_mtu;
         quic.loopback_mtu = self.loopback_mtu;
         quic.receive_budget = self.receive_budget;
+        quic.server_endpoints = self.endpoints;
         quic.qlog_dir.clone_from(&self.qlog_dir);
     }
 
@@ -110,6 +113,8 @@ impl QuicKnobs {
             self.loopback_mtu.to_string().into(),
             "--receive-budget".into(),
             self.receive_budget.to_string().into(),
+            "--endpoints".into(),
+            self.endpoints.to_string().into(),
         ];
         if let Some(dir) = &self.qlog_dir {
             args.push("--qlog".into());

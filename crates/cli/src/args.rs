@@ -326,6 +326,11 @@ pub struct QuicArgs {
     /// every connection gets `--conn-window`.
     #[arg(long, default_value_t = 0)]
     pub receive_budget: u64,
+    /// Hub: UDP sockets on the listening address (SO_REUSEPORT), each with a QUIC endpoint of
+    /// its own, so that the handshakes and packets of different agents run on different
+    /// cores. Agents that change address (migration, NAT rebinding) need 1, the default.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub endpoints: u32,
     /// Do not use QUIC datagrams (heartbeats then use the control stream).
     #[arg(long)]
     pub no_datagrams: bool,
@@ -360,6 +365,7 @@ impl QuicArgs {
             max_mtu: self.max_mtu,
             loopback_mtu: self.loopback_mtu,
             receive_budget: self.receive_budget,
+            server_endpoints: self.endpoints as usize,
             datagrams: !self.no_datagrams,
             ack_eliciting_threshold: self.ack_threshold,
             qlog_dir: self.qlog.clone(),
@@ -699,6 +705,9 @@ pub struct BenchArgs {
     /// connection gets the full window; default: the library's default).
     #[arg(long)]
     pub quic_receive_budget: Option<u64>,
+    /// UDP sockets and QUIC endpoints of the hub's listener (its `--endpoints`; default 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub quic_endpoints: Option<u32>,
     /// TCP congestion control inside the emulated paths' namespaces (default: the kernel's).
     #[arg(long, value_parser = ["bbr", "cubic", "reno"])]
     pub tcp_cc: Option<String>,
@@ -790,6 +799,9 @@ impl BenchArgs {
         }
         if let Some(n) = self.quic_receive_budget {
             config.quic_receive_budget = n;
+        }
+        if let Some(n) = self.quic_endpoints {
+            config.quic_endpoints = n as usize;
         }
         config.tcp_cc.clone_from(&self.tcp_cc);
         config.qlog_dir.clone_from(&self.qlog);

@@ -160,6 +160,14 @@ pub struct QuicSettings {
     /// Write one qlog trace per connection into this directory (see [`crate::qlog`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub qlog_dir: Option<PathBuf>,
+    /// Listeners (the hub): UDP sockets on the one address (`SO_REUSEPORT`), each with a quinn
+    /// endpoint of its own. quinn drives an endpoint, and sends every new connection's first
+    /// handshake flight, under one lock, so one endpoint keeps one core busy with that while
+    /// the other waits; the kernel spreads peers over the sockets by address. A peer whose
+    /// address changes (connection migration, a NAT rebinding) lands on another socket, whose
+    /// endpoint does not know the connection: use more than 1 only where peers keep their
+    /// address. 1 (the default) is one socket without `SO_REUSEPORT`.
+    pub server_endpoints: usize,
 }
 
 impl Default for QuicSettings {
@@ -167,10 +175,11 @@ impl Default for QuicSettings {
         QuicSettings {
             idle_timeout: Duration::from_secs(30),
             keep_alive: Some(Duration::from_secs(10)),
-            // quinn allocates state for every stream a peer may open up front: at 4096 per
-            // direction type a hub with 1000 agents held 677 MiB, at 256 it held 131 MiB
-            // (`agentwire bench --cell quic:1000x1024 --quic-max-streams N`). 256 concurrent
-            // messages or requests per agent are plenty; more wait for stream credit.
+            // quinn-proto allocated state for every stream a peer may open up front: at 4096
+            // per direction type a hub with 1000 agents held 677 MiB, at 256 it held 131 MiB
+            // (`agentwire bench --cell quic:1000x1024 --quic-max-streams N`). Our vendored copy
+            // builds it as streams are used (vendor/README.md). 256 concurrent messages or
+            // requests per agent are plenty; more wait for stream credit.
             max_concurrent_uni_streams: 256,
             max_concurrent_bidi_streams: 256,
             stream_receive_window: 2 * 1024 * 1024,
@@ -202,6 +211,7 @@ impl Default for QuicSettings {
             // (docs/benchmarks/2026-11-23-quic-clean-link).
             ack_eliciting_threshold: 9,
             qlog_dir: None,
+            server_endpoints: 1,
         }
     }
 }
@@ -367,10 +377,50 @@ impl QuicSettings {
         &self,
         addr: SocketAddr,
     ) -> std::io::Result<(std::net::UdpSocket, SocketBuffers)> {
+        self.bind_udp_socket(addr, false)
+    }
+
+    /// `count` UDP sockets bound to one address with `SO_REUSEPORT` (the first binds `addr`,
+    /// port 0 included; the others its actual address), each set up as
+    /// [`bind_udp`](QuicSettings::bind_udp) does. A `count` of 0 or 1 is one socket without
+    /// `SO_REUSEPORT`. See [`QuicSettings::server_endpoints`].
+    ///
+    /// ```
+    /// use agentwire::QuicSettings;
+    /// let sockets = QuicSettings::default().bind_udp_group("127.0.0.1:0".parse()?, 2)?;
+    /// assert_eq!(sockets.len(), 2);
+    /// assert_eq!(sockets[0].0.local_addr()?, sockets[1].0.local_addr()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn bind_udp_group(
+        &self,
+        addr: SocketAddr,
+        count: usize,
+    ) -> std::io::Result<Vec<(std::net::UdpSocket, SocketBuffers)>> {
+        if count <= 1 {
+            return Ok(vec![self.bind_udp(addr)?]);
+        }
+        let first = self.bind_udp_socket(addr, true)?;
+        let bound = first.0.local_addr()?;
+        let mut sockets = vec![first];
+        for _ in 1..count {
+            sockets.push(self.bind_udp_socket(bound, true)?);
+        }
+        Ok(sockets)
+    }
+
+    fn bind_udp_socket(
+        &self,
+        addr: SocketAddr,
+        reuse_port: bool,
+    ) -> std::io::Result<(std::net::UdpSocket, SocketBuffers)> {
         let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
         if addr.is_ipv6() {
             // Accept v4-mapped peers too where the address is the unspecified one.
             let _ = socket.set_only_v6(false);
+        }
+        if reuse_port {
+            socket.set_reuse_port(true)?;
         }
         set_buffer(&socket, self.socket_recv_buffer, BufferKind::Recv);
         set_buffer(&socket, self.socket_send_buffer, BufferKind::Send);

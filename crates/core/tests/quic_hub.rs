@@ -753,3 +753,36 @@ async fn zero_rtt_survives_a_shrinking_receive_budget_share() {
         .unwrap();
     assert_eq!(reply.body.len(), 300 * 1024);
 }
+
+#[tokio::test]
+async fn several_endpoints_on_one_address_share_the_agents() {
+    let mut config = HubConfig::default();
+    config.quic.server_endpoints = 4;
+    let t = start_hub(config).await;
+    assert_eq!(t.listener.connections_per_endpoint().len(), 4);
+    let _echo = t.echo_agent("echo").await;
+    let mut agents = Vec::new();
+    for i in 0..12 {
+        agents.push(t.agent(&format!("a{i}")).await);
+    }
+    for (i, agent) in agents.iter().enumerate() {
+        let body = format!("hello {i}").into_bytes();
+        let reply = agent
+            .request("echo", body.clone(), 5 * SECOND)
+            .await
+            .unwrap();
+        assert_eq!(&reply.body[..], &body[..]);
+    }
+    let per_endpoint = t.listener.connections_per_endpoint();
+    assert_eq!(per_endpoint.iter().sum::<usize>(), 13, "{per_endpoint:?}");
+    // The kernel spreads peers by address: 13 on one of 4 sockets is a 1-in-4^12 chance.
+    assert!(
+        per_endpoint.iter().filter(|&&n| n > 0).count() >= 2,
+        "every agent on one endpoint: {per_endpoint:?}"
+    );
+    t.listener.close();
+    let err = agents[0]
+        .request("echo", b"after close".to_vec(), 5 * SECOND)
+        .await;
+    assert!(err.is_err(), "the hub closed every endpoint");
+}

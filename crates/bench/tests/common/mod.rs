@@ -29,6 +29,7 @@ pub fn tiny(transports: &[BenchTransport]) -> BenchConfig {
         quic_max_mtu: agentwire::QuicSettings::default().max_mtu,
         quic_loopback_mtu: agentwire::QuicSettings::default().loopback_mtu,
         quic_receive_budget: 0,
+        quic_endpoints: 1,
         tcp_cc: None,
         qlog_dir: None,
     }

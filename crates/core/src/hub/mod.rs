@@ -166,6 +166,12 @@ pub struct QuicListener {
 }
 
 impl QuicListener {
+    /// Connections open on each of the listener's QUIC endpoints (one entry per UDP socket;
+    /// several with [`QuicSettings::server_endpoints`]).
+    pub fn connections_per_endpoint(&self) -> Vec<usize> {
+        self.handle.connections_per_endpoint()
+    }
+
     /// Stops accepting and closes every connection of this listener.
     pub fn close(&self) {
         self.handle

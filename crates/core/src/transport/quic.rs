@@ -54,6 +54,9 @@ pub struct ServerEndpoint {
     /// The server configuration (TLS and transport) every connection starts from; a
     /// connection traced to qlog gets a copy with its own transport configuration.
     pub config: quinn::ServerConfig,
+    /// Further endpoints on the same address (`SO_REUSEPORT`), one fewer than
+    /// [`QuicSettings::server_endpoints`]; empty by default.
+    pub more: Vec<quinn::Endpoint>,
 }
 
 /// Builds a quinn server endpoint bound to `addr`.
@@ -69,11 +72,24 @@ pub fn server_endpoint(
     config.transport_config(Arc::new(
         settings.transport_config().map_err(ConnectError::Config)?,
     ));
-    let (endpoint, socket_buffers) = endpoint(addr, settings, Some(config.clone()))?;
+    let sockets = settings
+        .bind_udp_group(addr, settings.server_endpoints)
+        .map_err(|e| ConnectError::socket(format!("cannot bind UDP {addr}"), e))?;
+    let mut endpoints = Vec::with_capacity(sockets.len());
+    let mut socket_buffers = None;
+    for (socket, buffers) in sockets {
+        socket_buffers.get_or_insert(buffers);
+        endpoints.push(endpoint_on(socket, settings, Some(config.clone()))?);
+    }
+    let mut endpoints = endpoints.into_iter();
+    let (Some(endpoint), Some(socket_buffers)) = (endpoints.next(), socket_buffers) else {
+        return Err(ConnectError::Config("no UDP socket was bound".into()).into());
+    };
     Ok(ServerEndpoint {
         endpoint,
         socket_buffers,
         config,
+        more: endpoints.collect(),
     })
 }
 
@@ -841,10 +857,11 @@ async fn accept_loop(
     }
 }
 
-/// A QUIC listener: the endpoint, the configuration connections start from, and the receive
-/// budget they share (see [`quic_budget`](super::quic_budget)).
+/// A QUIC listener: the endpoint (or endpoints, see [`QuicSettings::server_endpoints`]), the
+/// configuration connections start from, and the receive budget they share (see
+/// [`quic_budget`](super::quic_budget)).
 pub struct QuicListen {
-    endpoint: quinn::Endpoint,
+    incoming: Incomings,
     config: Arc<quinn::ServerConfig>,
     settings: QuicSettings,
     mapping: StreamMapping,
@@ -857,16 +874,72 @@ pub struct QuicListen {
 pub struct QuicListenHandle {
     /// The address bound (useful with port 0).
     pub local_addr: SocketAddr,
-    /// The UDP socket buffers the kernel granted.
+    /// The UDP socket buffers the kernel granted (each socket's, when there are several).
     pub socket_buffers: SocketBuffers,
-    endpoint: quinn::Endpoint,
+    endpoints: Vec<quinn::Endpoint>,
 }
 
 impl QuicListenHandle {
     /// Stops accepting and closes every connection with `code`.
     pub fn close(&self, code: ErrorCode, reason: &str) {
-        self.endpoint
-            .close(VarInt::from_u32(code.code()), reason.as_bytes());
+        for endpoint in &self.endpoints {
+            endpoint.close(VarInt::from_u32(code.code()), reason.as_bytes());
+        }
+    }
+
+    /// Connections open on each of the listener's endpoints (one entry per UDP socket, see
+    /// [`QuicSettings::server_endpoints`]).
+    pub fn connections_per_endpoint(&self) -> Vec<usize> {
+        self.endpoints
+            .iter()
+            .map(quinn::Endpoint::open_connections)
+            .collect()
+    }
+}
+
+/// Where a listener's incoming connections come from: its one endpoint, or the tasks that
+/// accept on each of several endpoints sharing one address.
+enum Incomings {
+    One(quinn::Endpoint),
+    Many(tokio::sync::mpsc::Receiver<quinn::Incoming>),
+}
+
+impl Incomings {
+    /// Accepts on every endpoint; with more than one, a task per endpoint hands its incoming
+    /// connections on (it ends when its endpoint closes, and the listener's `accept` returns
+    /// `None` once all have).
+    fn new(endpoints: Vec<quinn::Endpoint>) -> Incomings {
+        let mut endpoints = endpoints;
+        if endpoints.len() == 1 {
+            if let Some(endpoint) = endpoints.pop() {
+                return Incomings::One(endpoint);
+            }
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        for endpoint in endpoints {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                loop {
+                    // Ends with the endpoint, or with the listener (its receiver dropped).
+                    let incoming = tokio::select! {
+                        incoming = endpoint.accept() => incoming,
+                        () = tx.closed() => None,
+                    };
+                    let Some(incoming) = incoming else { break };
+                    if tx.send(incoming).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Incomings::Many(rx)
+    }
+
+    async fn next(&mut self) -> Option<quinn::Incoming> {
+        match self {
+            Incomings::One(endpoint) => endpoint.accept().await,
+            Incomings::Many(rx) => rx.recv().await,
+        }
     }
 }
 
@@ -884,19 +957,22 @@ impl QuicListen {
             endpoint,
             socket_buffers,
             config,
+            more,
         } = server_endpoint(addr, settings, tls)?;
         let local_addr = endpoint
             .local_addr()
             .map_err(|e| ConnectError::socket("cannot read the UDP socket's address", e))?;
         let budget = (settings.receive_budget > 0)
             .then(|| ReceiveBudget::new(settings.receive_budget, settings.receive_window));
+        let mut endpoints = vec![endpoint];
+        endpoints.extend(more);
         let handle = QuicListenHandle {
             local_addr,
             socket_buffers,
-            endpoint: endpoint.clone(),
+            endpoints: endpoints.clone(),
         };
         let listen = QuicListen {
-            endpoint,
+            incoming: Incomings::new(endpoints),
             config: Arc::new(config),
             settings: settings.clone(),
             mapping,
@@ -912,7 +988,7 @@ impl Listen for QuicListen {
     type Receiver = QuicReceiver;
 
     async fn accept(&mut self) -> Option<Setup<QuicSender, QuicReceiver>> {
-        let incoming = self.endpoint.accept().await?;
+        let incoming = self.incoming.next().await?;
         let admission = self.budget.as_ref().map(ReceiveBudget::admit);
         let config = self.config.clone();
         let settings = self.settings.clone();

@@ -158,7 +158,7 @@ impl StreamsState {
         receive_window: VarInt,
         stream_receive_window: VarInt,
     ) -> Self {
-        let mut this = Self {
+        let this = Self {
             side,
             send: FxHashMap::default(),
             recv: FxHashMap::default(),
