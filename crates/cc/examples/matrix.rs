@@ -3,10 +3,11 @@
 //! fairness between two flows on one bottleneck.
 //!
 //! `cargo run --release -p agentwire-cc --example matrix -- [--quick] [--pairs-only]
-//! [--queue-quantile Q] [--json FILE]`
+//! [--queue-quantile Q] [--probe-wait-ms MS] [--short-term] [--json FILE]`
 //!
-//! `--pairs-only` skips the single flows; `--queue-quantile` sets bbr3's
-//! `BbrConfig::queue_quantile` (to compare a setting with the default side by side).
+//! `--pairs-only` skips the single flows; `--queue-quantile`, `--probe-wait-ms` and
+//! `--short-term` set bbr3's `BbrConfig::queue_quantile`, `probe_wait` and `short_term`
+//! (to compare a setting with the default side by side).
 
 use std::time::Duration;
 
@@ -51,6 +52,18 @@ fn main() {
             }
         }
     }
+    if let Some(i) = args.iter().position(|a| a == "--probe-wait-ms") {
+        match args.get(i + 1).and_then(|v| v.parse::<u64>().ok()) {
+            Some(ms) => bbr.probe_wait = Duration::from_millis(ms),
+            None => {
+                eprintln!("--probe-wait-ms needs a whole number of milliseconds");
+                std::process::exit(2);
+            }
+        }
+    }
+    if args.iter().any(|a| a == "--short-term") {
+        bbr.short_term = true;
+    }
     let secs = if quick { 10 } else { 30 };
     let losses = ["", "loss=0.1%", "loss=1%", "loss=3%", "ge=0.01/0.3/0/0.5"];
     let rtts = [10u64, 50, 150];
@@ -78,12 +91,14 @@ fn main() {
             }
         }
     }
-    for rtt in rtts {
-        for queue in queues {
-            let spec = format!("delay={}ms,rate=20mbit,{queue}", rtt / 2);
-            for pair in [["bbr3", "bbr3"], ["bbr3", "reno"], ["reno", "reno"]] {
-                let r = run(&spec, rtt, secs * 2, &pair, &bbr);
-                rows.push(print_row("fairness", &spec, r));
+    for bottleneck in bottlenecks {
+        for rtt in rtts {
+            for queue in queues {
+                let spec = format!("delay={}ms,{bottleneck},{queue}", rtt / 2);
+                for pair in [["bbr3", "bbr3"], ["bbr3", "reno"], ["reno", "reno"]] {
+                    let r = run(&spec, rtt, secs * 2, &pair, &bbr);
+                    rows.push(print_row("fairness", &spec, r));
+                }
             }
         }
     }
@@ -93,6 +108,8 @@ fn main() {
             "command": std::env::args().collect::<Vec<_>>().join(" "),
             "simulated_seconds": secs,
             "queue_quantile": bbr.queue_quantile,
+            "probe_wait_ms": bbr.probe_wait.as_millis() as u64,
+            "short_term": bbr.short_term,
             "rows": rows,
         });
         if let Err(e) = std::fs::write(

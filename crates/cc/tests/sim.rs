@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use agentwire_cc::sim::{FlowSpec, Reno, Scenario, SimResult};
-use agentwire_cc::{Bbr, BbrConfig, Mode};
+use agentwire_cc::{Bbr, BbrConfig, Mode, Phase};
 use proptest::prelude::*;
 
 fn bbr() -> Box<Bbr> {
@@ -110,6 +110,102 @@ fn beside_reno_in_a_shallow_buffer_takes_no_more_than_twice_its_share() {
     );
     let share = r.flows[0].goodput_bps / r.flows[1].goodput_bps.max(1.0);
     assert!((0.5..=2.0).contains(&share), "share {share:.2}: {r:?}");
+}
+
+/// bbr3 with BBRv3's wait of 2 to 3 s between bandwidth probes.
+fn waiting(config: BbrConfig) -> BbrConfig {
+    BbrConfig {
+        probe_wait: Duration::from_secs(2),
+        ..config
+    }
+}
+
+#[test]
+fn a_probe_wait_keeps_bbr3_within_twice_renos_share_at_100_mbit() {
+    // Probing every 8 rounds (400 ms here), bbr3 takes 3.5x Reno's share: each probe raises
+    // its loss bound into the room Reno leaves while it slowly regrows its window.
+    let share = |config: BbrConfig| {
+        let r = run(
+            &scenario("delay=25ms,rate=100mbit,queue=0.25bdp", 20),
+            vec![
+                FlowSpec::bulk(Box::new(Bbr::new(config, 1200))),
+                FlowSpec::bulk(Box::new(Reno::new(1200))),
+            ],
+        );
+        r.flows[0].goodput_bps / r.flows[1].goodput_bps.max(1.0)
+    };
+    let (waited, eager) = (
+        share(waiting(BbrConfig::default())),
+        share(BbrConfig::default()),
+    );
+    assert!(
+        (0.5..=2.0).contains(&waited),
+        "share {waited:.2} with a wait"
+    );
+    assert!(
+        waited < eager,
+        "share {waited:.2} with a wait, {eager:.2} without"
+    );
+}
+
+#[test]
+fn the_short_term_model_gives_way_to_reno_sooner() {
+    let share = |short_term: bool| {
+        let config = waiting(BbrConfig {
+            short_term,
+            ..BbrConfig::default()
+        });
+        let r = run(
+            &scenario("delay=25ms,rate=100mbit,queue=0.25bdp", 20),
+            vec![
+                FlowSpec::bulk(Box::new(Bbr::new(config, 1200))),
+                FlowSpec::bulk(Box::new(Reno::new(1200))),
+            ],
+        );
+        r.flows[0].goodput_bps / r.flows[1].goodput_bps.max(1.0)
+    };
+    let (with, without) = (share(true), share(false));
+    assert!(
+        with < without,
+        "share {with:.2} with bw_lo/inflight_lo, {without:.2} without"
+    );
+}
+
+#[test]
+fn bandwidth_probes_come_seconds_apart() {
+    let ms = Duration::from_millis;
+    // A bulk sender on a 50 ms path that delivers at most 100 packets a round trip, for 20 s.
+    let probes = |probe_wait: Duration| {
+        let config = BbrConfig {
+            probe_wait,
+            ..BbrConfig::default()
+        };
+        let mut b = Bbr::new(config, 1200);
+        let mut t = Instant::now();
+        let (mut probes, mut was_up) = (0, false);
+        for _ in 0..400 {
+            let n = (b.window() / 1200).clamp(1, 100);
+            for _ in 0..n {
+                b.on_sent(t, 1200);
+            }
+            let acked = t + ms(50);
+            for _ in 0..n {
+                b.on_ack(acked, t, 1200, false);
+            }
+            b.on_end_acks(acked, 0, false);
+            let up = b.state().mode == Mode::ProbeBw(Phase::Up);
+            probes += usize::from(up && !was_up);
+            was_up = up;
+            t = acked;
+        }
+        probes
+    };
+    // 2 to 3 s apart (BBRv3), or at 63 rounds (3.15 s) at the latest.
+    let waited = probes(waiting(BbrConfig::default()).probe_wait);
+    assert!((5..=10).contains(&waited), "{waited} probes in 20 s");
+    // Without a wait, one every 8 rounds.
+    let eager = probes(Duration::ZERO);
+    assert!(eager >= 40, "{eager} probes in 20 s without a wait");
 }
 
 #[test]
