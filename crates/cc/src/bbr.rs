@@ -552,6 +552,7 @@ impl Bbr {
             }
         }
     }
+
     /// BBRv3's short-term model after a round counted as congestion (see
     /// `BbrConfig::short_term`).
     fn lower_short_term_bounds(&mut self, round: &RoundStats) {
@@ -642,11 +643,14 @@ impl Bbr {
 
     fn start_cruise(&mut self, now: Instant) {
         self.mode = Mode::ProbeBw(Phase::Cruise);
-        let jitter = PROBE_WAIT_JITTER.mul_f64(self.random_share());
+        let wait = match self.config.probe_wait {
+            Duration::ZERO => Duration::ZERO,
+            wait => wait + PROBE_WAIT_JITTER.mul_f64(self.random_share()),
+        };
         self.cruise = Cruise {
             start: Some(now),
             rounds: 0,
-            wait: self.config.probe_wait + jitter,
+            wait,
         };
     }
 

@@ -120,24 +120,26 @@ fn waiting(config: BbrConfig) -> BbrConfig {
     }
 }
 
+/// bbr3's goodput over Reno's, the two sharing the bottleneck of `path` for `secs`.
+fn share_beside_reno(config: BbrConfig, path: &str, secs: u64) -> f64 {
+    let r = run(
+        &scenario(path, secs),
+        vec![
+            FlowSpec::bulk(Box::new(Bbr::new(config, 1200))),
+            FlowSpec::bulk(Box::new(Reno::new(1200))),
+        ],
+    );
+    r.flows[0].goodput_bps / r.flows[1].goodput_bps.max(1.0)
+}
+
+const SHALLOW_100_MBIT: &str = "delay=25ms,rate=100mbit,queue=0.25bdp";
+
 #[test]
 fn a_probe_wait_keeps_bbr3_within_twice_renos_share_at_100_mbit() {
     // Probing every 8 rounds (400 ms here), bbr3 takes 3.5x Reno's share: each probe raises
     // its loss bound into the room Reno leaves while it slowly regrows its window.
-    let share = |config: BbrConfig| {
-        let r = run(
-            &scenario("delay=25ms,rate=100mbit,queue=0.25bdp", 20),
-            vec![
-                FlowSpec::bulk(Box::new(Bbr::new(config, 1200))),
-                FlowSpec::bulk(Box::new(Reno::new(1200))),
-            ],
-        );
-        r.flows[0].goodput_bps / r.flows[1].goodput_bps.max(1.0)
-    };
-    let (waited, eager) = (
-        share(waiting(BbrConfig::default())),
-        share(BbrConfig::default()),
-    );
+    let waited = share_beside_reno(waiting(BbrConfig::default()), SHALLOW_100_MBIT, 20);
+    let eager = share_beside_reno(BbrConfig::default(), SHALLOW_100_MBIT, 20);
     assert!(
         (0.5..=2.0).contains(&waited),
         "share {waited:.2} with a wait"
@@ -151,18 +153,11 @@ fn a_probe_wait_keeps_bbr3_within_twice_renos_share_at_100_mbit() {
 #[test]
 fn the_short_term_model_gives_way_to_reno_sooner() {
     let share = |short_term: bool| {
-        let config = waiting(BbrConfig {
+        let config = BbrConfig {
             short_term,
             ..BbrConfig::default()
-        });
-        let r = run(
-            &scenario("delay=25ms,rate=100mbit,queue=0.25bdp", 20),
-            vec![
-                FlowSpec::bulk(Box::new(Bbr::new(config, 1200))),
-                FlowSpec::bulk(Box::new(Reno::new(1200))),
-            ],
-        );
-        r.flows[0].goodput_bps / r.flows[1].goodput_bps.max(1.0)
+        };
+        share_beside_reno(waiting(config), SHALLOW_100_MBIT, 20)
     };
     let (with, without) = (share(true), share(false));
     assert!(
