@@ -3,11 +3,14 @@
 //! fairness between two flows on one bottleneck.
 //!
 //! `cargo run --release -p agentwire-cc --example matrix -- [--quick] [--pairs-only]
-//! [--queue-quantile Q] [--probe-wait-ms MS] [--short-term] [--json FILE]`
+//! [--queue-quantile Q] [--probe-wait-ms MS] [--cruise-rounds-per-packet F] [--short-term]
+//! [--json FILE]`
 //!
-//! `--pairs-only` skips the single flows; `--queue-quantile`, `--probe-wait-ms` and
-//! `--short-term` set bbr3's `BbrConfig::queue_quantile`, `probe_wait` and `short_term`
-//! (to compare a setting with the default side by side).
+//! `--pairs-only` skips the single flows; `--queue-quantile`, `--probe-wait-ms`,
+//! `--cruise-rounds-per-packet` and `--short-term` set bbr3's `BbrConfig::queue_quantile`,
+//! `probe_wait`, `cruise_rounds_per_packet` and `short_term` (to compare a setting with the
+//! default side by side). A `--probe-wait-ms` above 0 also sets 1 round per packet, BBRv3's
+//! bound (`--cruise-rounds-per-packet` after it overrides that).
 
 use std::time::Duration;
 
@@ -54,9 +57,23 @@ fn main() {
     }
     if let Some(i) = args.iter().position(|a| a == "--probe-wait-ms") {
         match args.get(i + 1).and_then(|v| v.parse::<u64>().ok()) {
-            Some(ms) => bbr.probe_wait = Duration::from_millis(ms),
+            Some(ms) => {
+                bbr.probe_wait = Duration::from_millis(ms);
+                if ms > 0 {
+                    bbr.cruise_rounds_per_packet = 1.0;
+                }
+            }
             None => {
                 eprintln!("--probe-wait-ms needs a whole number of milliseconds");
+                std::process::exit(2);
+            }
+        }
+    }
+    if let Some(i) = args.iter().position(|a| a == "--cruise-rounds-per-packet") {
+        match args.get(i + 1).and_then(|v| v.parse::<f64>().ok()) {
+            Some(f) if f >= 0.0 => bbr.cruise_rounds_per_packet = f,
+            _ => {
+                eprintln!("--cruise-rounds-per-packet needs a number of at least 0");
                 std::process::exit(2);
             }
         }
@@ -109,6 +126,7 @@ fn main() {
             "simulated_seconds": secs,
             "queue_quantile": bbr.queue_quantile,
             "probe_wait_ms": bbr.probe_wait.as_millis() as u64,
+            "cruise_rounds_per_packet": bbr.cruise_rounds_per_packet,
             "short_term": bbr.short_term,
             "rows": rows,
         });

@@ -9,12 +9,13 @@
 //! (radio, a lossy link), not a full buffer, and costs nothing; loss with a queue is
 //! congestion, and gives way to other flows and keeps shallow buffers from overflowing.
 //!
-//! It probes for more bandwidth every 8 round trips. BBRv3 waits 2 to 3 s between probes
-//! (or as many round trips as the path holds packets, at most 63); `BbrConfig::probe_wait`
-//! does that, and `BbrConfig::short_term` adds BBRv3's short-term bounds (`bw_lo`,
-//! `inflight_lo`). Both are off by default: measured, they shared better with cubic at
-//! 100 Mbit/s but left bbr3 under half of cubic's share at 20 Mbit/s, and the wait stalled
-//! bulk behind a loss bound that only regrows when a probe comes.
+//! It probes for more bandwidth after cruising one round per 8 packets the path holds (at
+//! least 6 rounds, at most 63: `BbrConfig::cruise_rounds_per_packet`), so that on long fat
+//! paths it leaves a loss-based flow time to regrow its window. BBRv3 waits 2 to 3 s between
+//! probes (or one round per packet, at most 63); `BbrConfig::probe_wait` does that, and
+//! `BbrConfig::short_term` adds BBRv3's short-term bounds (`bw_lo`, `inflight_lo`). Both are
+//! off by default: measured, they left bbr3 under half of cubic's share at 20 Mbit/s, and the
+//! wait stalled bulk behind a loss bound that only regrows when a probe comes.
 //!
 //! quinn paces at 1.25 × window / smoothed RTT, so the window is this controller's only lever:
 //! each phase has a window gain instead of a pacing gain.
@@ -28,8 +29,8 @@ use std::time::{Duration, Instant};
 use crate::filter::WindowedMax;
 use crate::rate::{DeliveryRate, RateSample};
 
-/// Rounds the bandwidth filter remembers with `BbrConfig::probe_wait` zero (a ProbeBW cycle
-/// and then some); otherwise it remembers two probe cycles.
+/// Rounds the bandwidth filter remembers when every ProbeBW cycle is 8 rounds (a cycle and
+/// then some); otherwise it remembers two probe cycles.
 const BW_WINDOW_ROUNDS: u64 = 10;
 /// How long a minimum RTT stays valid before it must be measured again (ProbeRTT).
 const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
@@ -48,8 +49,8 @@ const MAX_EXTRA_ACKED: Duration = Duration::from_millis(100);
 /// Minimum window, in packets.
 const MIN_WINDOW_PACKETS: u64 = 4;
 
-/// Cruising lasts at least this many rounds between two bandwidth probes (with
-/// `BbrConfig::probe_wait` zero, exactly this many: a probe every 8 rounds).
+/// Cruising lasts at least this many rounds between two bandwidth probes (on short paths
+/// exactly this many: a probe every 8 rounds).
 const MIN_CRUISE_ROUNDS: u64 = 6;
 /// BBRv3's "Reno coexistence" bound: a probe comes at the latest after as many rounds as the
 /// bandwidth-delay product has packets, but never more than this many.
@@ -112,16 +113,29 @@ pub struct BbrConfig {
     /// of its own at the bottleneck. 0 turns it off.
     pub rate_window: f64,
     /// How long ProbeBW cruises between two bandwidth probes (plus up to a second of jitter;
-    /// BBRv3 waits 2 to 3 s), unless as many rounds as the bandwidth-delay product has packets
-    /// (at most 63) pass first. A probe raises the loss bound and takes bandwidth other flows
+    /// BBRv3 waits 2 to 3 s), unless the rounds of `cruise_rounds_per_packet` pass first
+    /// (BBRv3: 1 per packet the bandwidth-delay product holds, at most 63). A probe raises the loss bound and takes bandwidth other flows
     /// left free; probing every 8 rounds took it from loss-based flows in shallow buffers
     /// (cubic needs seconds to regrow its window after a loss). With a wait, the bandwidth
     /// estimate is the largest of the last two probe cycles (BBRv3's `bw_hi`) instead of the
-    /// last ten rounds. Zero (the default): a probe every 8 rounds. With 2 s, beside cubic in a
+    /// last ten rounds. Zero (the default): no wait. With 2 s, beside cubic in a
     /// 0.25-BDP buffer at 50 ms bbr3's share fell from 2.4x to 1.5x at 100 Mbit/s but from
-    /// 0.52x to 0.41x at 20 Mbit/s (medians of five real runs), and the bench's priority
-    /// probe stalled in two rounds of six (docs/benchmarks/2026-11-26-probe-wait).
+    /// 0.52x to 0.41x at 20 Mbit/s (medians of five real runs, with 1 round per packet), and
+    /// the bench's priority probe stalled in two rounds of six
+    /// (docs/benchmarks/2026-11-26-probe-wait).
     pub probe_wait: Duration,
+    /// Cruising between two probes lasts this many rounds per packet the bandwidth-delay
+    /// product holds (at least 6 rounds, at most 63; BBRv3's bound is 1 per packet). With the
+    /// default, 1/8, a path of 48 packets or fewer (loopback, and most LAN paths) is probed
+    /// every 8 rounds as before, 20 Mbit/s at 50 ms (86 packets of 1,452 bytes) every 12
+    /// rounds and 100 Mbit/s at 50 ms (430 packets) every 55, about 2.7 s: a loss-based flow
+    /// regrows its window in about as many rounds as the path holds packets, so the wait
+    /// grows with the path where probing every 8 rounds crowded it out. Beside cubic in a 0.25-BDP buffer at 50 ms bbr3's share
+    /// went from 2.93x to 1.10x at 100 Mbit/s and from 0.40x to 0.67x at 20 Mbit/s (medians
+    /// of three interleaved rounds, docs/benchmarks/2026-11-26-probe-wait). 0: a probe every
+    /// 8 rounds. Cruises longer than 6 rounds keep the bandwidth estimate over the last two
+    /// probe cycles, as with `probe_wait`.
+    pub cruise_rounds_per_packet: f64,
     /// BBRv3's short-term model: a round counted as congestion also lowers a bandwidth bound
     /// (`bw_lo`, to the round's largest delivery rate or 0.7 of the bound, whichever is
     /// larger) and an in-flight bound (`inflight_lo`, likewise with what the round
@@ -150,6 +164,7 @@ impl Default for BbrConfig {
             app_headroom: 16.0,
             rate_window: 0.9,
             probe_wait: Duration::ZERO,
+            cruise_rounds_per_packet: 0.125,
             short_term: false,
         }
     }
@@ -222,6 +237,12 @@ struct Cruise {
     wait: Duration,
 }
 
+/// Whether ProbeBW cycles may last longer than 8 rounds (`BbrConfig::probe_wait`,
+/// `BbrConfig::cruise_rounds_per_packet`): then the bandwidth filter spans two cycles.
+fn long_cycles(config: &BbrConfig) -> bool {
+    !config.probe_wait.is_zero() || config.cruise_rounds_per_packet > 0.0
+}
+
 /// A BBR-class congestion controller.
 ///
 /// Feed it the events of a connection (in the order they happen, each with its time) and
@@ -289,10 +310,10 @@ impl Bbr {
     pub fn new(config: BbrConfig, mtu: u16) -> Self {
         let mtu = u64::from(mtu).max(1200);
         let window = config.initial_window.max(MIN_WINDOW_PACKETS * mtu);
-        let bw_window = if config.probe_wait.is_zero() {
-            BW_WINDOW_ROUNDS
-        } else {
+        let bw_window = if long_cycles(&config) {
             2
+        } else {
+            BW_WINDOW_ROUNDS
         };
         Bbr {
             config,
@@ -570,12 +591,12 @@ impl Bbr {
             .max(self.min_window());
     }
 
-    /// The bandwidth filter's clock: rounds, or with `probe_wait` probe cycles.
+    /// The bandwidth filter's clock: rounds, or probe cycles where they are long.
     fn bw_clock(&self) -> u64 {
-        if self.config.probe_wait.is_zero() {
-            self.round_count
-        } else {
+        if long_cycles(&self.config) {
             self.probes
+        } else {
+            self.round_count
         }
     }
 
@@ -658,15 +679,14 @@ impl Bbr {
         if self.cruise.rounds < MIN_CRUISE_ROUNDS {
             return false;
         }
-        if self.config.probe_wait.is_zero() {
-            return true;
-        }
-        let bdp_packets = self.bdp(1.0) / self.mtu;
-        let rounds = bdp_packets.clamp(MIN_CRUISE_ROUNDS, MAX_CRUISE_ROUNDS);
-        let waited = self
-            .cruise
-            .start
-            .is_none_or(|t| now.saturating_duration_since(t) >= self.cruise.wait);
+        let bdp_packets = (self.bdp(1.0) / self.mtu) as f64;
+        let rounds = ((bdp_packets * self.config.cruise_rounds_per_packet) as u64)
+            .clamp(MIN_CRUISE_ROUNDS, MAX_CRUISE_ROUNDS);
+        let waited = !self.config.probe_wait.is_zero()
+            && self
+                .cruise
+                .start
+                .is_none_or(|t| now.saturating_duration_since(t) >= self.cruise.wait);
         self.cruise.rounds >= rounds || waited
     }
 

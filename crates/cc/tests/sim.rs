@@ -116,6 +116,7 @@ fn beside_reno_in_a_shallow_buffer_takes_no_more_than_twice_its_share() {
 fn waiting(config: BbrConfig) -> BbrConfig {
     BbrConfig {
         probe_wait: Duration::from_secs(2),
+        cruise_rounds_per_packet: 1.0,
         ..config
     }
 }
@@ -135,19 +136,24 @@ fn share_beside_reno(config: BbrConfig, path: &str, secs: u64) -> f64 {
 const SHALLOW_100_MBIT: &str = "delay=25ms,rate=100mbit,queue=0.25bdp";
 
 #[test]
-fn a_probe_wait_keeps_bbr3_within_twice_renos_share_at_100_mbit() {
+fn on_a_long_fat_path_probes_leave_reno_its_share() {
     // Probing every 8 rounds (400 ms here), bbr3 takes 3.5x Reno's share: each probe raises
-    // its loss bound into the room Reno leaves while it slowly regrows its window.
+    // its loss bound into the room Reno leaves while it slowly regrows its window. The
+    // default cruises one round per 8 packets of the path (53 here) between probes.
+    let every_8_rounds = BbrConfig {
+        cruise_rounds_per_packet: 0.0,
+        ..BbrConfig::default()
+    };
+    let eager = share_beside_reno(every_8_rounds, SHALLOW_100_MBIT, 20);
+    let default = share_beside_reno(BbrConfig::default(), SHALLOW_100_MBIT, 20);
     let waited = share_beside_reno(waiting(BbrConfig::default()), SHALLOW_100_MBIT, 20);
-    let eager = share_beside_reno(BbrConfig::default(), SHALLOW_100_MBIT, 20);
-    assert!(
-        (0.5..=2.0).contains(&waited),
-        "share {waited:.2} with a wait"
-    );
-    assert!(
-        waited < eager,
-        "share {waited:.2} with a wait, {eager:.2} without"
-    );
+    for (share, what) in [(default, "the default"), (waited, "a 2 s wait")] {
+        assert!((0.5..=2.0).contains(&share), "share {share:.2} with {what}");
+        assert!(
+            share < eager,
+            "share {share:.2} with {what}, {eager:.2} every 8 rounds"
+        );
+    }
 }
 
 #[test]
@@ -170,11 +176,7 @@ fn the_short_term_model_gives_way_to_reno_sooner() {
 fn bandwidth_probes_come_seconds_apart() {
     let ms = Duration::from_millis;
     // A bulk sender on a 50 ms path that delivers at most 100 packets a round trip, for 20 s.
-    let probes = |probe_wait: Duration| {
-        let config = BbrConfig {
-            probe_wait,
-            ..BbrConfig::default()
-        };
+    let probes = |config: BbrConfig| {
         let mut b = Bbr::new(config, 1200);
         let mut t = Instant::now();
         let (mut probes, mut was_up) = (0, false);
@@ -196,10 +198,19 @@ fn bandwidth_probes_come_seconds_apart() {
         probes
     };
     // 2 to 3 s apart (BBRv3), or at 63 rounds (3.15 s) at the latest.
-    let waited = probes(waiting(BbrConfig::default()).probe_wait);
+    let waited = probes(waiting(BbrConfig::default()));
     assert!((5..=10).contains(&waited), "{waited} probes in 20 s");
+    // Half a round per packet of the 100-packet pipe: 50 rounds of cruise, 52 a cycle.
+    let scaled = probes(BbrConfig {
+        cruise_rounds_per_packet: 0.5,
+        ..BbrConfig::default()
+    });
+    assert!((5..=9).contains(&scaled), "{scaled} probes in 20 s");
     // Without a wait, one every 8 rounds.
-    let eager = probes(Duration::ZERO);
+    let eager = probes(BbrConfig {
+        cruise_rounds_per_packet: 0.0,
+        ..BbrConfig::default()
+    });
     assert!(eager >= 40, "{eager} probes in 20 s without a wait");
 }
 
