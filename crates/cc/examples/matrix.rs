@@ -10,7 +10,7 @@
 //! `--cruise-rounds-per-packet` and `--short-term` set bbr3's `BbrConfig::queue_quantile`,
 //! `probe_wait`, `cruise_rounds_per_packet` and `short_term` (to compare a setting with the
 //! default side by side). A `--probe-wait-ms` above 0 also sets 1 round per packet, BBRv3's
-//! bound (`--cruise-rounds-per-packet` after it overrides that).
+//! bound (`--cruise-rounds-per-packet` overrides that).
 
 use std::time::Duration;
 
@@ -46,37 +46,32 @@ fn main() {
         .and_then(|i| args.get(i + 1).cloned());
     let pairs_only = args.iter().any(|a| a == "--pairs-only");
     let mut bbr = BbrConfig::default();
-    if let Some(i) = args.iter().position(|a| a == "--queue-quantile") {
-        match args.get(i + 1).and_then(|v| v.parse::<f64>().ok()) {
-            Some(q) if (0.0..=1.0).contains(&q) => bbr.queue_quantile = q,
-            _ => {
-                eprintln!("--queue-quantile needs a number from 0 to 1");
-                std::process::exit(2);
-            }
+    if let Some(q) = flag(
+        &args,
+        "--queue-quantile",
+        "a number from 0 to 1",
+        |q: &f64| (0.0..=1.0).contains(q),
+    ) {
+        bbr.queue_quantile = q;
+    }
+    if let Some(ms) = flag(
+        &args,
+        "--probe-wait-ms",
+        "a whole number of milliseconds",
+        |_| true,
+    ) {
+        bbr.probe_wait = Duration::from_millis(ms);
+        if ms > 0 {
+            bbr.cruise_rounds_per_packet = 1.0;
         }
     }
-    if let Some(i) = args.iter().position(|a| a == "--probe-wait-ms") {
-        match args.get(i + 1).and_then(|v| v.parse::<u64>().ok()) {
-            Some(ms) => {
-                bbr.probe_wait = Duration::from_millis(ms);
-                if ms > 0 {
-                    bbr.cruise_rounds_per_packet = 1.0;
-                }
-            }
-            None => {
-                eprintln!("--probe-wait-ms needs a whole number of milliseconds");
-                std::process::exit(2);
-            }
-        }
-    }
-    if let Some(i) = args.iter().position(|a| a == "--cruise-rounds-per-packet") {
-        match args.get(i + 1).and_then(|v| v.parse::<f64>().ok()) {
-            Some(f) if f >= 0.0 => bbr.cruise_rounds_per_packet = f,
-            _ => {
-                eprintln!("--cruise-rounds-per-packet needs a number of at least 0");
-                std::process::exit(2);
-            }
-        }
+    if let Some(f) = flag(
+        &args,
+        "--cruise-rounds-per-packet",
+        "a number of at least 0",
+        |f: &f64| *f >= 0.0,
+    ) {
+        bbr.cruise_rounds_per_packet = f;
     }
     if args.iter().any(|a| a == "--short-term") {
         bbr.short_term = true;
@@ -136,6 +131,24 @@ fn main() {
         ) {
             eprintln!("cannot write {path}: {e}");
             std::process::exit(1);
+        }
+    }
+}
+
+/// The value after `name` in `args`, if the flag is there; exits with a message naming `what`
+/// it needs when the value is missing, does not parse or fails `valid`.
+fn flag<T: std::str::FromStr>(
+    args: &[String],
+    name: &str,
+    what: &str,
+    valid: impl Fn(&T) -> bool,
+) -> Option<T> {
+    let i = args.iter().position(|a| a == name)?;
+    match args.get(i + 1).and_then(|v| v.parse::<T>().ok()) {
+        Some(v) if valid(&v) => Some(v),
+        _ => {
+            eprintln!("{name} needs {what}");
+            std::process::exit(2);
         }
     }
 }

@@ -72,24 +72,22 @@ pub fn server_endpoint(
     config.transport_config(Arc::new(
         settings.transport_config().map_err(ConnectError::Config)?,
     ));
-    let sockets = settings
+    let mut sockets = settings
         .bind_udp_group(addr, settings.server_endpoints)
-        .map_err(|e| ConnectError::socket(format!("cannot bind UDP {addr}"), e))?;
-    let mut endpoints = Vec::with_capacity(sockets.len());
-    let mut socket_buffers = None;
-    for (socket, buffers) in sockets {
-        socket_buffers.get_or_insert(buffers);
-        endpoints.push(endpoint_on(socket, settings, Some(config.clone()))?);
-    }
-    let mut endpoints = endpoints.into_iter();
-    let (Some(endpoint), Some(socket_buffers)) = (endpoints.next(), socket_buffers) else {
+        .map_err(|e| ConnectError::socket(format!("cannot bind UDP {addr}"), e))?
+        .into_iter();
+    let Some((first, socket_buffers)) = sockets.next() else {
         return Err(ConnectError::Config("no UDP socket was bound".into()).into());
     };
+    let endpoint = endpoint_on(first, settings, Some(config.clone()))?;
+    let more = sockets
+        .map(|(socket, _)| endpoint_on(socket, settings, Some(config.clone())))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(ServerEndpoint {
         endpoint,
         socket_buffers,
         config,
-        more: endpoints.collect(),
+        more,
     })
 }
 
@@ -908,8 +906,7 @@ impl Incomings {
     /// Accepts on every endpoint; with more than one, a task per endpoint hands its incoming
     /// connections on (it ends when its endpoint closes, and the listener's `accept` returns
     /// `None` once all have).
-    fn new(endpoints: Vec<quinn::Endpoint>) -> Incomings {
-        let mut endpoints = endpoints;
+    fn new(mut endpoints: Vec<quinn::Endpoint>) -> Incomings {
         if endpoints.len() == 1 {
             if let Some(endpoint) = endpoints.pop() {
                 return Incomings::One(endpoint);
