@@ -534,8 +534,10 @@ fn requests_in_rejected_zero_rtt_are_sent_again_not_lost() {
     c.limit = Limit::Duration(Duration::from_millis(2500));
     c.connect_timeout = Duration::from_millis(300);
     // Open loop, so that the few attempts that fail while the server restarts use up only a
-    // few of the old tickets (rustls keeps 8; every attempt takes one).
-    c.rate = Some(40.0);
+    // few of the old tickets (rustls keeps 8; every attempt takes one). At 40 a second the
+    // tickets lasted 200 ms of restart, and a loaded 2-core CI machine once took longer (no
+    // 0-RTT left to reject); at 10 a second they last 800 ms.
+    c.rate = Some(10.0);
     let runner = std::thread::spawn(move || load::run(&c));
     std::thread::sleep(Duration::from_millis(800));
     first.stop();
