@@ -23,6 +23,7 @@ use crate::handshake::{
     negotiate, Capabilities, HandshakeRequest, HandshakeResponse, PROTOCOL_VERSION,
 };
 use crate::messages::{AgentResponse, Cancel, FlowControl, HealthStatus, MetricsReport};
+use crate::text::Text;
 
 /// What an agent announces and accepts.
 #[derive(Debug, Clone)]
@@ -62,7 +63,7 @@ pub enum AgentEvent {
     /// An event to handle; answer with [`AgentSession::respond`].
     Request {
         /// Its correlation id (from the event itself).
-        correlation_id: String,
+        correlation_id: Text,
         /// The event.
         event: Event,
     },
@@ -208,7 +209,7 @@ impl AgentSession {
             }
             _ => match Event::decode(kind, encoding, payload) {
                 Ok(Some(event)) => self.events.push_back(AgentEvent::Request {
-                    correlation_id: event.correlation_id().to_string(),
+                    correlation_id: event.correlation_id().clone(),
                     event,
                 }),
                 Ok(None) => return Err(ProtocolError::Unexpected(kind)),
@@ -280,9 +281,9 @@ impl AgentSession {
     fn fail(&mut self, error: ProtocolError) -> ProtocolError {
         if !matches!(self.state, State::Closed) {
             let status = HealthStatus {
-                agent_id: self.config.capabilities.agent_id.clone(),
+                agent_id: self.config.capabilities.agent_id.as_str().into(),
                 state: crate::messages::HealthState::Unhealthy as i64,
-                message: Some(format!("protocol error, closing the connection: {error}")),
+                message: Some(format!("protocol error, closing the connection: {error}").into()),
                 in_flight: 0,
                 timestamp_ms: 0,
             };

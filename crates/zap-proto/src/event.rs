@@ -14,6 +14,7 @@ use crate::messages::{
     BinBody, BodyChunkEvent, ConfigureEvent, GuardrailInspectEvent, RequestCompleteEvent,
     RequestHeadersEvent, ResponseHeadersEvent, WebSocketFrameEvent,
 };
+use crate::text::Text;
 
 /// An event for the agent.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,7 +63,7 @@ impl Event {
     }
 
     /// The request this event belongs to.
-    pub fn correlation_id(&self) -> &str {
+    pub fn correlation_id(&self) -> &Text {
         match self {
             Event::RequestHeaders(e) => &e.metadata.correlation_id,
             Event::RequestBodyChunk(e) | Event::ResponseBodyChunk(e) => &e.correlation_id,

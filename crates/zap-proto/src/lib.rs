@@ -29,6 +29,7 @@ pub mod frame;
 pub mod handshake;
 pub mod messages;
 pub mod proxy;
+pub mod text;
 
 pub use encoding::{CodecError, Encoding};
 pub use event::{recover_correlation_id, BodyWire, Event};

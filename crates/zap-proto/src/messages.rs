@@ -5,7 +5,8 @@
 //! - Body bytes ([`Body`]) are bytes. Text is base64 and must decode (the reference falls back
 //!   to the raw text); MessagePack `bin` is taken as raw bytes whatever they are (the reference
 //!   agent fails to decode non-UTF-8 `bin` and answers "allow" without its handler).
-//! - Maps are `BTreeMap`, so what this side writes has one byte order.
+//! - Maps are `BTreeMap`, and [`Headers`] a list in insertion order, so what this side writes
+//!   has one byte order.
 //!
 //! This module owns these types; it must not know frames or connections.
 
@@ -17,37 +18,36 @@ use bytes::Bytes;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Headers: name → values.
-pub type Headers = BTreeMap<String, Vec<String>>;
+pub use crate::text::{Headers, Text};
 
 /// Request metadata; the request headers event carries the correlation id here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestMetadata {
     /// Ties every event and answer of one request together.
-    pub correlation_id: String,
+    pub correlation_id: Text,
     /// The proxy's request id.
-    pub request_id: String,
+    pub request_id: Text,
     /// Client address.
-    pub client_ip: String,
+    pub client_ip: Text,
     /// Client port.
     pub client_port: u16,
     /// TLS SNI or Host.
-    pub server_name: Option<String>,
+    pub server_name: Option<Text>,
     /// `HTTP/1.1`, `HTTP/2`, ...
-    pub protocol: String,
+    pub protocol: Text,
     /// TLS version, if any.
-    pub tls_version: Option<String>,
+    pub tls_version: Option<Text>,
     /// TLS cipher, if any.
-    pub tls_cipher: Option<String>,
+    pub tls_cipher: Option<Text>,
     /// Route matched.
-    pub route_id: Option<String>,
+    pub route_id: Option<Text>,
     /// Upstream chosen.
-    pub upstream_id: Option<String>,
+    pub upstream_id: Option<Text>,
     /// Request start (RFC 3339).
-    pub timestamp: String,
+    pub timestamp: Text,
     /// W3C trace parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traceparent: Option<String>,
+    pub traceparent: Option<Text>,
 }
 
 impl RequestMetadata {
@@ -71,7 +71,7 @@ impl RequestMetadata {
             tls_cipher: None,
             route_id: None,
             upstream_id: None,
-            timestamp: String::new(),
+            timestamp: Text::default(),
             traceparent: None,
         }
     }
@@ -83,9 +83,9 @@ pub struct RequestHeadersEvent {
     /// Metadata, with the correlation id.
     pub metadata: RequestMetadata,
     /// Method.
-    pub method: String,
+    pub method: Text,
     /// URI.
-    pub uri: String,
+    pub uri: Text,
     /// Headers.
     pub headers: Headers,
 }
@@ -141,7 +141,7 @@ impl<'de> Deserialize<'de> for Body {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BodyChunkEvent {
     /// The request.
-    pub correlation_id: String,
+    pub correlation_id: Text,
     /// The bytes.
     pub data: Body,
     /// Whether this is the last chunk.
@@ -163,7 +163,7 @@ pub struct BodyChunkEvent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResponseHeadersEvent {
     /// The request.
-    pub correlation_id: String,
+    pub correlation_id: Text,
     /// HTTP status.
     pub status: u16,
     /// Headers.
@@ -174,7 +174,7 @@ pub struct ResponseHeadersEvent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestCompleteEvent {
     /// The request.
-    pub correlation_id: String,
+    pub correlation_id: Text,
     /// Final status.
     pub status: u16,
     /// Duration, ms.
@@ -186,16 +186,16 @@ pub struct RequestCompleteEvent {
     /// Upstream attempts.
     pub upstream_attempts: u32,
     /// Error, if the request failed.
-    pub error: Option<String>,
+    pub error: Option<Text>,
 }
 
 /// 0x15: one WebSocket frame.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WebSocketFrameEvent {
     /// The connection's request.
-    pub correlation_id: String,
+    pub correlation_id: Text,
     /// Opcode (`text`, `binary`, `close`, `ping`, `pong`, `continuation`).
-    pub opcode: String,
+    pub opcode: Text,
     /// Payload, base64.
     pub data: Body,
     /// Client → server.
@@ -205,32 +205,32 @@ pub struct WebSocketFrameEvent {
     /// FIN bit.
     pub fin: bool,
     /// Route, if any.
-    pub route_id: Option<String>,
+    pub route_id: Option<Text>,
     /// Client address.
-    pub client_ip: String,
+    pub client_ip: Text,
 }
 
 /// 0x16: content for guardrail inspection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GuardrailInspectEvent {
     /// The request.
-    pub correlation_id: String,
+    pub correlation_id: Text,
     /// `prompt_injection` or `pii_detection`.
-    pub inspection_type: String,
+    pub inspection_type: Text,
     /// The text to inspect.
-    pub content: String,
+    pub content: Text,
     /// Model, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<Text>,
     /// Categories to check.
     #[serde(default)]
-    pub categories: Vec<String>,
+    pub categories: Vec<Text>,
     /// Route, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub route_id: Option<String>,
+    pub route_id: Option<Text>,
     /// Extra context.
     #[serde(default)]
-    pub metadata: BTreeMap<String, String>,
+    pub metadata: BTreeMap<Text, Text>,
 }
 
 /// 0x17: configuration pushed to the agent.
@@ -238,13 +238,13 @@ pub struct GuardrailInspectEvent {
 pub struct ConfigureEvent {
     /// The request (the reference puts one at the top level).
     #[serde(default)]
-    pub correlation_id: String,
+    pub correlation_id: Text,
     /// The configuration.
     #[serde(default)]
     pub config: serde_json::Value,
     /// Its version, if any.
     #[serde(default)]
-    pub config_version: Option<String>,
+    pub config_version: Option<Text>,
 }
 
 /// The agent's decision.
@@ -535,7 +535,7 @@ impl Serialize for CustomWithCid<'_> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cancel {
     /// The request.
-    pub correlation_id: String,
+    pub correlation_id: Text,
     /// Why (the reference's `CancelReason` as a number: 0 client disconnect, 1 timeout,
     /// 2 blocked by agent, 3 upstream error, 4 proxy shutdown, 5 manual).
     #[serde(default)]
@@ -571,12 +571,12 @@ pub enum HealthState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HealthStatus {
     /// The agent.
-    pub agent_id: String,
+    pub agent_id: Text,
     /// [`HealthState`] as a number.
     pub state: i64,
     /// Why, for anything but healthy.
     #[serde(default)]
-    pub message: Option<String>,
+    pub message: Option<Text>,
     /// Requests in flight on this connection.
     #[serde(default)]
     pub in_flight: u32,
@@ -611,13 +611,13 @@ pub struct FlowControl {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CounterMetric {
     /// Name.
-    pub name: String,
+    pub name: Text,
     /// Help text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub help: Option<String>,
+    pub help: Option<Text>,
     /// Labels.
     #[serde(default)]
-    pub labels: BTreeMap<String, String>,
+    pub labels: BTreeMap<Text, Text>,
     /// Value.
     pub value: u64,
 }
@@ -626,13 +626,13 @@ pub struct CounterMetric {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GaugeMetric {
     /// Name.
-    pub name: String,
+    pub name: Text,
     /// Help text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub help: Option<String>,
+    pub help: Option<Text>,
     /// Labels.
     #[serde(default)]
-    pub labels: BTreeMap<String, String>,
+    pub labels: BTreeMap<Text, Text>,
     /// Value.
     pub value: f64,
 }
@@ -641,7 +641,7 @@ pub struct GaugeMetric {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricsReport {
     /// The agent.
-    pub agent_id: String,
+    pub agent_id: Text,
     /// When, ms since the epoch.
     pub timestamp_ms: u64,
     /// Interval covered, ms.

@@ -11,7 +11,6 @@
 //! This module owns that state; it must not do I/O or read a clock.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -24,6 +23,7 @@ use crate::handshake::{Capabilities, HandshakeRequest, HandshakeResponse, PROTOC
 use crate::messages::{
     AgentResponse, Cancel, FlowAction, FlowControl, HealthStatus, MetricsReport, Ping,
 };
+use crate::text::Text;
 
 /// How a proxy connection behaves.
 #[derive(Debug, Clone)]
@@ -161,11 +161,11 @@ pub struct ProxySession {
     out: BytesMut,
     events: VecDeque<ProxyEvent>,
     /// Events in flight: correlation id → the send's number.
-    pending: HashMap<Arc<str>, u64>,
+    pending: HashMap<Text, u64>,
     /// Deadlines in send order (one timeout for all, so also in deadline order), with the
     /// send's number; entries whose event was answered are skipped and dropped as they reach
     /// the front.
-    deadlines: VecDeque<(Instant, u64, Arc<str>)>,
+    deadlines: VecDeque<(Instant, u64, Text)>,
     next_seq: u64,
     settled: VecDeque<String>,
     body_wire: BodyWire,
@@ -229,7 +229,7 @@ impl ProxySession {
             return Err(ProxySendError::NotReady);
         };
         let cid = event.correlation_id();
-        if self.pending.contains_key(cid) {
+        if self.pending.contains_key(cid.as_str()) {
             return Err(ProxySendError::Busy(cid.to_string()));
         }
         let body = self.body_wire;
@@ -240,7 +240,7 @@ impl ProxySession {
         })?;
         let deadline = now + self.config.request_timeout;
         self.next_seq += 1;
-        let cid: Arc<str> = Arc::from(cid);
+        let cid = cid.clone();
         self.pending.insert(cid.clone(), self.next_seq);
         self.deadlines.push_back((deadline, self.next_seq, cid));
         Ok(())
@@ -323,10 +323,10 @@ impl ProxySession {
             let Some((_, seq, cid)) = self.deadlines.pop_front() else {
                 break;
             };
-            if self.pending.get(&*cid) != Some(&seq) {
+            if self.pending.get(cid.as_str()) != Some(&seq) {
                 continue; // answered or cancelled
             }
-            self.pending.remove(&*cid);
+            self.pending.remove(cid.as_str());
             self.send_cancel(&cid, 1, unix_ms);
             self.remember_settled(cid.to_string());
             self.events.push_back(ProxyEvent::TimedOut {
@@ -341,7 +341,7 @@ impl ProxySession {
     /// in flight.
     fn drop_settled_deadlines(&mut self) {
         while let Some((_, seq, cid)) = self.deadlines.front() {
-            if self.pending.get(&**cid) == Some(seq) {
+            if self.pending.get(cid.as_str()) == Some(seq) {
                 return;
             }
             self.deadlines.pop_front();
@@ -428,7 +428,9 @@ impl ProxySession {
             // An agent that breaks the protocol before the handshake may still say why.
             if kind == MessageType::HealthStatus {
                 if let Ok(status) = Encoding::Json.decode::<HealthStatus>(payload) {
-                    return Err(ProxyError::Handshake(status.message.unwrap_or_default()));
+                    return Err(ProxyError::Handshake(
+                        status.message.map(String::from).unwrap_or_default(),
+                    ));
                 }
             }
             return Err(ProxyError::Handshake(format!(

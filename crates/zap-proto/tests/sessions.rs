@@ -83,7 +83,7 @@ fn headers(cid: &str) -> Event {
         metadata: RequestMetadata::new(cid, "127.0.0.1"),
         method: "GET".into(),
         uri: "/".into(),
-        headers: [("host".to_string(), vec!["example.com".to_string()])].into(),
+        headers: [("host", ["example.com"])].into_iter().collect(),
     })
 }
 
@@ -148,7 +148,7 @@ fn answers_come_back_in_any_order_matched_by_the_events_own_id() {
             .agent_events()
             .into_iter()
             .map(|e| match e {
-                AgentEvent::Request { correlation_id, .. } => correlation_id,
+                AgentEvent::Request { correlation_id, .. } => correlation_id.into(),
                 other => panic!("unexpected {other:?}"),
             })
             .collect();

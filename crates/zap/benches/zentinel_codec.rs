@@ -11,12 +11,12 @@
 //! `cargo bench -p agentwire-zap --bench zentinel_codec`; CI runs each routine once as a
 //! build check (`cargo test -p agentwire-zap --benches`), never as a timing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hint::black_box;
 
 use agentwire_zap_proto::messages::{
     Body, BodyChunkEvent, CounterMetric, GaugeMetric, HealthStatus, MetricsReport,
-    RequestHeadersEvent, RequestMetadata,
+    RequestHeadersEvent, RequestMetadata, Text,
 };
 use agentwire_zap_proto::{BodyWire, Encoding, Event, MessageType};
 use base64::Engine as _;
@@ -101,10 +101,7 @@ fn ours(s: &Sample) -> Event {
         },
         method: s.method.into(),
         uri: s.uri.into(),
-        headers: headers(s.large)
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
-            .collect::<BTreeMap<_, _>>(),
+        headers: headers(s.large).into_iter().collect(),
     })
 }
 
@@ -156,7 +153,7 @@ fn request_headers(c: &mut Criterion) {
             g.bench_function(format!("encode/reference/{tag}"), |b| {
                 b.iter(|| black_box(zen_enc.serialize(&zen_event).unwrap()))
             });
-            let bytes = event.encode(enc, BodyWire::Base64).unwrap();
+            let bytes = bytes::Bytes::from(event.encode(enc, BodyWire::Base64).unwrap());
             g.bench_function(format!("decode/ours/{tag}"), |b| {
                 b.iter(|| {
                     black_box(Event::decode(MessageType::RequestHeaders, enc, &bytes).unwrap())
@@ -214,7 +211,7 @@ fn body_chunks(c: &mut Criterion) {
                     black_box(zen_enc.serialize(&chunk).unwrap())
                 })
             });
-            let bytes = event.encode(enc, BodyWire::Binary).unwrap();
+            let bytes = bytes::Bytes::from(event.encode(enc, BodyWire::Binary).unwrap());
             g.bench_function(format!("decode/ours/{tag}"), |b| {
                 b.iter(|| {
                     black_box(Event::decode(MessageType::RequestBodyChunk, enc, &bytes).unwrap())
@@ -265,7 +262,7 @@ fn both_encodings<O, T>(
         g.bench_function(format!("encode/reference/{tag}"), |b| {
             b.iter(|| black_box(zen_enc.serialize(theirs).unwrap()))
         });
-        let bytes = enc.encode(ours).unwrap();
+        let bytes = bytes::Bytes::from(enc.encode(ours).unwrap());
         g.bench_function(format!("decode/ours/{tag}"), |b| {
             b.iter(|| black_box(enc.decode::<O>(&bytes).unwrap()))
         });
@@ -314,22 +311,22 @@ fn metrics_reports(c: &mut Criterion) {
         interval_ms: 10_000,
         counters: (0..8)
             .map(|i| CounterMetric {
-                name: format!("agent_requests_{i}_total"),
+                name: format!("agent_requests_{i}_total").into(),
                 help: None,
                 labels: labels(i)
                     .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .map(|(k, v)| (Text::from(*k), Text::from(*v)))
                     .collect(),
                 value: 1000 + i as u64,
             })
             .collect(),
         gauges: (0..4)
             .map(|i| GaugeMetric {
-                name: format!("agent_in_flight_{i}"),
+                name: format!("agent_in_flight_{i}").into(),
                 help: None,
                 labels: labels(i)
                     .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .map(|(k, v)| (Text::from(*k), Text::from(*v)))
                     .collect(),
                 value: i as f64 + 0.5,
             })
@@ -342,8 +339,12 @@ fn metrics_reports(c: &mut Criterion) {
         .counters
         .iter()
         .map(|m| {
-            let mut t = zen::v2::CounterMetric::new(m.name.clone(), m.value);
-            t.labels = m.labels.clone().into_iter().collect();
+            let mut t = zen::v2::CounterMetric::new(m.name.as_str(), m.value);
+            t.labels = m
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
             t
         })
         .collect();
@@ -351,8 +352,12 @@ fn metrics_reports(c: &mut Criterion) {
         .gauges
         .iter()
         .map(|m| {
-            let mut t = zen::v2::GaugeMetric::new(m.name.clone(), m.value);
-            t.labels = m.labels.clone().into_iter().collect();
+            let mut t = zen::v2::GaugeMetric::new(m.name.as_str(), m.value);
+            t.labels = m
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
             t
         })
         .collect();

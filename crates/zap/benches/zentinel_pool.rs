@@ -14,7 +14,6 @@
 //! `cargo bench -p agentwire-zap --bench zentinel_pool`; CI runs each routine once as a build
 //! check (`cargo test -p agentwire-zap --benches`), never as a timing.
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::atomic::AtomicUsize;
@@ -42,7 +41,7 @@ fn our_event(i: usize) -> Event {
         metadata: RequestMetadata::new(&format!("b{i}"), "127.0.0.1"),
         method: "GET".into(),
         uri: "/".into(),
-        headers: BTreeMap::new(),
+        headers: Default::default(),
     })
 }
 

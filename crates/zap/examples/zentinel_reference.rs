@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use agentwire_measure::resources::{process_cpu_seconds, self_cpu_seconds};
 use agentwire_measure::stats::{new_histogram, record_us, summarize};
+use agentwire_zap::proto::messages::Text;
 use agentwire_zap::proto::Event;
 use zentinel_agent_protocol as zen;
 use zentinel_agent_protocol::v2::{
@@ -61,24 +62,30 @@ fn zen_event(n: u64) -> zen::RequestHeadersEvent {
         unreachable!("body size 0 makes request headers")
     };
     let m = ours.metadata;
+    let s = |t: Text| String::from(t);
+    let opt = |t: Option<Text>| t.map(String::from);
     zen::RequestHeadersEvent {
         metadata: zen::RequestMetadata {
-            correlation_id: m.correlation_id,
-            request_id: m.request_id,
-            client_ip: m.client_ip,
+            correlation_id: s(m.correlation_id),
+            request_id: s(m.request_id),
+            client_ip: s(m.client_ip),
             client_port: m.client_port,
-            server_name: m.server_name,
-            protocol: m.protocol,
-            tls_version: m.tls_version,
-            tls_cipher: m.tls_cipher,
-            route_id: m.route_id,
-            upstream_id: m.upstream_id,
-            timestamp: m.timestamp,
-            traceparent: m.traceparent,
+            server_name: opt(m.server_name),
+            protocol: s(m.protocol),
+            tls_version: opt(m.tls_version),
+            tls_cipher: opt(m.tls_cipher),
+            route_id: opt(m.route_id),
+            upstream_id: opt(m.upstream_id),
+            timestamp: s(m.timestamp),
+            traceparent: opt(m.traceparent),
         },
-        method: ours.method,
-        uri: ours.uri,
-        headers: ours.headers.into_iter().collect::<HashMap<_, _>>(),
+        method: s(ours.method),
+        uri: s(ours.uri),
+        headers: ours
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.iter().map(Text::to_string).collect()))
+            .collect::<HashMap<_, _>>(),
     }
 }
 

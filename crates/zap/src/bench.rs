@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use agentwire_measure::resources::{process_cpu_seconds, self_cpu_seconds};
 use agentwire_measure::stats::{new_histogram, record_us, summarize};
 use agentwire_measure::LatencySummary;
-use agentwire_zap_proto::messages::{Body, BodyChunkEvent, RequestHeadersEvent, RequestMetadata};
+use agentwire_zap_proto::messages::{
+    Body, BodyChunkEvent, RequestHeadersEvent, RequestMetadata, Text,
+};
 use agentwire_zap_proto::{Encoding, Event};
 use serde::Serialize;
 
@@ -82,7 +84,7 @@ pub fn event(n: u64, body_size: usize) -> Event {
     if body_size > 0 {
         let data: Vec<u8> = (0..body_size).map(|i| (i % 256) as u8).collect();
         return Event::RequestBodyChunk(BodyChunkEvent {
-            correlation_id: cid,
+            correlation_id: cid.into(),
             data: Body(data.into()),
             is_last: true,
             total_size: Some(body_size as u64),
@@ -97,7 +99,7 @@ pub fn event(n: u64, body_size: usize) -> Event {
         ("accept", "*/*"),
     ]
     .into_iter()
-    .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
+    .map(|(k, v)| (Text::const_new(k), vec![Text::const_new(v)]))
     .collect();
     Event::RequestHeaders(RequestHeadersEvent {
         metadata: RequestMetadata {

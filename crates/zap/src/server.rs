@@ -24,7 +24,7 @@ use agentwire_zap_proto::agent::{AgentConfig, AgentEvent, AgentSession};
 use agentwire_zap_proto::messages::{
     BodyChunkEvent, ConfigureEvent, CounterMetric, FlowAction, FlowControl, GaugeMetric,
     GuardrailInspectEvent, HealthState, HealthStatus, MetricsReport, RequestCompleteEvent,
-    RequestHeadersEvent, ResponseHeadersEvent, WebSocketDecision, WebSocketFrameEvent,
+    RequestHeadersEvent, ResponseHeadersEvent, Text, WebSocketDecision, WebSocketFrameEvent,
 };
 use agentwire_zap_proto::{AgentResponse, Event};
 use futures_util::FutureExt;
@@ -274,7 +274,7 @@ fn send_answer(
 
 /// A handler's task, finished: its event's id, its number, its answer.
 struct Done {
-    cid: String,
+    cid: Text,
     task: u64,
     response: Option<AgentResponse>,
 }
@@ -289,7 +289,7 @@ async fn serve_connection<H: Handler>(
     let mut session = AgentSession::new(config.agent.clone());
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
     // Running handlers by correlation id (a request may have several events in flight).
-    let mut running: HashMap<String, Vec<(u64, AbortHandle)>> = HashMap::new();
+    let mut running: HashMap<Text, Vec<(u64, AbortHandle)>> = HashMap::new();
     let mut in_flight = 0usize;
     let mut next_task = 0u64;
     let mut paused = false;
@@ -302,9 +302,9 @@ async fn serve_connection<H: Handler>(
     }
     let resume_at = config.max_in_flight / 2;
     let status = |state: HealthState, in_flight: usize, message: Option<String>| HealthStatus {
-        agent_id: agent_id.clone(),
+        agent_id: agent_id.as_str().into(),
         state: state as i64,
-        message,
+        message: message.map(Text::from),
         in_flight: in_flight as u32,
         timestamp_ms: unix_ms(),
     };
@@ -400,7 +400,7 @@ async fn serve_connection<H: Handler>(
                 let interval = config.metrics_interval.unwrap_or_default();
                 let counter = |name: &str, v: &AtomicU64| CounterMetric { name: name.into(), help: None, labels: Default::default(), value: v.load(Ordering::Relaxed) };
                 let report = MetricsReport {
-                    agent_id: agent_id.clone(),
+                    agent_id: agent_id.as_str().into(),
                     timestamp_ms: unix_ms(),
                     interval_ms: interval.as_millis() as u64,
                     counters: vec![

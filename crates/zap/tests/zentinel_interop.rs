@@ -65,7 +65,7 @@ impl Handler for Tagging {
         let mut r = AgentResponse::allow();
         r.request_headers.push(HeaderOp::Set {
             name: "x-seen-uri".into(),
-            value: e.uri,
+            value: e.uri.into(),
         });
         r
     }
@@ -285,8 +285,8 @@ async fn start_reference(path: &Path, refuse: bool) {
 }
 
 fn our_headers(cid: &str, uri: &str) -> Event {
-    let mut h = std::collections::BTreeMap::new();
-    h.insert("host".to_string(), vec!["example.com".to_string()]);
+    let mut h = ours::Headers::new();
+    h.insert("host", ["example.com"]);
     Event::RequestHeaders(ours::RequestHeadersEvent {
         metadata: ours::RequestMetadata::new(cid, "127.0.0.1"),
         method: "GET".into(),
