@@ -25,6 +25,9 @@ pub enum CodecError {
     /// JSON.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// JSON, from the SIMD parser and writer.
+    #[error("JSON: {0}")]
+    FastJson(#[from] sonic_rs::Error),
     /// MessagePack decoding.
     #[error("MessagePack: {0}")]
     MsgPackDecode(#[from] rmp_serde::decode::Error),
@@ -89,7 +92,7 @@ impl Encoding {
             let mut buf = scratch.borrow_mut();
             buf.clear();
             let written = match self {
-                Encoding::Json => serde_json::to_writer(&mut *buf, value).map_err(CodecError::from),
+                Encoding::Json => sonic_rs::to_writer(&mut *buf, value).map_err(CodecError::from),
                 Encoding::MsgPack => {
                     rmp_serde::encode::write_named(&mut *buf, value).map_err(CodecError::from)
                 }
@@ -108,7 +111,7 @@ impl Encoding {
     /// Decodes `bytes`.
     pub fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, CodecError> {
         Ok(match self {
-            Encoding::Json => serde_json::from_slice(bytes)?,
+            Encoding::Json => sonic_rs::from_slice(bytes)?,
             Encoding::MsgPack => rmp_serde::from_slice(bytes)?,
         })
     }
@@ -121,5 +124,68 @@ impl Encoding {
             Err(e) if self == Encoding::Json => Err(e),
             Err(e) => serde_json::from_slice(bytes).map_err(|_| e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::{Body, BodyChunkEvent, RequestHeadersEvent, RequestMetadata};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// JSON goes through a SIMD parser and writer here, while the reference crate uses
+        /// `serde_json`: for any strings (control characters, quotes, any Unicode) and bytes,
+        /// each reads the other's output back to the same value.
+        #[test]
+        fn json_reads_and_is_read_by_serde_json(
+            cid in any::<String>(),
+            uri in any::<String>(),
+            headers in proptest::collection::vec((any::<String>(), proptest::collection::vec(any::<String>(), 0..3)), 0..6),
+            body in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let event = RequestHeadersEvent {
+                metadata: RequestMetadata::new(&cid, "::1"),
+                method: "GET".into(),
+                uri: uri.as_str().into(),
+                headers: headers.iter().map(|(n, v)| (n.as_str(), v.iter().map(String::as_str))).collect(),
+            };
+            let ours = Encoding::Json.encode(&event).unwrap();
+            let by_serde_json: RequestHeadersEvent = serde_json::from_slice(&ours).unwrap();
+            prop_assert_eq!(&by_serde_json, &event);
+            let theirs = serde_json::to_vec(&event).unwrap();
+            prop_assert_eq!(&Encoding::Json.decode::<RequestHeadersEvent>(&theirs).unwrap(), &event);
+            let chunk = BodyChunkEvent {
+                correlation_id: cid.as_str().into(),
+                data: Body(body.into()),
+                is_last: true,
+                total_size: None,
+                chunk_index: 0,
+                bytes_received: None,
+                bytes_sent: None,
+            };
+            let ours = Encoding::Json.encode(&chunk).unwrap();
+            prop_assert_eq!(&serde_json::from_slice::<BodyChunkEvent>(&ours).unwrap(), &chunk);
+            let theirs = serde_json::to_vec(&chunk).unwrap();
+            prop_assert_eq!(&Encoding::Json.decode::<BodyChunkEvent>(&theirs).unwrap(), &chunk);
+        }
+    }
+
+    #[test]
+    fn broken_json_and_broken_base64_are_errors() {
+        assert!(Encoding::Json
+            .decode::<RequestMetadata>(br#"{"correlation_id":"#)
+            .is_err());
+        assert!(Encoding::Json
+            .decode::<BodyChunkEvent>(
+                br#"{"correlation_id":"c","data":"no base64!","is_last":true,"total_size":null}"#
+            )
+            .is_err());
+        let mut not_utf8 = br#"{"correlation_id":"c"#.to_vec();
+        not_utf8.extend_from_slice(&[0xff, 0xfe]);
+        not_utf8.extend_from_slice(br#"","reason":0}"#);
+        assert!(Encoding::Json
+            .decode::<crate::messages::Cancel>(&not_utf8)
+            .is_err());
     }
 }

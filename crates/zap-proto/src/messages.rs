@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use base64::Engine as _;
 use bytes::Bytes;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -98,7 +97,7 @@ pub struct Body(pub Bytes);
 
 impl Serialize for Body {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+        s.serialize_str(&base64_simd::STANDARD.encode_to_string(&self.0))
     }
 }
 
@@ -121,8 +120,8 @@ impl<'de> Deserialize<'de> for Body {
                 f.write_str("body bytes: base64 text or binary")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Body, E> {
-                base64::engine::general_purpose::STANDARD
-                    .decode(v)
+                base64_simd::STANDARD
+                    .decode_to_vec(v)
                     .map(|b| Body(Bytes::from(b)))
                     .map_err(|e| E::custom(format!("body is not base64: {e}")))
             }
