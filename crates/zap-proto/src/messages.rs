@@ -17,7 +17,7 @@ use bytes::Bytes;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-pub use crate::text::{Headers, Text};
+pub use crate::text::{Headers, Labels, Text};
 
 /// Request metadata; the request headers event carries the correlation id here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -616,7 +616,7 @@ pub struct CounterMetric {
     pub help: Option<Text>,
     /// Labels.
     #[serde(default)]
-    pub labels: BTreeMap<Text, Text>,
+    pub labels: Labels,
     /// Value.
     pub value: u64,
 }
@@ -631,7 +631,7 @@ pub struct GaugeMetric {
     pub help: Option<Text>,
     /// Labels.
     #[serde(default)]
-    pub labels: BTreeMap<Text, Text>,
+    pub labels: Labels,
     /// Value.
     pub value: f64,
 }

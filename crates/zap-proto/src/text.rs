@@ -1,4 +1,5 @@
-//! [`Text`]: the string type of decoded payloads, and [`Headers`]: header lists in wire order.
+//! [`Text`]: the string type of decoded payloads; [`Headers`] and [`Labels`]: maps kept as
+//! lists in wire order.
 //!
 //! Request headers, metadata and metrics are many short strings. Decoded into `String`s, each
 //! cost an allocation, a copy and a free, and headers in a `BTreeMap` cost a sorted insert
@@ -15,6 +16,7 @@
 //! This module owns these two types; it must not know message types or encodings.
 
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -124,33 +126,121 @@ impl<'a> IntoIterator for &'a Headers {
 
 impl Serialize for Headers {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.0.len()))?;
-        for (name, values) in &self.0 {
-            map.serialize_entry(name, values.as_slice())?;
-        }
-        map.end()
+        serialize_pairs(
+            s,
+            self.0.iter().map(|(n, v)| (n, v.as_slice())),
+            self.0.len(),
+        )
     }
 }
 
 impl<'de> Deserialize<'de> for Headers {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct HeadersVisitor;
-        impl<'de> Visitor<'de> for HeadersVisitor {
-            type Value = Headers;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a map of header names to arrays of values")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Headers, A::Error> {
-                // At most 256 reserved ahead: the hint comes from the peer.
-                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0).min(256));
-                while let Some(entry) = map.next_entry::<Text, HeaderValues>()? {
-                    out.push(entry);
-                }
-                Ok(Headers(out))
-            }
-        }
-        d.deserialize_map(HeadersVisitor)
+        deserialize_pairs(d, "a map of header names to arrays of values").map(Headers)
     }
+}
+
+/// Metric labels, name → value, in the order added or read (written as a map, as the
+/// reference's `HashMap`; two labels are kept inline).
+///
+/// ```
+/// use agentwire_zap_proto::text::Labels;
+/// let labels: Labels = [("agent", "waf"), ("rule", "sqli")].into_iter().collect();
+/// assert_eq!(labels.get("rule").map(|v| v.as_str()), Some("sqli"));
+/// assert_eq!(serde_json::to_string(&labels).unwrap(), r#"{"agent":"waf","rule":"sqli"}"#);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Labels(SmallVec<[(Text, Text); 2]>);
+
+impl Labels {
+    /// The value of the first label called `name`.
+    pub fn get(&self, name: &str) -> Option<&Text> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    /// Sets label `name` to `value`, replacing the first one of that name if any.
+    pub fn insert(&mut self, name: impl Into<Text>, value: impl Into<Text>) {
+        let (name, value) = (name.into(), value.into());
+        match self.0.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 = value,
+            None => self.0.push((name, value)),
+        }
+    }
+
+    /// Each label's name and value, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Text, &Text)> {
+        self.0.iter().map(|(n, v)| (n, v))
+    }
+
+    /// Labels held.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<N: Into<Text>, V: Into<Text>> FromIterator<(N, V)> for Labels {
+    fn from_iter<T: IntoIterator<Item = (N, V)>>(iter: T) -> Self {
+        let mut labels = Labels::default();
+        for (n, v) in iter {
+            labels.insert(n, v);
+        }
+        labels
+    }
+}
+
+impl Serialize for Labels {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_pairs(s, self.iter(), self.0.len())
+    }
+}
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        deserialize_pairs(d, "a map of label names to values").map(Labels)
+    }
+}
+
+/// Writes `pairs` as a map of `len` entries.
+fn serialize_pairs<'a, S, V, I>(s: S, pairs: I, len: usize) -> Result<S::Ok, S::Error>
+where
+    S: Serializer,
+    V: Serialize,
+    I: Iterator<Item = (&'a Text, V)>,
+{
+    let mut map = s.serialize_map(Some(len))?;
+    for (name, value) in pairs {
+        map.serialize_entry(name, &value)?;
+    }
+    map.end()
+}
+
+/// Reads a map into a list of its entries in wire order (duplicates kept).
+fn deserialize_pairs<'de, D, V, C>(d: D, expecting: &'static str) -> Result<C, D::Error>
+where
+    D: Deserializer<'de>,
+    V: Deserialize<'de>,
+    C: Default + Extend<(Text, V)>,
+{
+    struct PairsVisitor<V, C>(&'static str, PhantomData<(V, C)>);
+    impl<'de, V: Deserialize<'de>, C: Default + Extend<(Text, V)>> Visitor<'de> for PairsVisitor<V, C> {
+        type Value = C;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str(self.0)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<C, A::Error> {
+            let mut out = C::default();
+            while let Some(entry) = map.next_entry::<Text, V>()? {
+                out.extend(std::iter::once(entry));
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(PairsVisitor(expecting, PhantomData))
 }
 
 #[cfg(test)]
