@@ -3,7 +3,8 @@
 //! A reverse proxy hands every HTTP request to external agents (WAF, auth, rate limits, LLM
 //! guardrails) over this protocol. This crate speaks it compatibly with the reference crate
 //! (`zentinel-agent-protocol` 0.6.45, module `v2::uds`; the wire format is unchanged up to
-//! 0.6.54), with test vectors the reference produced (`tests/vectors/`):
+//! 0.6.54), with test vectors the reference produced (committed in the `agentwire-zap` crate's
+//! `tests/vectors/`, checked by its `zentinel_vectors` tests):
 //!
 //! - [`frame`]: 4-byte big-endian length (type byte + payload, at most 16 MiB), type byte,
 //!   payload;
