@@ -36,6 +36,31 @@ pub enum CodecError {
     MsgPackEncode(#[from] rmp_serde::encode::Error),
 }
 
+/// Runs `write` into a reused per-thread `Vec` and appends what it wrote to `out` (once,
+/// and only if it succeeded): many small writes cost twice as much through a `BytesMut` as
+/// into a `Vec`.
+pub(crate) fn with_scratch<E>(
+    out: &mut bytes::BytesMut,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(4096));
+    }
+    SCRATCH.with(|scratch| {
+        let mut buf = scratch.borrow_mut();
+        buf.clear();
+        let written = write(&mut buf);
+        if written.is_ok() {
+            out.extend_from_slice(&buf);
+        }
+        // Keep the scratch small after an occasional large payload.
+        if buf.capacity() > 1 << 20 {
+            *buf = Vec::with_capacity(4096);
+        }
+        written
+    })
+}
+
 impl Encoding {
     /// The name used on the wire and on the command line.
     pub fn name(self) -> &'static str {
@@ -85,26 +110,11 @@ impl Encoding {
         value: &T,
         out: &mut bytes::BytesMut,
     ) -> Result<(), CodecError> {
-        thread_local! {
-            static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(4096));
-        }
-        SCRATCH.with(|scratch| {
-            let mut buf = scratch.borrow_mut();
-            buf.clear();
-            let written = match self {
-                Encoding::Json => sonic_rs::to_writer(&mut *buf, value).map_err(CodecError::from),
-                Encoding::MsgPack => {
-                    rmp_serde::encode::write_named(&mut *buf, value).map_err(CodecError::from)
-                }
-            };
-            if written.is_ok() {
-                out.extend_from_slice(&buf);
+        with_scratch(out, |buf| match self {
+            Encoding::Json => sonic_rs::to_writer(buf, value).map_err(CodecError::from),
+            Encoding::MsgPack => {
+                rmp_serde::encode::write_named(buf, value).map_err(CodecError::from)
             }
-            // Keep the scratch small after an occasional large payload.
-            if buf.capacity() > 1 << 20 {
-                *buf = Vec::with_capacity(4096);
-            }
-            written
         })
     }
 

@@ -123,7 +123,13 @@ impl Event {
         out: &mut bytes::BytesMut,
     ) -> Result<(), CodecError> {
         match self {
-            Event::RequestHeaders(e) => encoding.encode_into(e, out),
+            Event::RequestHeaders(e) => crate::encoding::with_scratch(out, |buf| {
+                match encoding {
+                    Encoding::Json => crate::fast_write::request_headers_json(e, buf),
+                    Encoding::MsgPack => crate::fast_write::request_headers_msgpack(e, buf),
+                }
+                Ok(())
+            }),
             Event::RequestBodyChunk(e) | Event::ResponseBodyChunk(e)
                 if encoding == Encoding::MsgPack && body == BodyWire::Binary =>
             {
