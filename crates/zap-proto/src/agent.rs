@@ -337,7 +337,9 @@ impl AgentSession {
     /// Reports metrics.
     pub fn metrics(&mut self, report: &MetricsReport) -> Result<(), SendError> {
         let encoding = self.encoding().ok_or(SendError::NotOpen)?;
-        self.send(MessageType::MetricsReport, encoding, report)
+        crate::frame::encode_frame_with(MessageType::MetricsReport, &mut self.out, |out| {
+            report.encode_into(encoding, out).map_err(SendError::Encode)
+        })
     }
 
     fn send<T: serde::Serialize>(
