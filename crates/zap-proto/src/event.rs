@@ -82,7 +82,17 @@ impl Event {
         payload: &[u8],
     ) -> Result<Option<Event>, CodecError> {
         Ok(Some(match kind {
-            MessageType::RequestHeaders => Event::RequestHeaders(encoding.decode(payload)?),
+            MessageType::RequestHeaders => {
+                // The layout proxies write, read directly; anything else through serde.
+                let fast = match encoding {
+                    Encoding::Json => crate::fast_read::request_headers_json(payload),
+                    Encoding::MsgPack => crate::fast_read::request_headers_msgpack(payload),
+                };
+                match fast {
+                    Some(event) => Event::RequestHeaders(event),
+                    None => Event::RequestHeaders(encoding.decode(payload)?),
+                }
+            }
             MessageType::RequestBodyChunk => Event::RequestBodyChunk(encoding.decode(payload)?),
             MessageType::ResponseHeaders => Event::ResponseHeaders(encoding.decode(payload)?),
             MessageType::ResponseBodyChunk => Event::ResponseBodyChunk(encoding.decode(payload)?),

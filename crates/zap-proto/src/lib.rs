@@ -26,6 +26,7 @@
 pub mod agent;
 pub mod encoding;
 pub mod event;
+mod fast_read;
 mod fast_write;
 pub mod frame;
 pub mod handshake;

@@ -62,6 +62,11 @@ impl Headers {
         Headers(Vec::new())
     }
 
+    /// Headers of `pairs` as they are (duplicates kept), as read from the wire.
+    pub(crate) fn from_pairs(pairs: Vec<(Text, HeaderValues)>) -> Self {
+        Headers(pairs)
+    }
+
     /// The values of the first header called `name`.
     pub fn get(&self, name: &str) -> Option<&[Text]> {
         self.0
