@@ -93,9 +93,13 @@ impl Event {
                     None => Event::RequestHeaders(encoding.decode(payload)?),
                 }
             }
-            MessageType::RequestBodyChunk => Event::RequestBodyChunk(encoding.decode(payload)?),
+            MessageType::RequestBodyChunk => {
+                Event::RequestBodyChunk(body_chunk(encoding, payload)?)
+            }
             MessageType::ResponseHeaders => Event::ResponseHeaders(encoding.decode(payload)?),
-            MessageType::ResponseBodyChunk => Event::ResponseBodyChunk(encoding.decode(payload)?),
+            MessageType::ResponseBodyChunk => {
+                Event::ResponseBodyChunk(body_chunk(encoding, payload)?)
+            }
             MessageType::RequestComplete => Event::RequestComplete(encoding.decode(payload)?),
             MessageType::WebSocketFrame => Event::WebSocketFrame(encoding.decode(payload)?),
             MessageType::GuardrailInspect => Event::GuardrailInspect(encoding.decode(payload)?),
@@ -165,6 +169,16 @@ impl Event {
             Event::GuardrailInspect(e) => encoding.encode_into(e, out),
             Event::Configure(e) => encoding.encode_into(e, out),
         }
+    }
+}
+
+/// A body chunk: JSON in the layout peers write it read directly, anything else by serde.
+fn body_chunk(encoding: Encoding, payload: &[u8]) -> Result<BodyChunkEvent, CodecError> {
+    match encoding {
+        Encoding::Json => {
+            crate::fast_read::body_chunk_json(payload).map_or_else(|| encoding.decode(payload), Ok)
+        }
+        Encoding::MsgPack => encoding.decode(payload),
     }
 }
 

@@ -1,6 +1,6 @@
-//! Fast paths for reading the request-headers event, the one every request starts with, in
-//! the layout proxies write it (serde's: fields in declaration order, structs as maps,
-//! compact JSON).
+//! Fast paths for reading the payloads read most, in the layout peers write them (serde's:
+//! fields in declaration order, structs as maps, compact JSON): the request-headers event
+//! every request starts with, body chunks in JSON, and metrics reports.
 //!
 //! Each reader follows that layout byte by byte and gives up (`None`) at anything else: a
 //! field out of order or unknown, a JSON string with an escape, whitespace, another number
@@ -9,10 +9,15 @@
 //! same event. Measured with the `agentwire-zap` crate's `zentinel_codec` bench: see
 //! `docs/benchmarks/2026-11-26-zentinel-codec/`.
 //!
-//! This module owns those two readers; it must not decide which encoding is used.
+//! This module owns those readers; it must not decide which encoding is used.
 
-use crate::messages::{RequestHeadersEvent, RequestMetadata, Text};
-use crate::text::{HeaderValues, Headers};
+use bytes::Bytes;
+
+use crate::messages::{
+    Body, BodyChunkEvent, CounterMetric, GaugeMetric, MetricsReport, RequestHeadersEvent,
+    RequestMetadata, Text,
+};
+use crate::text::{HeaderValues, Headers, Labels};
 
 /// Reads compact JSON as serde_json writes the event, or `None`.
 pub(crate) fn request_headers_json(bytes: &[u8]) -> Option<RequestHeadersEvent> {
@@ -127,23 +132,254 @@ impl Json<'_> {
         self.str().map(Some)
     }
 
-    /// A number as serde_json writes a `u16`: no sign, no leading zero, no fraction.
+    /// A number as serde_json writes a `u16`.
     fn u16(&mut self) -> Option<u16> {
+        self.u64().and_then(|v| u16::try_from(v).ok())
+    }
+
+    /// A number as serde_json writes an unsigned integer: no sign, no leading zero, no
+    /// fraction or exponent, no overflow.
+    fn u64(&mut self) -> Option<u64> {
         let rest = self.bytes.get(self.at..)?;
         let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-        if digits == 0 || digits > 5 || (digits > 1 && rest[0] == b'0') {
+        if digits == 0 || (digits > 1 && rest[0] == b'0') {
             return None;
         }
         if matches!(rest.get(digits), Some(b'.' | b'e' | b'E')) {
             return None;
         }
-        let mut v: u32 = 0;
+        let mut v: u64 = 0;
         for &d in &rest[..digits] {
-            v = v * 10 + u32::from(d - b'0');
+            v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
         }
         self.at += digits;
-        u16::try_from(v).ok()
+        Some(v)
     }
+
+    fn opt_u64(&mut self) -> Option<Option<u64>> {
+        if self.lit(b"null").is_some() {
+            return Some(None);
+        }
+        self.u64().map(Some)
+    }
+
+    /// A number in JSON's grammar, as `f64` (correctly rounded, as the serde path reads
+    /// it).
+    fn f64(&mut self) -> Option<f64> {
+        let rest = self.bytes.get(self.at..)?;
+        let mut i = usize::from(rest.first() == Some(&b'-'));
+        let int = rest[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+        if int == 0 || (int > 1 && rest[i] == b'0') {
+            return None;
+        }
+        i += int;
+        if rest.get(i) == Some(&b'.') {
+            let frac = rest[i + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+            if frac == 0 {
+                return None;
+            }
+            i += 1 + frac;
+        }
+        if matches!(rest.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            if matches!(rest.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            let exp = rest[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+            if exp == 0 {
+                return None;
+            }
+            i += exp;
+        }
+        let v: f64 = std::str::from_utf8(&rest[..i]).ok()?.parse().ok()?;
+        if !v.is_finite() {
+            return None;
+        }
+        self.at += i;
+        Some(v)
+    }
+
+    fn bool(&mut self) -> Option<bool> {
+        if self.lit(b"true").is_some() {
+            Some(true)
+        } else {
+            self.lit(b"false").map(|()| false)
+        }
+    }
+
+    /// `{"name":..,["help":..,]"labels":{..},"value":` of a metric.
+    fn metric_head(&mut self) -> Option<(Text, Option<Text>, Labels)> {
+        self.lit(br#"{"name":"#)?;
+        let name = self.str()?;
+        let help = if self.lit(br#","help":"#).is_some() {
+            self.opt()?
+        } else {
+            None
+        };
+        self.lit(br#","labels":{"#)?;
+        let mut labels = Vec::new();
+        if self.lit(b"}").is_none() {
+            loop {
+                let k = self.str()?;
+                self.lit(b":")?;
+                labels.push((k, self.str()?));
+                if self.lit(b",").is_none() {
+                    break;
+                }
+            }
+            self.lit(b"}")?;
+        }
+        self.lit(br#","value":"#)?;
+        Some((name, help, Labels::from_pairs(labels)))
+    }
+
+    /// `[` items `]`, each read by `item`.
+    fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        self.lit(b"[")?;
+        let mut out = Vec::new();
+        if self.lit(b"]").is_some() {
+            return Some(out);
+        }
+        loop {
+            out.push(item(self)?);
+            if self.lit(b",").is_none() {
+                break;
+            }
+        }
+        self.lit(b"]")?;
+        Some(out)
+    }
+}
+
+/// Reads compact JSON as serde_json writes a body chunk, or `None`.
+pub(crate) fn body_chunk_json(bytes: &[u8]) -> Option<BodyChunkEvent> {
+    let mut r = Json { bytes, at: 0 };
+    r.lit(br#"{"correlation_id":"#)?;
+    let correlation_id = r.str()?;
+    r.lit(br#","data":""#)?;
+    let rest = bytes.get(r.at..)?;
+    let len = memchr::memchr(b'"', rest)?;
+    let data = base64_simd::STANDARD.decode_to_vec(&rest[..len]).ok()?;
+    r.at += len + 1;
+    r.lit(br#","is_last":"#)?;
+    let is_last = r.bool()?;
+    r.lit(br#","total_size":"#)?;
+    let total_size = r.opt_u64()?;
+    r.lit(br#","chunk_index":"#)?;
+    let chunk_index = u32::try_from(r.u64()?).ok()?;
+    let bytes_received = if r.lit(br#","bytes_received":"#).is_some() {
+        r.opt_u64()?
+    } else {
+        None
+    };
+    let bytes_sent = if r.lit(br#","bytes_sent":"#).is_some() {
+        r.opt_u64()?
+    } else {
+        None
+    };
+    r.lit(b"}")?;
+    (r.at == bytes.len()).then(|| BodyChunkEvent {
+        correlation_id,
+        data: Body(Bytes::from(data)),
+        is_last,
+        total_size,
+        chunk_index,
+        bytes_received,
+        bytes_sent,
+    })
+}
+
+/// Reads compact JSON as serde_json writes a metrics report (histograms empty), or `None`.
+pub(crate) fn metrics_report_json(bytes: &[u8]) -> Option<MetricsReport> {
+    let mut r = Json { bytes, at: 0 };
+    r.lit(br#"{"agent_id":"#)?;
+    let agent_id = r.str()?;
+    r.lit(br#","timestamp_ms":"#)?;
+    let timestamp_ms = r.u64()?;
+    r.lit(br#","interval_ms":"#)?;
+    let interval_ms = r.u64()?;
+    r.lit(br#","counters":"#)?;
+    let counters = r.list(|r| {
+        let (name, help, labels) = r.metric_head()?;
+        let value = r.u64()?;
+        r.lit(b"}")?;
+        Some(CounterMetric {
+            name,
+            help,
+            labels,
+            value,
+        })
+    })?;
+    r.lit(br#","gauges":"#)?;
+    let gauges = r.list(|r| {
+        let (name, help, labels) = r.metric_head()?;
+        let value = r.f64()?;
+        r.lit(b"}")?;
+        Some(GaugeMetric {
+            name,
+            help,
+            labels,
+            value,
+        })
+    })?;
+    r.lit(br#","histograms":[]}"#)?;
+    (r.at == bytes.len()).then(|| MetricsReport {
+        agent_id,
+        timestamp_ms,
+        interval_ms,
+        counters,
+        gauges,
+        histograms: Vec::new(),
+    })
+}
+
+/// Reads MessagePack as rmp_serde writes a metrics report (histograms empty), or `None`.
+pub(crate) fn metrics_report_msgpack(bytes: &[u8]) -> Option<MetricsReport> {
+    let mut r = Pack { bytes, at: 0 };
+    r.lit(b"\x86\xa8agent_id")?;
+    let agent_id = r.str()?;
+    r.lit(b"\xactimestamp_ms")?;
+    let timestamp_ms = r.u64()?;
+    r.lit(b"\xabinterval_ms")?;
+    let interval_ms = r.u64()?;
+    r.lit(b"\xa8counters")?;
+    let n = r.len(0x90, 0xdc)?;
+    let mut counters = Vec::with_capacity(n.min(bytes.len() / 16));
+    for _ in 0..n {
+        let (name, help, labels) = r.metric_head()?;
+        counters.push(CounterMetric {
+            name,
+            help,
+            labels,
+            value: r.u64()?,
+        });
+    }
+    r.lit(b"\xa6gauges")?;
+    let n = r.len(0x90, 0xdc)?;
+    let mut gauges = Vec::with_capacity(n.min(bytes.len() / 16));
+    for _ in 0..n {
+        let (name, help, labels) = r.metric_head()?;
+        r.lit(&[0xcb])?;
+        let value = f64::from_bits(r.be(8)?);
+        gauges.push(GaugeMetric {
+            name,
+            help,
+            labels,
+            value,
+        });
+    }
+    r.lit(b"\xaahistograms\x90")?;
+    (r.at == bytes.len()).then(|| MetricsReport {
+        agent_id,
+        timestamp_ms,
+        interval_ms,
+        counters,
+        gauges,
+        histograms: Vec::new(),
+    })
 }
 
 /// Reads MessagePack as rmp_serde writes the event (structs as maps), or `None`.
@@ -245,9 +481,15 @@ impl Pack<'_> {
         Some(s)
     }
 
-    fn be(&mut self, n: usize) -> Option<usize> {
+    /// An `n`-byte big-endian unsigned number (`n` at most 8).
+    fn be(&mut self, n: usize) -> Option<u64> {
         let b = self.take(n)?;
-        Some(b.iter().fold(0usize, |v, &d| (v << 8) | usize::from(d)))
+        Some(b.iter().fold(0u64, |v, &d| (v << 8) | u64::from(d)))
+    }
+
+    /// An `n`-byte big-endian length.
+    fn be_len(&mut self, n: usize) -> Option<usize> {
+        usize::try_from(self.be(n)?).ok()
     }
 
     /// A map or array length: its fix form (`fix`, 16 values), or 16- or 32-bit (`wide16`,
@@ -255,8 +497,8 @@ impl Pack<'_> {
     fn len(&mut self, fix: u8, wide16: u8) -> Option<usize> {
         match self.byte()? {
             b if b & 0xf0 == fix => Some(usize::from(b & 0x0f)),
-            b if b == wide16 => self.be(2),
-            b if b == wide16 + 1 => self.be(4),
+            b if b == wide16 => self.be_len(2),
+            b if b == wide16 + 1 => self.be_len(4),
             _ => None,
         }
     }
@@ -265,9 +507,9 @@ impl Pack<'_> {
     fn str(&mut self) -> Option<Text> {
         let len = match self.byte()? {
             b @ 0xa0..=0xbf => usize::from(b & 0x1f),
-            0xd9 => self.be(1)?,
-            0xda => self.be(2)?,
-            0xdb => self.be(4)?,
+            0xd9 => self.be_len(1)?,
+            0xda => self.be_len(2)?,
+            0xdb => self.be_len(4)?,
             _ => return None,
         };
         let s = std::str::from_utf8(self.take(len)?).ok()?;
@@ -279,6 +521,44 @@ impl Pack<'_> {
             return Some(None);
         }
         self.str().map(Some)
+    }
+
+    /// An unsigned integer in any of MessagePack's unsigned forms.
+    fn u64(&mut self) -> Option<u64> {
+        match self.byte()? {
+            b @ 0x00..=0x7f => Some(u64::from(b)),
+            0xcc => self.be(1),
+            0xcd => self.be(2),
+            0xce => self.be(4),
+            0xcf => self.be(8),
+            _ => None,
+        }
+    }
+
+    /// A metric's map header and fields before its value.
+    fn metric_head(&mut self) -> Option<(Text, Option<Text>, Labels)> {
+        let with_help = match self.byte()? {
+            0x83 => false,
+            0x84 => true,
+            _ => return None,
+        };
+        self.lit(b"\xa4name")?;
+        let name = self.str()?;
+        let help = if with_help {
+            self.lit(b"\xa4help")?;
+            self.opt()?
+        } else {
+            None
+        };
+        self.lit(b"\xa6labels")?;
+        let n = self.len(0x80, 0xde)?;
+        let mut labels = Vec::with_capacity(n.min(self.bytes.len() / 2));
+        for _ in 0..n {
+            let k = self.str()?;
+            labels.push((k, self.str()?));
+        }
+        self.lit(b"\xa5value")?;
+        Some((name, help, Labels::from_pairs(labels)))
     }
 
     /// An unsigned integer up to 65,535 in the forms rmp_serde writes it.
@@ -384,6 +664,124 @@ mod tests {
                     let slow: RequestHeadersEvent = encoding.decode(&bytes).unwrap();
                     prop_assert_eq!(fast, slow);
                 }
+            }
+        }
+    }
+
+    fn report(
+        agent: &str,
+        times: (u64, u64),
+        counters: &[(String, Option<String>, Vec<(String, String)>, u64)],
+        gauges: &[(String, Option<String>, Vec<(String, String)>, f64)],
+    ) -> MetricsReport {
+        let labels =
+            |l: &Vec<(String, String)>| l.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        MetricsReport {
+            agent_id: agent.into(),
+            timestamp_ms: times.0,
+            interval_ms: times.1,
+            counters: counters
+                .iter()
+                .map(|(name, help, l, value)| CounterMetric {
+                    name: name.as_str().into(),
+                    help: help.as_deref().map(Text::from),
+                    labels: labels(l),
+                    value: *value,
+                })
+                .collect(),
+            gauges: gauges
+                .iter()
+                .map(|(name, help, l, value)| GaugeMetric {
+                    name: name.as_str().into(),
+                    help: help.as_deref().map(Text::from),
+                    labels: labels(l),
+                    value: *value,
+                })
+                .collect(),
+            histograms: Vec::new(),
+        }
+    }
+
+    fn chunk(
+        cid: &str,
+        data: Vec<u8>,
+        nums: (bool, Option<u64>, u32, Option<u64>, Option<u64>),
+    ) -> BodyChunkEvent {
+        BodyChunkEvent {
+            correlation_id: cid.into(),
+            data: Body(data.into()),
+            is_last: nums.0,
+            total_size: nums.1,
+            chunk_index: nums.2,
+            bytes_received: nums.3,
+            bytes_sent: nums.4,
+        }
+    }
+
+    /// Applies one of three damages (cut, change, append) at `at`.
+    fn damage(bytes: &mut Vec<u8>, at: prop::sample::Index, byte: u8, how: u8) {
+        let i = at.index(bytes.len());
+        match how {
+            0 => bytes.truncate(i),
+            1 => bytes[i] = byte,
+            _ => bytes.push(byte),
+        }
+    }
+
+    fn metric_strategy<V: Arbitrary>(
+    ) -> impl Strategy<Value = (String, Option<String>, Vec<(String, String)>, V)> {
+        (
+            "[a-z_]{1,30}",
+            proptest::option::of("[ -~]{0,20}"),
+            proptest::collection::vec(("[a-z]{1,8}", "[ -~é]{0,12}"), 0..4),
+            any::<V>(),
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn metrics_and_chunks_read_what_serde_writes_and_never_disagree(
+            agent in any::<String>(),
+            times in any::<(u64, u64)>(),
+            counters in proptest::collection::vec(metric_strategy::<u64>(), 0..5),
+            gauges in proptest::collection::vec(metric_strategy::<f64>(), 0..5),
+            cid in any::<String>(),
+            data in proptest::collection::vec(any::<u8>(), 0..100),
+            nums in any::<(bool, Option<u64>, u32, Option<u64>, Option<u64>)>(),
+            at in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+            how in 0u8..3,
+        ) {
+            let gauges: Vec<_> = gauges.into_iter().filter(|g| g.3.is_finite()).collect();
+            let r = report(&agent, times, &counters, &gauges);
+            let packed = rmp_serde::to_vec_named(&r).unwrap();
+            prop_assert_eq!(metrics_report_msgpack(&packed), Some(r.clone()));
+            let json = serde_json::to_vec(&r).unwrap();
+            match metrics_report_json(&json) {
+                Some(got) => prop_assert_eq!(got, r.clone()),
+                None => prop_assert!(json.contains(&b'\\')),
+            }
+            let c = chunk(&cid, data, nums);
+            let chunk_json = serde_json::to_vec(&c).unwrap();
+            match body_chunk_json(&chunk_json) {
+                Some(got) => prop_assert_eq!(got, c.clone()),
+                None => prop_assert!(chunk_json.contains(&b'\\')),
+            }
+            // Damaged: whatever a reader accepts, serde reads the same.
+            for (encoding, mut bytes) in [(Encoding::Json, json), (Encoding::MsgPack, packed)] {
+                damage(&mut bytes, at, byte, how);
+                let fast = match encoding {
+                    Encoding::Json => metrics_report_json(&bytes),
+                    Encoding::MsgPack => metrics_report_msgpack(&bytes),
+                };
+                if let Some(fast) = fast {
+                    prop_assert_eq!(fast, encoding.decode::<MetricsReport>(&bytes).unwrap());
+                }
+            }
+            let mut bytes = chunk_json;
+            damage(&mut bytes, at, byte, how);
+            if let Some(fast) = body_chunk_json(&bytes) {
+                prop_assert_eq!(fast, Encoding::Json.decode::<BodyChunkEvent>(&bytes).unwrap());
             }
         }
     }

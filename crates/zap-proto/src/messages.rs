@@ -657,6 +657,24 @@ pub struct MetricsReport {
 }
 
 impl MetricsReport {
+    /// Decodes a report: in the layout peers write it directly, anything else by serde (the
+    /// same result either way; what the proxy side uses).
+    ///
+    /// ```
+    /// use agentwire_zap_proto::{messages::MetricsReport, Encoding};
+    /// let report = MetricsReport::decode(Encoding::Json,
+    ///     br#"{"agent_id":"a","timestamp_ms":1,"interval_ms":2,"counters":[],"gauges":[],"histograms":[]}"#)?;
+    /// assert_eq!(report.agent_id, "a");
+    /// # Ok::<(), agentwire_zap_proto::CodecError>(())
+    /// ```
+    pub fn decode(encoding: crate::Encoding, payload: &[u8]) -> Result<Self, crate::CodecError> {
+        let fast = match encoding {
+            crate::Encoding::Json => crate::fast_read::metrics_report_json(payload),
+            crate::Encoding::MsgPack => crate::fast_read::metrics_report_msgpack(payload),
+        };
+        fast.map_or_else(|| encoding.decode(payload), Ok)
+    }
+
     /// Encodes the report at the end of `out`, by hand-written writers that produce the same
     /// bytes as serde's (what [`AgentSession::metrics`](crate::agent::AgentSession::metrics)
     /// sends).

@@ -405,7 +405,7 @@ impl ProxySession {
                 }
             }
             MessageType::MetricsReport => {
-                let report: MetricsReport = encoding.decode(payload).map_err(undecodable)?;
+                let report = MetricsReport::decode(encoding, payload).map_err(undecodable)?;
                 self.events.push_back(ProxyEvent::Metrics(Box::new(report)));
             }
             MessageType::Pong => {

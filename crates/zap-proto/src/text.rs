@@ -158,6 +158,11 @@ impl<'de> Deserialize<'de> for Headers {
 pub struct Labels(SmallVec<[(Text, Text); 2]>);
 
 impl Labels {
+    /// Labels of `pairs` as they are (duplicates kept), as read from the wire.
+    pub(crate) fn from_pairs(pairs: Vec<(Text, Text)>) -> Self {
+        Labels(SmallVec::from_vec(pairs))
+    }
+
     /// The value of the first label called `name`.
     pub fn get(&self, name: &str) -> Option<&Text> {
         self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v)

@@ -246,6 +246,7 @@ fn both_encodings<O, T>(
     ours: &O,
     theirs: &T,
     encode_ours: impl Fn(&O, Encoding, &mut bytes::BytesMut),
+    decode_ours: impl Fn(Encoding, &[u8]) -> O,
 ) where
     O: serde::Serialize + serde::de::DeserializeOwned,
     T: serde::Serialize + serde::de::DeserializeOwned,
@@ -265,7 +266,7 @@ fn both_encodings<O, T>(
         });
         let bytes = bytes::Bytes::from(enc.encode(ours).unwrap());
         g.bench_function(format!("decode/ours/{tag}"), |b| {
-            b.iter(|| black_box(enc.decode::<O>(&bytes).unwrap()))
+            b.iter(|| black_box(decode_ours(enc, &bytes)))
         });
         let zen_bytes = zen_enc.serialize(theirs).unwrap();
         g.bench_function(format!("decode/reference/{tag}"), |b| {
@@ -293,9 +294,13 @@ fn health_reports(c: &mut Criterion) {
         ..Default::default()
     });
     // As our agent sends it (`AgentSession::health`: serde).
-    both_encodings(&mut g, &ours, &theirs, |o, enc, out| {
-        enc.encode_into(o, out).unwrap()
-    });
+    both_encodings(
+        &mut g,
+        &ours,
+        &theirs,
+        |o, enc, out| enc.encode_into(o, out).unwrap(),
+        |enc, bytes| enc.decode(bytes).unwrap(),
+    );
     g.finish();
 }
 
@@ -365,10 +370,15 @@ fn metrics_reports(c: &mut Criterion) {
             t
         })
         .collect();
-    // As our agent sends it (`AgentSession::metrics`: `MetricsReport::encode_into`).
-    both_encodings(&mut g, &ours, &theirs, |o, enc, out| {
-        o.encode_into(enc, out).unwrap()
-    });
+    // As our agent sends it (`AgentSession::metrics`: `MetricsReport::encode_into`) and our
+    // proxy reads it (`MetricsReport::decode`).
+    both_encodings(
+        &mut g,
+        &ours,
+        &theirs,
+        |o, enc, out| o.encode_into(enc, out).unwrap(),
+        |enc, bytes| MetricsReport::decode(enc, bytes).unwrap(),
+    );
     g.finish();
 }
 
