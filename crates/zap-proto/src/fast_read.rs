@@ -668,11 +668,14 @@ mod tests {
         }
     }
 
+    /// A metric's name, help, labels and value, as the tests draw them.
+    type MetricParts<V> = (String, Option<String>, Vec<(String, String)>, V);
+
     fn report(
         agent: &str,
         times: (u64, u64),
-        counters: &[(String, Option<String>, Vec<(String, String)>, u64)],
-        gauges: &[(String, Option<String>, Vec<(String, String)>, f64)],
+        counters: &[MetricParts<u64>],
+        gauges: &[MetricParts<f64>],
     ) -> MetricsReport {
         let labels =
             |l: &Vec<(String, String)>| l.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
