@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Tables of ours against the reference from a criterion run of the agent-protocol benches.
 
-usage: scripts/peers/zentinel_criterion.py RAW.txt > table.md
+usage: scripts/peers/zentinel_criterion.py RAW.txt [RAW2.txt ...] > table.md
 
-RAW.txt is the output of
+Each RAW.txt is the output of one run of
 `cargo bench -p agentwire-zap --bench zentinel_codec --bench zentinel_pool -- --quick`.
 Benchmark ids look like GROUP/encode/ours/PAYLOAD (codec) or GROUP/ours (pool); the middle
-estimate of each is used. A row whose reference has no counterpart shows ours alone.
+estimate of each is used. With several runs, times are medians over the runs and a ratio is
+the median of the runs' ratios (each run has both sides in one binary), with its range. A
+row whose reference has no counterpart shows ours alone.
 """
 import re
+import statistics
 import sys
 
 UNITS = {"ps": 1e-3, "ns": 1.0, "µs": 1e3, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -42,43 +45,62 @@ def fmt(ns):
     return f"{ns:,.0f}" if ns >= 100 else f"{ns:.1f}"
 
 
+def ratio_cell(pairs, bold_at=None):
+    """`ours / reference (ns)` and the ratio cell of (ours, reference) pairs, one per run."""
+    o = statistics.median(p[0] for p in pairs)
+    r = statistics.median(p[1] for p in pairs)
+    ratios = [p[0] / p[1] for p in pairs]
+    ratio = statistics.median(ratios)
+    text = f"{ratio:.2f}x"
+    if len(ratios) > 1:
+        text += f" ({min(ratios):.2f}-{max(ratios):.2f})"
+    if bold_at is not None and ratio <= bold_at:
+        text = f"**{text}**"
+    return f"{fmt(o)} / {fmt(r)}", text
+
+
 def main():
-    est = estimates(open(sys.argv[1], encoding="utf-8").read())
+    runs = [estimates(open(path, encoding="utf-8").read()) for path in sys.argv[1:]]
     codec = {}
     pool = {}
-    for key, ns in est.items():
-        parts = key.split("/")
-        if len(parts) >= 4 and parts[1] in ("encode", "decode"):
-            group, op, side, payload = parts[0], parts[1], parts[2], "/".join(parts[3:])
-            codec.setdefault((group, payload), {})[(op, side)] = ns
-        elif len(parts) >= 2:
-            group, side, rest = parts[0], parts[1], "/".join(parts[2:])
-            pool.setdefault((group, rest), {})[side] = ns
+    for run, est in enumerate(runs):
+        for key, ns in est.items():
+            parts = key.split("/")
+            if len(parts) >= 4 and parts[1] in ("encode", "decode"):
+                group, op, side, payload = parts[0], parts[1], parts[2], "/".join(parts[3:])
+                codec.setdefault((group, payload), {}).setdefault((op, side), {})[run] = ns
+            elif len(parts) >= 2:
+                group, side, rest = parts[0], parts[1], "/".join(parts[2:])
+                pool.setdefault((group, rest), {}).setdefault(side, {})[run] = ns
+
+    def pairs(ours, ref):
+        return [(ours[i], ref[i]) for i in ours if i in ref]
+
     print("| payload | encode ours / reference (ns) | ratio | decode ours / reference (ns) | ratio |")
     print("|---|---|---|---|---|")
     for (group, payload), v in codec.items():
         cells = []
         for op in ("encode", "decode"):
-            o, r = v.get((op, "ours")), v.get((op, "reference"))
-            if o is None or r is None:
+            both = pairs(v.get((op, "ours"), {}), v.get((op, "reference"), {}))
+            if not both:
                 cells += ["-", "-"]
                 continue
-            ratio = o / r
-            mark = f"**{ratio:.2f}x**" if ratio <= 0.5 else f"{ratio:.2f}x"
-            cells += [f"{fmt(o)} / {fmt(r)}", mark]
+            cells += list(ratio_cell(both, bold_at=0.5))
         print(f"| {group} {payload} | " + " | ".join(cells) + " |")
     print()
     print("| pool hot path | ours (ns) | reference (ns) | ratio |")
     print("|---|---|---|---|")
     for (group, rest), v in pool.items():
-        o, r = v.get("ours"), v.get("reference")
+        ours, ref = v.get("ours", {}), v.get("reference", {})
         label = f"{group} {rest}".strip()
-        if o is None:
+        if not ours:
             continue
-        if r is None:
-            print(f"| {label} | {fmt(o)} | (private in the reference) | - |")
+        if not ref:
+            print(f"| {label} | {fmt(statistics.median(ours.values()))} | (private in the reference) | - |")
         else:
-            print(f"| {label} | {fmt(o)} | {fmt(r)} | {o / r:.2f}x |")
+            times, ratio = ratio_cell(pairs(ours, ref))
+            o, r = times.split(" / ")
+            print(f"| {label} | {o} | {r} | {ratio} |")
 
 
 if __name__ == "__main__":
