@@ -22,33 +22,11 @@ use crate::text::{HeaderValues, Headers, Labels};
 /// Reads compact JSON as serde_json writes the event, or `None`.
 pub(crate) fn request_headers_json(bytes: &[u8]) -> Option<RequestHeadersEvent> {
     let mut r = Json { bytes, at: 0 };
-    r.lit(br#"{"metadata":{"correlation_id":"#)?;
-    let correlation_id = r.str()?;
-    r.lit(br#","request_id":"#)?;
-    let request_id = r.str()?;
-    r.lit(br#","client_ip":"#)?;
-    let client_ip = r.str()?;
-    r.lit(br#","client_port":"#)?;
-    let client_port = r.u16()?;
-    r.lit(br#","server_name":"#)?;
-    let server_name = r.opt()?;
-    r.lit(br#","protocol":"#)?;
-    let protocol = r.str()?;
-    r.lit(br#","tls_version":"#)?;
-    let tls_version = r.opt()?;
-    r.lit(br#","tls_cipher":"#)?;
-    let tls_cipher = r.opt()?;
-    r.lit(br#","route_id":"#)?;
-    let route_id = r.opt()?;
-    r.lit(br#","upstream_id":"#)?;
-    let upstream_id = r.opt()?;
-    r.lit(br#","timestamp":"#)?;
-    let timestamp = r.str()?;
-    let traceparent = if r.lit(br#","traceparent":"#).is_some() {
-        r.opt()?
-    } else {
-        None
-    };
+    r.lit(br#"{"metadata":{"#)?;
+    let mut metadata = metadata_fields(&mut r)?;
+    if r.lit(br#","traceparent":"#).is_some() {
+        metadata.traceparent = r.opt()?;
+    }
     r.lit(br#"},"method":"#)?;
     let method = r.str()?;
     r.lit(br#","uri":"#)?;
@@ -78,23 +56,61 @@ pub(crate) fn request_headers_json(bytes: &[u8]) -> Option<RequestHeadersEvent> 
     }
     r.lit(b"}")?;
     (r.at == bytes.len()).then(|| RequestHeadersEvent {
-        metadata: RequestMetadata {
-            correlation_id,
-            request_id,
-            client_ip,
-            client_port,
-            server_name,
-            protocol,
-            tls_version,
-            tls_cipher,
-            route_id,
-            upstream_id,
-            timestamp,
-            traceparent,
-        },
+        metadata,
         method,
         uri,
         headers: Headers::from_pairs(headers),
+    })
+}
+
+/// What the two layouts share for a struct's fields: its key, then its value.
+trait Fields {
+    /// Takes the key of field `name`; `first` in its struct (JSON writes no comma before it).
+    fn key(&mut self, name: &str, first: bool) -> Option<()>;
+    fn str(&mut self) -> Option<Text>;
+    fn opt(&mut self) -> Option<Option<Text>>;
+    fn u16(&mut self) -> Option<u16>;
+}
+
+/// The request metadata's fields up to `timestamp`, in the order serde writes them; the
+/// optional `traceparent` that may follow is left to the caller (each layout marks it its own
+/// way).
+fn metadata_fields(r: &mut impl Fields) -> Option<RequestMetadata> {
+    r.key("correlation_id", true)?;
+    let correlation_id = r.str()?;
+    r.key("request_id", false)?;
+    let request_id = r.str()?;
+    r.key("client_ip", false)?;
+    let client_ip = r.str()?;
+    r.key("client_port", false)?;
+    let client_port = r.u16()?;
+    r.key("server_name", false)?;
+    let server_name = r.opt()?;
+    r.key("protocol", false)?;
+    let protocol = r.str()?;
+    r.key("tls_version", false)?;
+    let tls_version = r.opt()?;
+    r.key("tls_cipher", false)?;
+    let tls_cipher = r.opt()?;
+    r.key("route_id", false)?;
+    let route_id = r.opt()?;
+    r.key("upstream_id", false)?;
+    let upstream_id = r.opt()?;
+    r.key("timestamp", false)?;
+    let timestamp = r.str()?;
+    Some(RequestMetadata {
+        correlation_id,
+        request_id,
+        client_ip,
+        client_port,
+        server_name,
+        protocol,
+        tls_version,
+        tls_cipher,
+        route_id,
+        upstream_id,
+        timestamp,
+        traceparent: None,
     })
 }
 
@@ -103,11 +119,14 @@ struct Json<'a> {
     at: usize,
 }
 
-impl Json<'_> {
-    /// Takes `lit` if the input goes on with it.
-    fn lit(&mut self, lit: &[u8]) -> Option<()> {
-        let rest = self.bytes.get(self.at..)?;
-        rest.starts_with(lit).then(|| self.at += lit.len())
+impl Fields for Json<'_> {
+    fn key(&mut self, name: &str, first: bool) -> Option<()> {
+        if !first {
+            self.lit(b",")?;
+        }
+        self.lit(b"\"")?;
+        self.lit(name.as_bytes())?;
+        self.lit(b"\":")
     }
 
     /// A string without escapes or control characters, valid UTF-8.
@@ -135,6 +154,14 @@ impl Json<'_> {
     /// A number as serde_json writes a `u16`.
     fn u16(&mut self) -> Option<u16> {
         self.u64().and_then(|v| u16::try_from(v).ok())
+    }
+}
+
+impl Json<'_> {
+    /// Takes `lit` if the input goes on with it.
+    fn lit(&mut self, lit: &[u8]) -> Option<()> {
+        let rest = self.bytes.get(self.at..)?;
+        rest.starts_with(lit).then(|| self.at += lit.len())
     }
 
     /// A number as serde_json writes an unsigned integer: no sign, no leading zero, no
@@ -391,34 +418,11 @@ pub(crate) fn request_headers_msgpack(bytes: &[u8]) -> Option<RequestHeadersEven
         0x8c => true,
         _ => return None,
     };
-    r.lit(b"\xaecorrelation_id")?;
-    let correlation_id = r.str()?;
-    r.lit(b"\xaarequest_id")?;
-    let request_id = r.str()?;
-    r.lit(b"\xa9client_ip")?;
-    let client_ip = r.str()?;
-    r.lit(b"\xabclient_port")?;
-    let client_port = r.u16()?;
-    r.lit(b"\xabserver_name")?;
-    let server_name = r.opt()?;
-    r.lit(b"\xa8protocol")?;
-    let protocol = r.str()?;
-    r.lit(b"\xabtls_version")?;
-    let tls_version = r.opt()?;
-    r.lit(b"\xaatls_cipher")?;
-    let tls_cipher = r.opt()?;
-    r.lit(b"\xa8route_id")?;
-    let route_id = r.opt()?;
-    r.lit(b"\xabupstream_id")?;
-    let upstream_id = r.opt()?;
-    r.lit(b"\xa9timestamp")?;
-    let timestamp = r.str()?;
-    let traceparent = if with_traceparent {
+    let mut metadata = metadata_fields(&mut r)?;
+    if with_traceparent {
         r.lit(b"\xabtraceparent")?;
-        r.opt()?
-    } else {
-        None
-    };
+        metadata.traceparent = r.opt()?;
+    }
     r.lit(b"\xa6method")?;
     let method = r.str()?;
     r.lit(b"\xa3uri")?;
@@ -437,20 +441,7 @@ pub(crate) fn request_headers_msgpack(bytes: &[u8]) -> Option<RequestHeadersEven
         headers.push((name, values));
     }
     (r.at == bytes.len()).then(|| RequestHeadersEvent {
-        metadata: RequestMetadata {
-            correlation_id,
-            request_id,
-            client_ip,
-            client_port,
-            server_name,
-            protocol,
-            tls_version,
-            tls_cipher,
-            route_id,
-            upstream_id,
-            timestamp,
-            traceparent,
-        },
+        metadata,
         method,
         uri,
         headers: Headers::from_pairs(headers),
@@ -460,6 +451,44 @@ pub(crate) fn request_headers_msgpack(bytes: &[u8]) -> Option<RequestHeadersEven
 struct Pack<'a> {
     bytes: &'a [u8],
     at: usize,
+}
+
+impl Fields for Pack<'_> {
+    /// A key as rmp_serde writes a field name: a fixstr.
+    fn key(&mut self, name: &str, _first: bool) -> Option<()> {
+        self.lit(&[0xa0 | u8::try_from(name.len()).ok().filter(|n| *n < 32)?])?;
+        self.lit(name.as_bytes())
+    }
+
+    /// A string, valid UTF-8.
+    fn str(&mut self) -> Option<Text> {
+        let len = match self.byte()? {
+            b @ 0xa0..=0xbf => usize::from(b & 0x1f),
+            0xd9 => self.be_len(1)?,
+            0xda => self.be_len(2)?,
+            0xdb => self.be_len(4)?,
+            _ => return None,
+        };
+        let s = std::str::from_utf8(self.take(len)?).ok()?;
+        Some(Text::from(s))
+    }
+
+    fn opt(&mut self) -> Option<Option<Text>> {
+        if self.lit(&[0xc0]).is_some() {
+            return Some(None);
+        }
+        self.str().map(Some)
+    }
+
+    /// An unsigned integer up to 65,535 in the forms rmp_serde writes it.
+    fn u16(&mut self) -> Option<u16> {
+        match self.byte()? {
+            b @ 0x00..=0x7f => Some(u16::from(b)),
+            0xcc => self.be(1).and_then(|v| u16::try_from(v).ok()),
+            0xcd => self.be(2).and_then(|v| u16::try_from(v).ok()),
+            _ => None,
+        }
+    }
 }
 
 impl Pack<'_> {
@@ -503,26 +532,6 @@ impl Pack<'_> {
         }
     }
 
-    /// A string, valid UTF-8.
-    fn str(&mut self) -> Option<Text> {
-        let len = match self.byte()? {
-            b @ 0xa0..=0xbf => usize::from(b & 0x1f),
-            0xd9 => self.be_len(1)?,
-            0xda => self.be_len(2)?,
-            0xdb => self.be_len(4)?,
-            _ => return None,
-        };
-        let s = std::str::from_utf8(self.take(len)?).ok()?;
-        Some(Text::from(s))
-    }
-
-    fn opt(&mut self) -> Option<Option<Text>> {
-        if self.lit(&[0xc0]).is_some() {
-            return Some(None);
-        }
-        self.str().map(Some)
-    }
-
     /// An unsigned integer in any of MessagePack's unsigned forms.
     fn u64(&mut self) -> Option<u64> {
         match self.byte()? {
@@ -559,16 +568,6 @@ impl Pack<'_> {
         }
         self.lit(b"\xa5value")?;
         Some((name, help, Labels::from_pairs(labels)))
-    }
-
-    /// An unsigned integer up to 65,535 in the forms rmp_serde writes it.
-    fn u16(&mut self) -> Option<u16> {
-        match self.byte()? {
-            b @ 0x00..=0x7f => Some(u16::from(b)),
-            0xcc => self.be(1).and_then(|v| u16::try_from(v).ok()),
-            0xcd => self.be(2).and_then(|v| u16::try_from(v).ok()),
-            _ => None,
-        }
     }
 }
 

@@ -125,28 +125,33 @@ pub(crate) fn metrics_report_json(
     json_u64(out, report.timestamp_ms);
     out.extend_from_slice(br#","interval_ms":"#);
     json_u64(out, report.interval_ms);
-    out.extend_from_slice(br#","counters":["#);
-    for (i, c) in report.counters.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
+    out.extend_from_slice(br#","counters":"#);
+    json_metric_list(out, &report.counters, |out, c| {
         json_metric_head(out, &c.name, &c.help, &c.labels);
         json_u64(out, c.value);
-        out.push(b'}');
-    }
-    out.extend_from_slice(br#"],"gauges":["#);
-    for (i, g) in report.gauges.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
+    });
+    out.extend_from_slice(br#","gauges":"#);
+    json_metric_list(out, &report.gauges, |out, g| {
         json_metric_head(out, &g.name, &g.help, &g.labels);
         json_f64(out, g.value);
-        out.push(b'}');
-    }
-    out.extend_from_slice(br#"],"histograms":"#);
+    });
+    out.extend_from_slice(br#","histograms":"#);
     serde_json::to_writer(&mut *out, &report.histograms)?;
     out.push(b'}');
     Ok(())
+}
+
+/// `[`, each metric as `write` writes it up to its value then `}`, `]`.
+fn json_metric_list<M>(out: &mut Vec<u8>, metrics: &[M], write: impl Fn(&mut Vec<u8>, &M)) {
+    out.push(b'[');
+    for (i, m) in metrics.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write(out, m);
+        out.push(b'}');
+    }
+    out.push(b']');
 }
 
 /// A metric's fields before its value: `{"name":..,["help":..,]"labels":{..},"value":`.
