@@ -154,22 +154,22 @@ fn json_metric_list<M>(out: &mut Vec<u8>, metrics: &[M], write: impl Fn(&mut Vec
     out.push(b']');
 }
 
-/// A metric's fields before its value: `{"name":..,["help":..,]"labels":{..},"value":`.
+/// A metric's fields before its value: `{"name":..,["help":..,]"labels":{..},"value":`, the
+/// quotes around its strings written with the literals between them.
 fn json_metric_head(out: &mut Vec<u8>, name: &str, help: &Option<Text>, labels: &Labels) {
-    out.extend_from_slice(br#"{"name":"#);
-    json_str(out, name);
+    out.extend_from_slice(br#"{"name":""#);
+    json_str_body(out, name);
     if let Some(help) = help {
-        out.extend_from_slice(br#","help":"#);
-        json_str(out, help);
+        out.extend_from_slice(br#"","help":""#);
+        json_str_body(out, help);
     }
-    out.extend_from_slice(br#","labels":{"#);
+    out.extend_from_slice(br#"","labels":{"#);
     for (i, (k, v)) in labels.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        json_str(out, k);
-        out.push(b':');
-        json_str(out, v);
+        out.extend_from_slice(if i > 0 { br#",""# } else { br#"""# });
+        json_str_body(out, k);
+        out.extend_from_slice(br#"":""#);
+        json_str_body(out, v);
+        out.push(b'"');
     }
     out.extend_from_slice(br#"},"value":"#);
 }
@@ -241,8 +241,14 @@ fn needs_escape(b: u8) -> bool {
 /// Writes `s` as a JSON string with serde_json's escapes (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`,
 /// `\t`, other control characters as `\u00xx`; everything else as it is).
 fn json_str(out: &mut Vec<u8>, s: &str) {
-    let bytes = s.as_bytes();
     out.push(b'"');
+    json_str_body(out, s);
+    out.push(b'"');
+}
+
+/// `s` as the inside of a JSON string (see [`json_str`]).
+fn json_str_body(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
     if !any_needs_escape(bytes) {
         out.extend_from_slice(bytes);
     } else {
@@ -256,7 +262,6 @@ fn json_str(out: &mut Vec<u8>, s: &str) {
         }
         out.extend_from_slice(&bytes[start..]);
     }
-    out.push(b'"');
 }
 
 /// Whether any byte of `bytes` needs an escape, eight (or four) bytes at a time with
