@@ -19,6 +19,11 @@ use crate::messages::{
 };
 use crate::text::{HeaderValues, Headers, Labels};
 
+/// Most items reserved ahead for a length a peer announced (the list grows past it as items
+/// really come): a 16 MiB frame announcing millions of items must not reserve hundreds of
+/// MiB before its bytes run out.
+const RESERVE_MAX: usize = 256;
+
 /// Reads compact JSON as serde_json writes the event, or `None`.
 pub(crate) fn request_headers_json(bytes: &[u8]) -> Option<RequestHeadersEvent> {
     let mut r = Json { bytes, at: 0 };
@@ -374,7 +379,7 @@ pub(crate) fn metrics_report_msgpack(bytes: &[u8]) -> Option<MetricsReport> {
     let interval_ms = r.u64()?;
     r.lit(b"\xa8counters")?;
     let n = r.len(0x90, 0xdc)?;
-    let mut counters = Vec::with_capacity(n.min(bytes.len() / 16));
+    let mut counters = Vec::with_capacity(n.min(RESERVE_MAX));
     for _ in 0..n {
         let (name, help, labels) = r.metric_head()?;
         counters.push(CounterMetric {
@@ -386,7 +391,7 @@ pub(crate) fn metrics_report_msgpack(bytes: &[u8]) -> Option<MetricsReport> {
     }
     r.lit(b"\xa6gauges")?;
     let n = r.len(0x90, 0xdc)?;
-    let mut gauges = Vec::with_capacity(n.min(bytes.len() / 16));
+    let mut gauges = Vec::with_capacity(n.min(RESERVE_MAX));
     for _ in 0..n {
         let (name, help, labels) = r.metric_head()?;
         r.lit(&[0xcb])?;
@@ -429,12 +434,11 @@ pub(crate) fn request_headers_msgpack(bytes: &[u8]) -> Option<RequestHeadersEven
     let uri = r.str()?;
     r.lit(b"\xa7headers")?;
     let count = r.len(0x80, 0xde)?;
-    // Each header takes at least two bytes: no reserving more than the input can hold.
-    let mut headers = Vec::with_capacity(count.min(bytes.len() / 2));
+    let mut headers = Vec::with_capacity(count.min(RESERVE_MAX));
     for _ in 0..count {
         let name = r.str()?;
         let n = r.len(0x90, 0xdc)?;
-        let mut values = HeaderValues::with_capacity(n.min(bytes.len()));
+        let mut values = HeaderValues::with_capacity(n.min(RESERVE_MAX));
         for _ in 0..n {
             values.push(r.str()?);
         }
@@ -561,7 +565,7 @@ impl Pack<'_> {
         };
         self.lit(b"\xa6labels")?;
         let n = self.len(0x80, 0xde)?;
-        let mut labels = Vec::with_capacity(n.min(self.bytes.len() / 2));
+        let mut labels = Vec::with_capacity(n.min(RESERVE_MAX));
         for _ in 0..n {
             let k = self.str()?;
             labels.push((k, self.str()?));
@@ -786,6 +790,16 @@ mod tests {
                 prop_assert_eq!(fast, Encoding::Json.decode::<BodyChunkEvent>(&bytes).unwrap());
             }
         }
+    }
+
+    #[test]
+    fn announced_lengths_are_not_trusted() {
+        // A metrics report announcing 2^32 - 1 counters, then ending.
+        let mut packed =
+            b"\x86\xa8agent_id\xa1a\xactimestamp_ms\x01\xabinterval_ms\x02\xa8counters".to_vec();
+        packed.extend_from_slice(&[0xdd, 0xff, 0xff, 0xff, 0xff]);
+        assert!(metrics_report_msgpack(&packed).is_none());
+        assert!(Encoding::MsgPack.decode::<MetricsReport>(&packed).is_err());
     }
 
     #[test]
