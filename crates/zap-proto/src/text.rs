@@ -10,10 +10,11 @@
 //! - reference-counted slices of the frame's buffer (`bytestring`): 3,345 ns, slower: two
 //!   atomic operations per string cost more than glibc's per-thread cache of small blocks;
 //! - [`compact_str::CompactString`], which keeps strings of up to 24 bytes inline with no
-//!   allocation: 2,083 ns; with [`Headers`] as a list, fewer still (see the crate's
-//!   benchmark notes).
+//!   allocation: 2,083 ns; with [`Headers`] as a list, 1,318 ns
+//!   (`docs/benchmarks/2026-11-26-zentinel-codec/`).
 //!
-//! This module owns these two types; it must not know message types or encodings.
+//! This module owns these types and how they are written and read as maps; it must not know
+//! message types or encodings.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -123,9 +124,19 @@ where
 
 impl<'a> IntoIterator for &'a Headers {
     type Item = (&'a Text, &'a [Text]);
-    type IntoIter = Box<dyn Iterator<Item = (&'a Text, &'a [Text])> + 'a>;
+    type IntoIter = HeadersIter<'a>;
     fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+        HeadersIter(self.0.iter())
+    }
+}
+
+/// Each header's name and values, in order (`for (name, values) in &headers`).
+pub struct HeadersIter<'a>(std::slice::Iter<'a, (Text, HeaderValues)>);
+
+impl<'a> Iterator for HeadersIter<'a> {
+    type Item = (&'a Text, &'a [Text]);
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next().map(|(n, v)| (n, v.as_slice()))
     }
 }
 
