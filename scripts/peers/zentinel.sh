@@ -17,14 +17,28 @@ if [ $# -lt 1 ]; then
 fi
 out=$1 rounds=${2:-3} requests=${3:-50000}
 mkdir -p "$out"
-cargo build --release --locked -p agentwire-cli -p agentwire-zap --example zentinel_reference >&2
+# Two builds: with `--example` in the same command, cargo builds only examples of every
+# package named, so the agentwire binary was never rebuilt and runs measured whatever build
+# lay in target/ (found on 2026-11-26; see docs/benchmarks/2026-11-26-zentinel-codec/).
+cargo build --release --locked -p agentwire-cli >&2
+cargo build --release --locked -p agentwire-zap --example zentinel_reference >&2
 ours=target/release/agentwire
 ref=target/release/examples/zentinel_reference
+newest_source=$(git ls-files -z crates Cargo.toml Cargo.lock | xargs -0 stat -c %Y | sort -n | tail -1)
+for bin in "$ours" "$ref"; do
+  if [ "$(stat -c %Y "$bin")" -lt "$newest_source" ]; then
+    echo "error: $bin is older than the newest source file; the build did not refresh it" >&2
+    exit 1
+  fi
+done
 {
-  echo "# $(date -u +%FT%TZ) git $(git rev-parse --short HEAD 2>/dev/null || echo none)"
+  echo "# $(date -u +%FT%TZ) git $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet -- crates Cargo.toml Cargo.lock 2>/dev/null || echo ' (uncommitted changes)')"
   echo "scripts/peers/zentinel.sh $*"
 } >>"$out/commands.txt"
-{ uname -srm; nproc; grep -m1 'model name' /proc/cpuinfo || true; rustc --version; } >"$out/machine.txt"
+{
+  uname -srm; nproc; grep -m1 'model name' /proc/cpuinfo || true; rustc --version
+  for bin in "$ours" "$ref"; do echo "$(sha256sum "$bin" | cut -c1-16) $(stat -c %y "$bin") $bin"; done
+} >"$out/machine.txt"
 sock=$(mktemp -u /tmp/zentinel-XXXXXX.sock)
 agent_pid=
 start_agent() { # KIND [slow args]
