@@ -95,10 +95,9 @@ impl Encoding {
     /// assert_eq!(Encoding::MsgPack.encode(&P { a: 1 }).unwrap(), [0x81, 0xa1, b'a', 1]);
     /// ```
     pub fn encode<T: Serialize + ?Sized>(self, value: &T) -> Result<Vec<u8>, CodecError> {
-        Ok(match self {
-            Encoding::Json => serde_json::to_vec(value)?,
-            Encoding::MsgPack => rmp_serde::to_vec_named(value)?,
-        })
+        let mut out = bytes::BytesMut::new();
+        self.encode_into(value, &mut out)?;
+        Ok(out.to_vec())
     }
 
     /// Encodes `value` at the end of `out`. The encoder writes into a reused `Vec` first
@@ -126,13 +125,23 @@ impl Encoding {
         })
     }
 
+    /// Decodes `payload` with `fast`, a reader of the layout peers usually write, and with
+    /// serde when it gives up: results and errors stay serde's.
+    pub(crate) fn decode_fast<T: DeserializeOwned>(
+        self,
+        payload: &[u8],
+        fast: fn(Encoding, &[u8]) -> Option<T>,
+    ) -> Result<T, CodecError> {
+        fast(self, payload).map_or_else(|| self.decode(payload), Ok)
+    }
+
     /// Decodes `bytes` in this encoding, or as JSON if they are not valid in it: the reference
     /// proxy sends Ping and Cancel as JSON whatever was negotiated.
     pub fn decode_or_json<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, CodecError> {
         match self.decode(bytes) {
             Ok(v) => Ok(v),
             Err(e) if self == Encoding::Json => Err(e),
-            Err(e) => serde_json::from_slice(bytes).map_err(|_| e),
+            Err(e) => Encoding::Json.decode(bytes).map_err(|_| e),
         }
     }
 }

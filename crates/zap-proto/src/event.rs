@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::encoding::{CodecError, Encoding};
+use crate::fast_read;
 use crate::frame::MessageType;
 use crate::messages::{
     BinBody, BodyChunkEvent, ConfigureEvent, GuardrailInspectEvent, RequestCompleteEvent,
@@ -82,23 +83,16 @@ impl Event {
         payload: &[u8],
     ) -> Result<Option<Event>, CodecError> {
         Ok(Some(match kind {
+            // The layouts peers write are read directly, anything else through serde.
             MessageType::RequestHeaders => {
-                // The layout proxies write, read directly; anything else through serde.
-                let fast = match encoding {
-                    Encoding::Json => crate::fast_read::request_headers_json(payload),
-                    Encoding::MsgPack => crate::fast_read::request_headers_msgpack(payload),
-                };
-                match fast {
-                    Some(event) => Event::RequestHeaders(event),
-                    None => Event::RequestHeaders(encoding.decode(payload)?),
-                }
+                Event::RequestHeaders(encoding.decode_fast(payload, fast_read::request_headers)?)
             }
             MessageType::RequestBodyChunk => {
-                Event::RequestBodyChunk(body_chunk(encoding, payload)?)
+                Event::RequestBodyChunk(encoding.decode_fast(payload, fast_read::body_chunk)?)
             }
             MessageType::ResponseHeaders => Event::ResponseHeaders(encoding.decode(payload)?),
             MessageType::ResponseBodyChunk => {
-                Event::ResponseBodyChunk(body_chunk(encoding, payload)?)
+                Event::ResponseBodyChunk(encoding.decode_fast(payload, fast_read::body_chunk)?)
             }
             MessageType::RequestComplete => Event::RequestComplete(encoding.decode(payload)?),
             MessageType::WebSocketFrame => Event::WebSocketFrame(encoding.decode(payload)?),
@@ -169,16 +163,6 @@ impl Event {
             Event::GuardrailInspect(e) => encoding.encode_into(e, out),
             Event::Configure(e) => encoding.encode_into(e, out),
         }
-    }
-}
-
-/// A body chunk: JSON in the layout peers write it read directly, anything else by serde.
-fn body_chunk(encoding: Encoding, payload: &[u8]) -> Result<BodyChunkEvent, CodecError> {
-    match encoding {
-        Encoding::Json => {
-            crate::fast_read::body_chunk_json(payload).map_or_else(|| encoding.decode(payload), Ok)
-        }
-        Encoding::MsgPack => encoding.decode(payload),
     }
 }
 

@@ -13,11 +13,38 @@
 
 use bytes::Bytes;
 
+use crate::Encoding;
+
 use crate::messages::{
     Body, BodyChunkEvent, CounterMetric, GaugeMetric, MetricsReport, RequestHeadersEvent,
     RequestMetadata, Text,
 };
 use crate::text::{HeaderValues, Headers, Labels};
+
+/// A request-headers event in `encoding`, or `None` (see the module doc).
+pub(crate) fn request_headers(encoding: Encoding, bytes: &[u8]) -> Option<RequestHeadersEvent> {
+    match encoding {
+        Encoding::Json => request_headers_json(bytes),
+        Encoding::MsgPack => request_headers_msgpack(bytes),
+    }
+}
+
+/// A body chunk in `encoding`, or `None`: MessagePack's `bin` bodies are read by serde fast
+/// enough, so only JSON has a fast path.
+pub(crate) fn body_chunk(encoding: Encoding, bytes: &[u8]) -> Option<BodyChunkEvent> {
+    match encoding {
+        Encoding::Json => body_chunk_json(bytes),
+        Encoding::MsgPack => None,
+    }
+}
+
+/// A metrics report in `encoding`, or `None`.
+pub(crate) fn metrics_report(encoding: Encoding, bytes: &[u8]) -> Option<MetricsReport> {
+    match encoding {
+        Encoding::Json => metrics_report_json(bytes),
+        Encoding::MsgPack => metrics_report_msgpack(bytes),
+    }
+}
 
 /// Most items reserved ahead for a length a peer announced (the list grows past it as items
 /// really come): a 16 MiB frame announcing millions of items must not reserve hundreds of
@@ -25,7 +52,7 @@ use crate::text::{HeaderValues, Headers, Labels};
 const RESERVE_MAX: usize = 256;
 
 /// Reads compact JSON as serde_json writes the event, or `None`.
-pub(crate) fn request_headers_json(bytes: &[u8]) -> Option<RequestHeadersEvent> {
+fn request_headers_json(bytes: &[u8]) -> Option<RequestHeadersEvent> {
     let mut r = Json { bytes, at: 0 };
     r.lit(br#"{"metadata":{"#)?;
     let mut metadata = metadata_fields(&mut r)?;
@@ -287,7 +314,7 @@ impl Json<'_> {
 }
 
 /// Reads compact JSON as serde_json writes a body chunk, or `None`.
-pub(crate) fn body_chunk_json(bytes: &[u8]) -> Option<BodyChunkEvent> {
+fn body_chunk_json(bytes: &[u8]) -> Option<BodyChunkEvent> {
     let mut r = Json { bytes, at: 0 };
     r.lit(br#"{"correlation_id":"#)?;
     let correlation_id = r.str()?;
@@ -325,7 +352,7 @@ pub(crate) fn body_chunk_json(bytes: &[u8]) -> Option<BodyChunkEvent> {
 }
 
 /// Reads compact JSON as serde_json writes a metrics report (histograms empty), or `None`.
-pub(crate) fn metrics_report_json(bytes: &[u8]) -> Option<MetricsReport> {
+fn metrics_report_json(bytes: &[u8]) -> Option<MetricsReport> {
     let mut r = Json { bytes, at: 0 };
     r.lit(br#"{"agent_id":"#)?;
     let agent_id = r.str()?;
@@ -369,7 +396,7 @@ pub(crate) fn metrics_report_json(bytes: &[u8]) -> Option<MetricsReport> {
 }
 
 /// Reads MessagePack as rmp_serde writes a metrics report (histograms empty), or `None`.
-pub(crate) fn metrics_report_msgpack(bytes: &[u8]) -> Option<MetricsReport> {
+fn metrics_report_msgpack(bytes: &[u8]) -> Option<MetricsReport> {
     let mut r = Pack { bytes, at: 0 };
     r.lit(b"\x86\xa8agent_id")?;
     let agent_id = r.str()?;
@@ -415,7 +442,7 @@ pub(crate) fn metrics_report_msgpack(bytes: &[u8]) -> Option<MetricsReport> {
 }
 
 /// Reads MessagePack as rmp_serde writes the event (structs as maps), or `None`.
-pub(crate) fn request_headers_msgpack(bytes: &[u8]) -> Option<RequestHeadersEvent> {
+fn request_headers_msgpack(bytes: &[u8]) -> Option<RequestHeadersEvent> {
     let mut r = Pack { bytes, at: 0 };
     r.lit(b"\x84\xa8metadata")?;
     let with_traceparent = match r.byte()? {

@@ -668,11 +668,7 @@ impl MetricsReport {
     /// # Ok::<(), agentwire_zap_proto::CodecError>(())
     /// ```
     pub fn decode(encoding: crate::Encoding, payload: &[u8]) -> Result<Self, crate::CodecError> {
-        let fast = match encoding {
-            crate::Encoding::Json => crate::fast_read::metrics_report_json(payload),
-            crate::Encoding::MsgPack => crate::fast_read::metrics_report_msgpack(payload),
-        };
-        fast.map_or_else(|| encoding.decode(payload), Ok)
+        encoding.decode_fast(payload, crate::fast_read::metrics_report)
     }
 
     /// Encodes the report at the end of `out`, by hand-written writers that produce the same
