@@ -806,7 +806,11 @@ impl AgentHandle {
     }
 
     /// Queues a control frame (subscribe, goodbye) behind anything more urgent than `priority`.
-    async fn control_at(&self, frame: Frame, priority: Priority) -> Result<(), AgentError> {
+    pub(crate) async fn control_at(
+        &self,
+        frame: Frame,
+        priority: Priority,
+    ) -> Result<(), AgentError> {
         let frame = frame
             .encode(self.inner.session.codec)
             .map_err(AgentError::Encode)?;

@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod agent_queues;
 mod clock;
 pub mod hub;
 pub mod metrics;

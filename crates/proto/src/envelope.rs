@@ -181,6 +181,9 @@ pub enum Destination {
     Topic(String),
     /// Every connected agent except the sender.
     Broadcast,
+    /// A durable work queue: the hub stores the message as a task and hands it to one of the
+    /// queue's consumers at a time until one acks it.
+    Queue(String),
 }
 
 impl Destination {
@@ -194,11 +197,17 @@ impl Destination {
         Destination::Topic(name.into())
     }
 
+    /// A work queue, by name.
+    pub fn queue(name: impl Into<String>) -> Self {
+        Destination::Queue(name.into())
+    }
+
     fn tag(&self) -> u8 {
         match self {
             Destination::Agent(_) => 0,
             Destination::Topic(_) => 1,
             Destination::Broadcast => 2,
+            Destination::Queue(_) => 3,
         }
     }
 
@@ -207,12 +216,13 @@ impl Destination {
             Destination::Agent(_) => "agent",
             Destination::Topic(_) => "topic",
             Destination::Broadcast => "broadcast",
+            Destination::Queue(_) => "queue",
         }
     }
 
     fn name(&self) -> &str {
         match self {
-            Destination::Agent(n) | Destination::Topic(n) => n,
+            Destination::Agent(n) | Destination::Topic(n) | Destination::Queue(n) => n,
             Destination::Broadcast => "",
         }
     }
@@ -227,6 +237,9 @@ impl Destination {
             }
             DestinationTag::Code(2) | DestinationTag::Name("broadcast") => {
                 Some(Destination::Broadcast)
+            }
+            DestinationTag::Code(3) | DestinationTag::Name("queue") => {
+                Some(Destination::Queue(name))
             }
             _ => None,
         }
@@ -244,6 +257,7 @@ impl fmt::Display for Destination {
             Destination::Agent(n) => write!(f, "agent:{n}"),
             Destination::Topic(n) => write!(f, "topic:{n}"),
             Destination::Broadcast => f.write_str("*"),
+            Destination::Queue(n) => write!(f, "queue:{n}"),
         }
     }
 }
@@ -251,7 +265,7 @@ impl fmt::Display for Destination {
 impl std::str::FromStr for Destination {
     type Err = String;
 
-    /// Parses `agent:ID`, `topic:NAME`, `*` (broadcast), or a bare agent id.
+    /// Parses `agent:ID`, `topic:NAME`, `queue:NAME`, `*` (broadcast), or a bare agent id.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if s == "*" || s == "broadcast" {
             return Ok(Destination::Broadcast);
@@ -259,6 +273,7 @@ impl std::str::FromStr for Destination {
         let dest = match s.split_once(':') {
             Some(("agent", id)) => Destination::agent(id),
             Some(("topic", t)) => Destination::topic(t),
+            Some(("queue", q)) => Destination::queue(q),
             _ => Destination::agent(s),
         };
         if dest.name().is_empty() {
@@ -634,7 +649,7 @@ mod tests {
         bytes[9] = 4; // priority
         assert!(Codec::MsgPack.decode::<Envelope>(&bytes).is_err());
         let mut bytes = Codec::MsgPack.encode(&small()).unwrap();
-        bytes[5] = 3; // destination tag
+        bytes[5] = 4; // destination tag (0-3 are agent, topic, broadcast, queue)
         assert!(Codec::MsgPack.decode::<Envelope>(&bytes).is_err());
         let mut bytes = Codec::MsgPack.encode(&small()).unwrap();
         bytes[4] = 0x93; // destination with 3 elements

@@ -41,6 +41,14 @@ pub enum FrameType {
     Subscribe = 0x20,
     /// Agent → hub: unsubscribe from a topic (payload: the topic, UTF-8).
     Unsubscribe = 0x21,
+    /// Agent → hub: consume a work queue (payload: credit u32 BE, then the queue, UTF-8;
+    /// credit 0 stops consuming it).
+    Consume = 0x22,
+    /// Agent → hub: a delivered queue task is done (payload: task id u64 BE).
+    Ack = 0x23,
+    /// Agent → hub: a delivered queue task could not be done (payload: task id u64 BE, delay
+    /// in ms u32 BE; `u32::MAX` leaves the delay to the queue's backoff).
+    Nack = 0x24,
     /// Liveness beat (payload: sequence u64 BE, timestamp µs u64 BE).
     Heartbeat = 0x30,
     /// Orderly close with a reason (payload: code u32 BE, reason UTF-8).
@@ -57,6 +65,9 @@ impl FrameType {
             0x10 => FrameType::Envelope,
             0x20 => FrameType::Subscribe,
             0x21 => FrameType::Unsubscribe,
+            0x22 => FrameType::Consume,
+            0x23 => FrameType::Ack,
+            0x24 => FrameType::Nack,
             0x30 => FrameType::Heartbeat,
             0x40 => FrameType::Goodbye,
             _ => return None,
@@ -83,6 +94,25 @@ pub struct Goodbye {
     pub reason: String,
 }
 
+/// Consume a work queue: the hub delivers up to `credit` of its tasks at a time, each once
+/// until it is acked (see `agentwire_queue`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consume {
+    /// The queue's name.
+    pub queue: String,
+    /// Tasks in flight at most; 0 stops consuming (tasks held go back to the queue).
+    pub credit: u32,
+}
+
+/// A delivered task could not be done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Nack {
+    /// The task's id (the delivery envelope's `id`).
+    pub task: u64,
+    /// Wait this long before the next attempt; `None`: the queue's backoff.
+    pub delay_ms: Option<u32>,
+}
+
 /// A decoded frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
@@ -98,6 +128,12 @@ pub enum Frame {
     Subscribe(String),
     /// Unsubscribe from a topic.
     Unsubscribe(String),
+    /// Consume a work queue.
+    Consume(Consume),
+    /// A delivered task is done (its id).
+    Ack(u64),
+    /// A delivered task could not be done.
+    Nack(Nack),
     /// A liveness beat.
     Heartbeat(Heartbeat),
     /// An orderly close.
@@ -225,6 +261,9 @@ impl Frame {
             Frame::Envelope(_) => FrameType::Envelope,
             Frame::Subscribe(_) => FrameType::Subscribe,
             Frame::Unsubscribe(_) => FrameType::Unsubscribe,
+            Frame::Consume(_) => FrameType::Consume,
+            Frame::Ack(_) => FrameType::Ack,
+            Frame::Nack(_) => FrameType::Nack,
             Frame::Heartbeat(_) => FrameType::Heartbeat,
             Frame::Goodbye(_) => FrameType::Goodbye,
         }
@@ -248,6 +287,15 @@ impl Frame {
             Frame::Reject(r) => Codec::MsgPack.encode_into(r, out)?,
             Frame::Envelope(e) => codec.encode_into(e, out)?,
             Frame::Subscribe(t) | Frame::Unsubscribe(t) => out.extend_from_slice(t.as_bytes()),
+            Frame::Consume(c) => {
+                out.extend_from_slice(&c.credit.to_be_bytes());
+                out.extend_from_slice(c.queue.as_bytes());
+            }
+            Frame::Ack(task) => out.extend_from_slice(&task.to_be_bytes()),
+            Frame::Nack(n) => {
+                out.extend_from_slice(&n.task.to_be_bytes());
+                out.extend_from_slice(&n.delay_ms.unwrap_or(u32::MAX).to_be_bytes());
+            }
             Frame::Heartbeat(h) => {
                 out.extend_from_slice(&h.seq.to_be_bytes());
                 out.extend_from_slice(&h.timestamp_us.to_be_bytes());
@@ -312,6 +360,36 @@ impl Frame {
             }
             FrameType::Subscribe => Frame::Subscribe(text(p)?),
             FrameType::Unsubscribe => Frame::Unsubscribe(text(p)?),
+            FrameType::Consume => {
+                if p.len() < 4 {
+                    return Err(malformed(format!("{} bytes, expected at least 4", p.len())));
+                }
+                let mut b = p;
+                let credit = b.get_u32();
+                Frame::Consume(Consume {
+                    queue: text(b)?,
+                    credit,
+                })
+            }
+            FrameType::Ack => {
+                if p.len() != 8 {
+                    return Err(malformed(format!("{} bytes, expected 8", p.len())));
+                }
+                let mut b = p;
+                Frame::Ack(b.get_u64())
+            }
+            FrameType::Nack => {
+                if p.len() != 12 {
+                    return Err(malformed(format!("{} bytes, expected 12", p.len())));
+                }
+                let mut b = p;
+                let task = b.get_u64();
+                let delay = b.get_u32();
+                Frame::Nack(Nack {
+                    task,
+                    delay_ms: (delay != u32::MAX).then_some(delay),
+                })
+            }
             FrameType::Heartbeat => {
                 if p.len() != 16 {
                     return Err(malformed(format!("{} bytes, expected 16", p.len())));
@@ -573,6 +651,23 @@ mod tests {
             Frame::Envelope(Envelope::new(0, "", Destination::Broadcast, Kind::Event)),
             Frame::Subscribe("news".into()),
             Frame::Unsubscribe("news/ü".into()),
+            Frame::Consume(Consume {
+                queue: "jobs".into(),
+                credit: 16,
+            }),
+            Frame::Consume(Consume {
+                queue: "jobs".into(),
+                credit: 0,
+            }),
+            Frame::Ack(u64::MAX),
+            Frame::Nack(Nack {
+                task: 7,
+                delay_ms: Some(250),
+            }),
+            Frame::Nack(Nack {
+                task: 7,
+                delay_ms: None,
+            }),
             Frame::Subscribe(String::new()),
             Frame::Heartbeat(Heartbeat {
                 seq: 9,
@@ -619,7 +714,7 @@ mod tests {
             }
         }
         let known = (0..=255u8).filter_map(FrameType::from_byte).count();
-        assert_eq!(known, 8);
+        assert_eq!(known, 11);
     }
 
     #[test]

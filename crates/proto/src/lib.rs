@@ -42,7 +42,8 @@ pub use codec::{Codec, CodecError};
 pub use envelope::{Destination, Envelope, Kind, Priority};
 pub use error::ErrorCode;
 pub use frame::{
-    Frame, FrameDecoder, FrameError, FrameType, Goodbye, Heartbeat, RawFrame, FRAME_HEADER_LEN,
+    Consume, Frame, FrameDecoder, FrameError, FrameType, Goodbye, Heartbeat, Nack, RawFrame,
+    FRAME_HEADER_LEN,
 };
 pub use handshake::{
     AgentHandshake, HandshakeError, Hello, HubDecision, HubHandshake, HubPolicy, Reject, Session,

@@ -106,7 +106,9 @@ impl Limits {
             });
         }
         match &env.to {
-            crate::Destination::Agent(n) | crate::Destination::Topic(n) => self.check_name(n)?,
+            crate::Destination::Agent(n)
+            | crate::Destination::Topic(n)
+            | crate::Destination::Queue(n) => self.check_name(n)?,
             crate::Destination::Broadcast => {}
         }
         if !env.from.is_empty() {

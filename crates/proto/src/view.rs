@@ -27,6 +27,8 @@ pub enum DestinationRef<'a> {
     Topic(&'a str),
     /// Every connected agent except the sender.
     Broadcast,
+    /// A work queue.
+    Queue(&'a str),
 }
 
 impl DestinationRef<'_> {
@@ -36,6 +38,7 @@ impl DestinationRef<'_> {
             DestinationRef::Agent(n) => Destination::agent(n),
             DestinationRef::Topic(n) => Destination::topic(n),
             DestinationRef::Broadcast => Destination::Broadcast,
+            DestinationRef::Queue(n) => Destination::queue(n),
         }
     }
 }
@@ -46,6 +49,7 @@ impl<'a> From<&'a Destination> for DestinationRef<'a> {
             Destination::Agent(n) => DestinationRef::Agent(n),
             Destination::Topic(n) => DestinationRef::Topic(n),
             Destination::Broadcast => DestinationRef::Broadcast,
+            Destination::Queue(n) => DestinationRef::Queue(n),
         }
     }
 }
@@ -159,7 +163,9 @@ impl<'a> EnvelopeView<'a> {
             });
         }
         match self.to {
-            DestinationRef::Agent(n) | DestinationRef::Topic(n) => limits.check_name(n)?,
+            DestinationRef::Agent(n) | DestinationRef::Topic(n) | DestinationRef::Queue(n) => {
+                limits.check_name(n)?
+            }
             DestinationRef::Broadcast => {}
         }
         if !self.from.is_empty() {
@@ -219,6 +225,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for WireDestination<'a> {
                     0 => DestinationRef::Agent(name),
                     1 => DestinationRef::Topic(name),
                     2 => DestinationRef::Broadcast,
+                    3 => DestinationRef::Queue(name),
                     _ => return Err(de::Error::custom(format!("unknown destination tag {tag}"))),
                 }))
             }

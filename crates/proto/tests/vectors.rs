@@ -17,8 +17,8 @@ use std::fs;
 use std::path::PathBuf;
 
 use agentwire_proto::{
-    Codec, Destination, Envelope, ErrorCode, Frame, FrameDecoder, FrameType, Goodbye, Heartbeat,
-    Hello, Kind, Priority, Reject, Welcome,
+    Codec, Consume, Destination, Envelope, ErrorCode, Frame, FrameDecoder, FrameType, Goodbye,
+    Heartbeat, Hello, Kind, Nack, Priority, Reject, Welcome,
 };
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -246,6 +246,41 @@ fn vectors() -> Vec<Vector> {
             Codec::MsgPack,
         ),
         vector(
+            "consume",
+            "Consume: credit u32 BE (16 tasks in flight at most) then the queue name in UTF-8",
+            Frame::Consume(Consume {
+                queue: "jobs".into(),
+                credit: 16,
+            }),
+            Codec::MsgPack,
+        ),
+        vector(
+            "ack",
+            "Ack: the delivered task's id, u64 BE",
+            Frame::Ack(42),
+            Codec::MsgPack,
+        ),
+        vector(
+            "nack",
+            "Nack: the task's id u64 BE, then the delay before its next attempt in ms, u32 BE (0xffffffff: the queue's backoff)",
+            Frame::Nack(Nack {
+                task: 42,
+                delay_ms: Some(500),
+            }),
+            Codec::MsgPack,
+        ),
+        vector(
+            "envelope-queue-msgpack",
+            "Envelope to a work queue (destination tag 3), a task with a producer id header, MessagePack",
+            Frame::Envelope(
+                Envelope::new(9, "coordinator", Destination::queue("jobs"), Kind::Request)
+                    .with_timestamp_us(TS)
+                    .with_header("producer-id", "order-9")
+                    .with_body(&b"resize photo 9"[..]),
+            ),
+            Codec::MsgPack,
+        ),
+        vector(
             "goodbye",
             "Goodbye: code u32 BE (16 = shutting-down) then the reason in UTF-8",
             Frame::Goodbye(Goodbye {
@@ -266,6 +301,9 @@ fn frame_type_name(t: FrameType) -> &'static str {
         FrameType::Envelope => "envelope",
         FrameType::Subscribe => "subscribe",
         FrameType::Unsubscribe => "unsubscribe",
+        FrameType::Consume => "consume",
+        FrameType::Ack => "ack",
+        FrameType::Nack => "nack",
         FrameType::Heartbeat => "heartbeat",
         FrameType::Goodbye => "goodbye",
     }
@@ -279,6 +317,9 @@ fn frame_to_value(frame: &Frame) -> Value {
         Frame::Reject(r) => serde_json::to_value(r).unwrap(),
         Frame::Envelope(e) => serde_json::to_value(e).unwrap(),
         Frame::Subscribe(t) | Frame::Unsubscribe(t) => json!({ "topic": t }),
+        Frame::Consume(c) => json!({ "queue": c.queue, "credit": c.credit }),
+        Frame::Ack(task) => json!({ "task": task }),
+        Frame::Nack(n) => json!({ "task": n.task, "delay_ms": n.delay_ms }),
         Frame::Heartbeat(h) => serde_json::to_value(h).unwrap(),
         Frame::Goodbye(g) => {
             json!({ "code": g.code.code(), "name": g.code.name(), "reason": g.reason })
@@ -296,6 +337,17 @@ fn value_to_frame(frame_type: &str, value: &Value) -> Frame {
         "envelope" => Frame::Envelope(serde_json::from_value(value.clone()).unwrap()),
         "subscribe" => Frame::Subscribe(topic()),
         "unsubscribe" => Frame::Unsubscribe(topic()),
+        "consume" => Frame::Consume(Consume {
+            queue: value["queue"].as_str().unwrap().to_owned(),
+            credit: u32::try_from(value["credit"].as_u64().unwrap()).unwrap(),
+        }),
+        "ack" => Frame::Ack(value["task"].as_u64().unwrap()),
+        "nack" => Frame::Nack(Nack {
+            task: value["task"].as_u64().unwrap(),
+            delay_ms: value["delay_ms"]
+                .as_u64()
+                .map(|d| u32::try_from(d).unwrap()),
+        }),
         "heartbeat" => Frame::Heartbeat(serde_json::from_value(value.clone()).unwrap()),
         "goodbye" => {
             let code = u32::try_from(value["code"].as_u64().unwrap()).unwrap();

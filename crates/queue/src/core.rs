@@ -235,6 +235,7 @@ impl QueueCore {
         let record = TaskRecord {
             id,
             queue: queue.clone(),
+            sender: task.sender,
             producer_id: task.producer_id,
             attempts: 0,
             enqueued_unix_ms: now.unix_ms,
@@ -504,6 +505,14 @@ impl QueueCore {
         self.consumers.get(&consumer).map(|c| c.in_flight.len())
     }
 
+    /// Who holds `task` now (`None` unless it is in flight).
+    pub fn holder(&self, task: TaskId) -> Option<ConsumerId> {
+        match self.tasks.get(&task)?.state {
+            State::InFlight { consumer, .. } => Some(consumer),
+            _ => None,
+        }
+    }
+
     /// Every queue known since start, by name.
     pub fn queue_names(&self) -> Vec<QueueName> {
         let mut names: Vec<QueueName> = self.queues.keys().cloned().collect();
@@ -655,6 +664,7 @@ impl QueueCore {
                 consumer,
                 task,
                 queue: queue.clone(),
+                sender: entry.record.sender.clone(),
                 body: Bytes::clone(&entry.record.body),
                 attempt,
             }));

@@ -143,6 +143,8 @@ impl Default for QueueConfig {
 pub struct Enqueue {
     /// The queue.
     pub queue: String,
+    /// Who sends it (an agent id, handed to the consumer with the task).
+    pub sender: String,
     /// The producer's own id for this task: a second task with the same id in the same queue
     /// within the duplicate window is dropped (and answered with the first one's id).
     pub producer_id: Option<String>,
@@ -155,9 +157,16 @@ impl Enqueue {
     pub fn new(queue: impl Into<String>, body: impl Into<Bytes>) -> Self {
         Enqueue {
             queue: queue.into(),
+            sender: String::new(),
             producer_id: None,
             body: body.into(),
         }
+    }
+
+    /// The same task from `sender`.
+    pub fn from_sender(mut self, sender: impl Into<String>) -> Self {
+        self.sender = sender.into();
+        self
     }
 
     /// The same task with a producer id.
@@ -185,6 +194,8 @@ pub struct Delivery {
     pub task: TaskId,
     /// Its queue.
     pub queue: QueueName,
+    /// Who sent it.
+    pub sender: String,
     /// Its bytes.
     pub body: Bytes,
     /// 1 for the first delivery, 2 for the first redelivery, and so on.

@@ -19,6 +19,8 @@ pub struct TaskRecord {
     pub id: TaskId,
     /// Its queue.
     pub queue: QueueName,
+    /// Who sent it (an agent id; empty when unknown).
+    pub sender: String,
     /// The producer's id for duplicate detection, if it gave one.
     pub producer_id: Option<String>,
     /// Failed deliveries so far (an attempt cut short by a hub crash is not counted).
@@ -56,6 +58,7 @@ impl TaskRecord {
     /// let r = TaskRecord {
     ///     id: TaskId(7),
     ///     queue: QueueName::new("jobs").unwrap(),
+    ///     sender: "coordinator".into(),
     ///     producer_id: Some("order-7".into()),
     ///     attempts: 2,
     ///     enqueued_unix_ms: 1_700_000_000_000,
@@ -80,6 +83,7 @@ impl TaskRecord {
         out.extend_from_slice(&self.attempts.to_le_bytes());
         out.extend_from_slice(&self.enqueued_unix_ms.to_le_bytes());
         put_short(&mut out, self.queue.as_str());
+        put_short(&mut out, &self.sender);
         if let Some(p) = &self.producer_id {
             put_short(&mut out, p);
         }
@@ -104,6 +108,7 @@ impl TaskRecord {
         let enqueued_unix_ms = u64::from_le_bytes(r.array()?);
         let queue =
             QueueName::new(r.short_str("queue")?).map_err(|_| RecordError::BadField("queue"))?;
+        let sender = r.short_str("sender")?.to_string();
         let producer_id = if flags & HAS_PRODUCER != 0 {
             Some(r.short_str("producer id")?.to_string())
         } else {
@@ -122,6 +127,7 @@ impl TaskRecord {
         Ok(TaskRecord {
             id,
             queue,
+            sender,
             producer_id,
             attempts,
             enqueued_unix_ms,
@@ -181,15 +187,17 @@ mod tests {
         (
             any::<u64>(),
             "[a-z.]{1,20}",
+            ".{0,20}",
             proptest::option::of(".{0,40}"),
             any::<u32>(),
             any::<u64>(),
             proptest::option::of("[a-z-]{0,20}"),
             proptest::collection::vec(any::<u8>(), 0..300),
         )
-            .prop_map(|(id, q, p, attempts, ms, dead, body)| TaskRecord {
+            .prop_map(|(id, q, sender, p, attempts, ms, dead, body)| TaskRecord {
                 id: TaskId(id),
                 queue: QueueName::new(&q).unwrap(),
+                sender,
                 producer_id: p,
                 attempts,
                 enqueued_unix_ms: ms,
@@ -228,6 +236,7 @@ mod tests {
         let r = TaskRecord {
             id: TaskId(1),
             queue: QueueName::new("q").unwrap(),
+            sender: String::new(),
             producer_id: None,
             attempts: 0,
             enqueued_unix_ms: 0,

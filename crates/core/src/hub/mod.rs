@@ -17,6 +17,7 @@
 
 mod core;
 mod listen;
+mod store;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -28,7 +29,7 @@ use tokio::task::JoinHandle;
 
 pub use self::core::{
     Action, AgentSnapshot, Conn, CoreConfig, DuplicatePolicy, HubCore, Now, Outbound, Registration,
-    HUB_ID, PRESENCE_TOPIC,
+    ATTEMPT_HEADER, DUPLICATE_HEADER, HUB_ID, PRESENCE_TOPIC, PRODUCER_ID_HEADER, TASK_ID_HEADER,
 };
 pub use crate::transport::ConnectionControl;
 pub use listen::{BoundAddr, Listener};
@@ -71,6 +72,8 @@ pub struct HubConfig {
     pub unix_socket_mode: u32,
     /// WebSocket liveness (ping interval, pong timeout).
     pub websocket: crate::transport::ws::WsOptions,
+    /// Work queues: ack wait, attempts, backoff, duplicate window, limits.
+    pub queue: agentwire_queue::QueueConfig,
 }
 
 impl Default for HubConfig {
@@ -88,6 +91,7 @@ impl Default for HubConfig {
             stream_mapping: StreamMapping::PerMessage,
             unix_socket_mode: crate::transport::uds::DEFAULT_SOCKET_MODE,
             websocket: crate::transport::ws::WsOptions::default(),
+            queue: agentwire_queue::QueueConfig::default(),
         }
     }
 }
@@ -101,6 +105,7 @@ impl HubConfig {
             agent_queue_capacity: self.agent_queue_capacity,
             handshake_timeout: self.handshake_timeout,
             duplicate_policy: self.duplicate_policy,
+            queue: self.queue.clone(),
             ..CoreConfig::default()
         }
     }
@@ -153,6 +158,8 @@ struct HubInner {
     core: HubCore<ConnDriver, ReplySlot>,
     messages_out: MessageTable,
     timer_task: OnceLock<JoinHandle<()>>,
+    /// The queue store's writer thread, when queues are durable.
+    store: Option<store::StoreWriter>,
 }
 
 /// A QUIC listener of a hub.
@@ -187,7 +194,7 @@ impl Drop for QuicListener {
 }
 
 impl Hub {
-    /// A hub with `config`, recording into `metrics`.
+    /// A hub with `config`, recording into `metrics`. Its work queues live in memory.
     pub fn new(config: HubConfig, metrics: HubMetrics) -> Self {
         let core = HubCore::new(config.core_config(), metrics, Now::system());
         Hub {
@@ -196,8 +203,49 @@ impl Hub {
                 core,
                 config,
                 timer_task: OnceLock::new(),
+                store: None,
             }),
         }
+    }
+
+    /// A hub whose work queues are kept in `store`: it starts with what the store holds, and
+    /// acknowledges a task, or delivers it, only once the store has it. Writes of many
+    /// connections go to the store together, one batch per commit, from a thread of its own.
+    /// A store that cannot be read is an error (it names the store's file).
+    ///
+    /// ```
+    /// use agentwire::hub::{Hub, HubConfig};
+    /// use agentwire::metrics::HubMetrics;
+    /// use agentwire_queue::FileStore;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = FileStore::open(dir.path()).unwrap();
+    /// let hub = Hub::with_store(HubConfig::default(), HubMetrics::new(), Box::new(store)).unwrap();
+    /// assert!(hub.queue_stats("jobs").is_none());
+    /// ```
+    pub fn with_store(
+        config: HubConfig,
+        metrics: HubMetrics,
+        mut store: Box<dyn agentwire_queue::QueueStore>,
+    ) -> Result<Self, agentwire_queue::StoreError> {
+        let now = Now::system();
+        let recovered = store.load()?;
+        let core = HubCore::new(config.core_config(), metrics, now);
+        core.restore_queues(recovered, now);
+        let (writer, feed) = store::StoreWriter::channel();
+        let inner = Arc::new(HubInner {
+            messages_out: core.message_out_table(),
+            core,
+            config,
+            timer_task: OnceLock::new(),
+            store: Some(writer),
+        });
+        feed.start(store, Arc::downgrade(&inner));
+        Ok(Hub { inner })
+    }
+
+    /// One work queue's counts (`None` for a queue unknown since start).
+    pub fn queue_stats(&self, queue: &str) -> Option<agentwire_queue::QueueStats> {
+        self.inner.core.queue_stats(queue)
     }
 
     /// The hub's metrics.
@@ -268,11 +316,15 @@ impl Hub {
         self.inner.clone().serve_connection(sender, receiver).await
     }
 
-    /// Closes every agent's connection with `shutting-down`.
+    /// Closes every agent's connection with `shutting-down`, and closes the queue store (after
+    /// writing what it was given), so that another hub may open it.
     pub fn shutdown(&self) {
         let mut actions = Vec::new();
         self.inner.core.shutdown(Now::system(), &mut actions);
-        apply(&mut actions);
+        apply(&self.inner, &mut actions);
+        if let Some(store) = &self.inner.store {
+            store.stop(Duration::from_secs(10));
+        }
     }
 
     /// Starts the task that calls [`HubCore::on_timeout`] (once per hub).
@@ -329,7 +381,7 @@ impl HubInner {
                     }
                 }
             }
-            apply(&mut actions);
+            apply(&self, &mut actions);
             if conn.is_closed() {
                 break;
             }
@@ -357,7 +409,7 @@ impl HubInner {
             tokio::time::sleep(period).await;
             let Some(hub) = hub.upgrade() else { return };
             hub.core.on_timeout(Now::system(), &mut actions);
-            apply(&mut actions);
+            apply(&hub, &mut actions);
         }
     }
 }
@@ -365,9 +417,15 @@ impl HubInner {
 /// Carries out what the core asked for. Closes first, then wake-ups, so that a writer woken
 /// for a reject already knows it must close after sending it. (The reader whose handshake
 /// registered applies the receiving half's frame limit itself.)
-fn apply(actions: &mut HubActions) {
-    for action in actions.iter() {
+fn apply(hub: &HubInner, actions: &mut HubActions) {
+    for action in actions.iter_mut() {
         match action {
+            Action::Persist { token, writes } => match &hub.store {
+                Some(store) => store.submit(*token, std::mem::take(writes)),
+                None => tracing::error!(
+                    "the hub core asked for a queue store write, but the hub has no store"
+                ),
+            },
             Action::Registered(conn) => {
                 if let Some(reg) = conn.registration() {
                     conn.driver()

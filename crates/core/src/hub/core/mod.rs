@@ -26,6 +26,7 @@
 //! An answer for a request the hub already settled is dropped.
 
 mod conn;
+mod queues;
 mod registry;
 #[cfg(test)]
 mod tests;
@@ -42,9 +43,11 @@ use agentwire_proto::{
 use bytes::Bytes;
 
 pub use conn::{Conn, Outbound, Registration};
+pub use queues::{ATTEMPT_HEADER, DUPLICATE_HEADER, PRODUCER_ID_HEADER, TASK_ID_HEADER};
 pub use registry::DuplicatePolicy;
 
 use conn::{PushError, Waiting};
+use queues::HubQueues;
 use registry::{Registered, Registry};
 
 use crate::metrics::{outcome, HubMetrics, MessageTable};
@@ -82,6 +85,8 @@ pub struct CoreConfig {
     /// deadline, or because their target left), so that their real answers, arriving late,
     /// are dropped instead of delivered as a second answer. At most 4,096 ids per connection.
     pub settled_memory: Duration,
+    /// Work queues: ack wait, attempts, backoff, duplicate window, limits.
+    pub queue: agentwire_queue::QueueConfig,
 }
 
 impl Default for CoreConfig {
@@ -94,6 +99,7 @@ impl Default for CoreConfig {
             duplicate_policy: DuplicatePolicy::RejectNew,
             max_request_wait: Duration::from_secs(60),
             settled_memory: Duration::from_secs(600),
+            queue: agentwire_queue::QueueConfig::default(),
         }
     }
 }
@@ -137,6 +143,15 @@ pub enum Action<D, R> {
     /// The handshake succeeded: apply the agreed frame limit
     /// ([`Registration::max_frame_size`]) to both directions of the transport.
     Registered(Arc<Conn<D, R>>),
+    /// Make `writes` durable (in token order, after every earlier `Persist`), then call
+    /// [`HubCore::on_persisted`] with `token` (or [`HubCore::on_store_failed`]). Only hubs
+    /// with a queue store ([`HubCore::restore_queues`]) ask for this.
+    Persist {
+        /// Increases by one per `Persist`.
+        token: u64,
+        /// The writes, in order, to apply as one batch (or with neighbours, in order).
+        writes: Vec<agentwire_queue::StoreOp>,
+    },
     /// Close the connection with `code`. With `linger`, first let its writer send what is
     /// queued (a reject) and give the peer a moment to close by itself.
     Close {
@@ -190,6 +205,7 @@ pub struct HubCore<D, R> {
     epoch: Instant,
     next_conn: AtomicU64,
     next_id: AtomicU64,
+    queues: Mutex<HubQueues<D, R>>,
 }
 
 impl<D, R> HubCore<D, R> {
@@ -197,6 +213,7 @@ impl<D, R> HubCore<D, R> {
     pub fn new(config: CoreConfig, metrics: HubMetrics, now: Now) -> Self {
         let kinds = Kind::ALL.map(Kind::name);
         let priorities = Priority::ALL.map(Priority::name);
+        let config_queue = config.queue.clone();
         HubCore {
             handshake: HubHandshake::new(config.policy.clone()),
             messages_in: metrics.message_table(crate::metrics::direction::IN, &kinds, &priorities),
@@ -207,6 +224,7 @@ impl<D, R> HubCore<D, R> {
             epoch: now.instant,
             next_conn: AtomicU64::new(1),
             next_id: AtomicU64::new(1),
+            queues: Mutex::new(HubQueues::in_memory(config_queue, now)),
         }
     }
 
@@ -307,6 +325,9 @@ impl<D, R> HubCore<D, R> {
                     self.registry.unsubscribe([&topic], conn);
                 }
             }
+            Ok(Frame::Consume(c)) => self.on_consume(conn, c, now, out),
+            Ok(Frame::Ack(task)) => self.on_settle(conn, task, None, now, out),
+            Ok(Frame::Nack(n)) => self.on_settle(conn, n.task, Some(n), now, out),
             Ok(Frame::Heartbeat(_)) => {}
             Ok(Frame::Goodbye(g)) => self.end(
                 conn,
@@ -345,6 +366,7 @@ impl<D, R> HubCore<D, R> {
     /// Deadlines: handshakes not done in time, agents that missed their heartbeats,
     /// requests whose ttl ran out.
     pub fn on_timeout(&self, now: Now, out: &mut Vec<Action<D, R>>) {
+        self.queues_on_timeout(now, out);
         let late: Vec<Arc<Conn<D, R>>> = self
             .lock_handshaking()
             .values()
@@ -633,6 +655,7 @@ impl<D, R> HubCore<D, R> {
             self.metrics.queue_depth_add(-(dropped as i64));
         }
         self.registry.unsubscribe(topics.iter(), conn);
+        self.queues_conn_closed(conn, now, out);
         let who = reg.map(|r| r.agent_id.to_string()).unwrap_or_default();
         for ((_, request), requester) in owed {
             if let Some(requester) = requester.upgrade() {
@@ -716,6 +739,10 @@ impl<D, R> HubCore<D, R> {
             );
             return;
         }
+        if let DestinationRef::Queue(_) = view.to {
+            self.on_enqueue(conn, reg, raw, decoded, reply, now, out);
+            return;
+        }
         let frames = Forward::new(raw, &view, reg, decoded.as_ref());
         match view.to {
             DestinationRef::Agent(id) => {
@@ -753,6 +780,7 @@ impl<D, R> HubCore<D, R> {
                     self.fan_out(target, &frames, class, view.kind, out);
                 });
             }
+            DestinationRef::Queue(_) => {} // handled above
         }
     }
 
@@ -1086,26 +1114,7 @@ impl<D, R> HubCore<D, R> {
             .with_priority(Priority::High)
             .with_header("code", code.name())
             .with_body(reason.as_bytes().to_vec());
-        let Ok(frame) = Frame::encode_envelope(&env, reg.codec) else {
-            self.metrics.dropped("encode-failed");
-            return;
-        };
-        let pushed = to.lock().queue.push(Outbound {
-            frame,
-            class: SendClass::Message(Priority::High),
-            kind: Some(Kind::Error),
-            reply,
-        });
-        match pushed.map_err(|r| r.error) {
-            Ok(was_empty) => {
-                self.metrics.queue_depth_add(1);
-                if was_empty {
-                    out.push(Action::Wake(to.clone()));
-                }
-            }
-            Err(PushError::Full) => self.metrics.dropped("queue-full"),
-            Err(PushError::Closed) => {}
-        }
+        self.push_hub_envelope(to, &env, Priority::High, reply, out);
     }
 
     fn publish_presence(

@@ -28,6 +28,8 @@ struct Sim {
     actions: Vec<Action<(), Reply>>,
     /// Every close the core asked for, by connection id.
     closes: HashMap<u64, (ErrorCode, bool)>,
+    /// Queue writes the core asked the driver to make durable, not yet confirmed.
+    persists: Vec<(u64, Vec<agentwire_queue::StoreOp>)>,
 }
 
 /// One frame the hub sent to an agent, decoded.
@@ -74,16 +76,29 @@ impl Sim {
             now,
             actions: Vec::new(),
             closes: HashMap::new(),
+            persists: Vec::new(),
+        }
+    }
+
+    /// Confirms every write asked for so far, as a store would after its commit.
+    fn persist_all(&mut self) {
+        if let Some(&(last, _)) = self.persists.last() {
+            self.persists.clear();
+            self.core.on_persisted(last, self.now, &mut self.actions);
+            self.take_actions();
         }
     }
 
     fn take_actions(&mut self) {
         for a in self.actions.drain(..) {
-            if let Action::Close {
-                conn, code, linger, ..
-            } = a
-            {
-                self.closes.insert(conn.id(), (code, linger));
+            match a {
+                Action::Close {
+                    conn, code, linger, ..
+                } => {
+                    self.closes.insert(conn.id(), (code, linger));
+                }
+                Action::Persist { token, writes } => self.persists.push((token, writes)),
+                Action::Wake(_) | Action::Registered(_) => {}
             }
         }
     }
@@ -836,4 +851,178 @@ proptest! {
             prop_assert_eq!(n, 1, "request {:?} got {} answers", r, n);
         }
     }
+}
+
+// ---- work queues ------------------------------------------------------------------------
+
+fn enqueue(id: u64, from: &Agent, queue: &str, body: &str) -> Envelope {
+    env(id, from, Destination::queue(queue), Kind::Request).with_body(body.as_bytes().to_vec())
+}
+
+fn consume(queue: &str, credit: u32) -> Frame {
+    Frame::Consume(agentwire_proto::Consume {
+        queue: queue.into(),
+        credit,
+    })
+}
+
+/// The tasks (id, attempt, body) among what an agent got.
+fn tasks(got: &[Got]) -> Vec<(u64, String, String)> {
+    got.iter()
+        .filter_map(|g| match &g.frame {
+            Frame::Envelope(e) if matches!(e.to, Destination::Queue(_)) => Some((
+                e.id,
+                e.headers.get(ATTEMPT_HEADER).cloned().unwrap_or_default(),
+                String::from_utf8_lossy(&e.body).into_owned(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_durable_queue_answers_and_delivers_only_once_the_store_has_the_task() {
+    let mut sim = Sim::new(config());
+    sim.core
+        .restore_queues(agentwire_queue::Recovered::default(), sim.now);
+    let boss = sim.connect("boss");
+    let worker = sim.connect("worker");
+    sim.control(&worker, consume("jobs", 1));
+    sim.send_with_reply(&boss, enqueue(5, &boss, "jobs", "resize"), Some(77));
+    assert!(
+        sim.drain(&boss).is_empty(),
+        "no receipt before the write is durable"
+    );
+    assert!(
+        sim.drain(&worker).is_empty(),
+        "no delivery before the write is durable"
+    );
+    assert_eq!(sim.persists.len(), 1);
+    assert!(matches!(
+        sim.persists[0].1[0],
+        agentwire_queue::StoreOp::Put(_)
+    ));
+    sim.persist_all();
+    let receipt = sim.drain(&boss);
+    assert_eq!(receipt.len(), 1);
+    let r = receipt[0].envelope();
+    assert_eq!(
+        (r.kind, r.correlation, receipt[0].reply),
+        (Kind::Response, Some(5), Some(77))
+    );
+    assert_eq!(r.headers[DUPLICATE_HEADER], "false");
+    let task_id: u64 = r.headers[TASK_ID_HEADER].parse().unwrap();
+    let got = sim.drain(&worker);
+    assert_eq!(tasks(&got), vec![(task_id, "1".into(), "resize".into())]);
+    assert_eq!(got[0].envelope().from, "boss");
+    // The ack's delete is a write too; the queue is empty once it is durable.
+    sim.control(&worker, Frame::Ack(task_id));
+    assert!(matches!(
+        sim.persists.last().map(|p| &p.1[..]),
+        Some([agentwire_queue::StoreOp::Delete(_)])
+    ));
+    sim.persist_all();
+    let s = sim.core.queue_stats("jobs").unwrap();
+    assert_eq!((s.ready, s.in_flight), (0, 0));
+}
+
+#[test]
+fn queues_in_memory_answer_at_once_and_a_departed_consumer_returns_its_task() {
+    let mut sim = Sim::new(config());
+    let boss = sim.connect("boss");
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    sim.control(&a, consume("jobs", 1));
+    sim.send(&boss, enqueue(1, &boss, "jobs", "t1"));
+    assert!(
+        sim.persists.is_empty(),
+        "nothing to make durable without a store"
+    );
+    assert_eq!(sim.drain(&boss).len(), 1, "the receipt");
+    let held = tasks(&sim.drain(&a));
+    assert_eq!(held.len(), 1);
+    sim.control(&b, consume("jobs", 1));
+    assert!(sim.drain(&b).is_empty(), "the task is a's");
+    // b acking a's task changes nothing.
+    sim.control(&b, Frame::Ack(held[0].0));
+    sim.transport_closed(&a);
+    sim.advance(Duration::from_millis(100)); // the first backoff
+    assert_eq!(
+        tasks(&sim.drain(&b)),
+        vec![(held[0].0, "2".into(), "t1".into())]
+    );
+}
+
+#[test]
+fn a_producer_id_sent_twice_is_stored_once() {
+    let mut sim = Sim::new(config());
+    let boss = sim.connect("boss");
+    for id in [1, 2] {
+        let e = enqueue(id, &boss, "jobs", "once").with_header(PRODUCER_ID_HEADER, "p-1");
+        sim.send(&boss, e);
+    }
+    let got = sim.drain(&boss);
+    let dup: Vec<&str> = got
+        .iter()
+        .map(|g| g.envelope().headers[DUPLICATE_HEADER].as_str())
+        .collect();
+    assert_eq!(dup, vec!["false", "true"]);
+    assert_eq!(
+        got[0].envelope().headers[TASK_ID_HEADER],
+        got[1].envelope().headers[TASK_ID_HEADER]
+    );
+    assert_eq!(sim.core.queue_stats("jobs").unwrap().ready, 1);
+}
+
+#[test]
+fn a_failed_store_turns_waiting_and_later_enqueues_into_errors() {
+    let mut sim = Sim::new(config());
+    sim.core
+        .restore_queues(agentwire_queue::Recovered::default(), sim.now);
+    let boss = sim.connect("boss");
+    sim.send(&boss, enqueue(1, &boss, "jobs", "t"));
+    assert!(sim.drain(&boss).is_empty());
+    sim.core
+        .on_store_failed("disk full", sim.now, &mut sim.actions);
+    sim.take_actions();
+    let got = sim.drain(&boss);
+    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::Internal));
+    sim.send(&boss, enqueue(2, &boss, "jobs", "t"));
+    let got = sim.drain(&boss);
+    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::Internal));
+    assert!(String::from_utf8_lossy(&got[0].envelope().body).contains("disk full"));
+    // Everything else still routes.
+    let other = sim.connect("other");
+    sim.send(
+        &boss,
+        env(3, &boss, Destination::agent("other"), Kind::Event),
+    );
+    assert_eq!(sim.drain(&other).len(), 1);
+}
+
+#[test]
+fn bad_queue_input_gets_a_clear_error_and_the_sender_stays() {
+    let mut sim = Sim::new(CoreConfig {
+        queue: agentwire_queue::QueueConfig {
+            max_task_bytes: 4,
+            ..agentwire_queue::QueueConfig::default()
+        },
+        ..config()
+    });
+    let boss = sim.connect("boss");
+    sim.send(&boss, enqueue(1, &boss, "jobs", "too large"));
+    let got = sim.drain(&boss);
+    assert_eq!(
+        error_code(got[0].envelope()),
+        Some(ErrorCode::LimitExceeded)
+    );
+    assert!(!boss.conn.is_closed());
+    // A malformed ack closes only that connection.
+    let other = sim.connect("other");
+    let mut bad = Frame::Ack(1).encode(Codec::MsgPack).unwrap().to_vec();
+    bad.truncate(bad.len() - 1);
+    bad[3] -= 1;
+    sim.feed(&boss.conn, Bytes::from(bad), None);
+    assert!(boss.conn.is_closed());
+    assert!(!other.conn.is_closed());
 }

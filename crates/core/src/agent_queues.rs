@@ -1,0 +1,149 @@
+//! The agent's side of durable work queues: enqueue a task and wait until the hub has stored
+//! it, consume a queue, ack or nack what it delivers.
+//!
+//! Owns only the mapping of these calls to envelopes and frames (`queue:NAME` requests, and
+//! the `Consume`, `Ack`, `Nack` frames of docs/protocol.md); delivery, redelivery and dead
+//! letters are the hub's (`agentwire_queue`). Tasks arrive through
+//! [`Agent::recv`](crate::agent::Agent::recv) like every message: [`QueueTask::from_envelope`]
+//! recognises them.
+
+use std::time::Duration;
+
+use agentwire_proto::{Consume, Destination, Envelope, Frame, Kind, Nack, Priority};
+use bytes::Bytes;
+
+use crate::agent::{AgentError, AgentHandle};
+use crate::hub::{ATTEMPT_HEADER, DUPLICATE_HEADER, PRODUCER_ID_HEADER, TASK_ID_HEADER};
+
+/// The hub's word that it stored a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskReceipt {
+    /// The task's id in its queue (for a duplicate, the first task's).
+    pub task: u64,
+    /// The producer id was seen within the queue's duplicate window: nothing new was stored.
+    pub duplicate: bool,
+}
+
+/// A task a queue delivered to this agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueTask {
+    /// Its queue.
+    pub queue: String,
+    /// Its id: ack or nack it with this.
+    pub task: u64,
+    /// 1 for the first delivery, more for redeliveries.
+    pub attempt: u32,
+    /// The agent that enqueued it.
+    pub sender: String,
+    /// Its bytes.
+    pub body: Bytes,
+}
+
+impl QueueTask {
+    /// The task in `env`, if `env` is a queue delivery.
+    ///
+    /// ```
+    /// use agentwire::agent_queues::QueueTask;
+    /// use agentwire_proto::{Destination, Envelope, Kind};
+    /// let env = Envelope::new(7, "boss", Destination::queue("jobs"), Kind::Task)
+    ///     .with_header("attempt", "2")
+    ///     .with_body(&b"resize"[..]);
+    /// let t = QueueTask::from_envelope(&env).unwrap();
+    /// assert_eq!((t.queue.as_str(), t.task, t.attempt), ("jobs", 7, 2));
+    /// ```
+    pub fn from_envelope(env: &Envelope) -> Option<QueueTask> {
+        let Destination::Queue(queue) = &env.to else {
+            return None;
+        };
+        if env.kind != Kind::Task {
+            return None;
+        }
+        Some(QueueTask {
+            queue: queue.clone(),
+            task: env.id,
+            attempt: env
+                .headers
+                .get(ATTEMPT_HEADER)
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(1),
+            sender: env.from.clone(),
+            body: env.body.clone(),
+        })
+    }
+}
+
+impl AgentHandle {
+    /// Sends a task to the work queue `queue` and waits until the hub has stored it (with a
+    /// store, on disk). `producer_id`, when given, makes a second task with the same id within
+    /// the queue's duplicate window a duplicate that the hub drops: re-send with the same id
+    /// after a timeout, and the task is stored once.
+    pub async fn enqueue(
+        &self,
+        queue: &str,
+        body: impl Into<Bytes>,
+        producer_id: Option<&str>,
+        timeout: Duration,
+    ) -> Result<TaskReceipt, AgentError> {
+        let mut env = self
+            .envelope(Destination::queue(queue), Kind::Request)
+            .with_body(body);
+        if let Some(p) = producer_id {
+            env = env.with_header(PRODUCER_ID_HEADER, p);
+        }
+        let answer = self.request_envelope(env, timeout).await?;
+        let task = answer
+            .headers
+            .get(TASK_ID_HEADER)
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| AgentError::Config("the hub's receipt has no task id".into()))?;
+        Ok(TaskReceipt {
+            task,
+            duplicate: answer.headers.get(DUPLICATE_HEADER).map(String::as_str) == Some("true"),
+        })
+    }
+
+    /// Starts consuming the work queue `queue`: the hub delivers its tasks to this agent, at
+    /// most `credit` at a time (called again, it changes the credit). Each task arrives
+    /// through `recv` ([`QueueTask::from_envelope`]) and stays this agent's until it is acked
+    /// or nacked, its ack wait runs out, or the agent disconnects.
+    pub async fn consume(&self, queue: &str, credit: u32) -> Result<(), AgentError> {
+        if credit == 0 {
+            return Err(AgentError::Config(
+                "a consumer needs a credit of at least 1 (stop_consuming stops)".into(),
+            ));
+        }
+        self.control_at(
+            Frame::Consume(Consume {
+                queue: queue.to_owned(),
+                credit,
+            }),
+            Priority::Critical,
+        )
+        .await
+    }
+
+    /// Stops consuming `queue`; tasks this agent holds go back to the queue.
+    pub async fn stop_consuming(&self, queue: &str) -> Result<(), AgentError> {
+        self.control_at(
+            Frame::Consume(Consume {
+                queue: queue.to_owned(),
+                credit: 0,
+            }),
+            Priority::Critical,
+        )
+        .await
+    }
+
+    /// The task is done: the hub forgets it.
+    pub async fn ack(&self, task: u64) -> Result<(), AgentError> {
+        self.control_at(Frame::Ack(task), Priority::High).await
+    }
+
+    /// The task could not be done: the hub hands it out again after `delay` (`None`: the
+    /// queue's backoff), or makes it a dead letter after its last attempt.
+    pub async fn nack(&self, task: u64, delay: Option<Duration>) -> Result<(), AgentError> {
+        let delay_ms = delay.map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX - 1));
+        self.control_at(Frame::Nack(Nack { task, delay_ms }), Priority::High)
+            .await
+    }
+}

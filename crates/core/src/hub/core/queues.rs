@@ -1,0 +1,491 @@
+//! The hub core's durable work queues: envelopes to `queue:NAME`, `Consume`, `Ack` and `Nack`
+//! frames, and what a closed connection or a timeout means for them.
+//!
+//! The queue logic itself is `agentwire_queue::QueueCore`'s; this module owns only the glue:
+//! which connection a consumer is, the producer's receipt, the delivery envelope, and the rule
+//! that nothing leaves the hub before the writes that record it are durable. Every step that
+//! changes a queue ends in [`HubCore::queue_step`]: with a store, its writes go to the driver
+//! as [`Action::Persist`] and what they carry (receipts, deliveries) waits in `pending` until
+//! the driver calls [`HubCore::on_persisted`]; without one (queues in memory), it goes out at
+//! once. It must not do I/O: the driver owns the store.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, MutexGuard, Weak};
+
+use agentwire_proto::{
+    Consume, Destination, Envelope, ErrorCode, Frame, Kind, Nack, Priority, RawFrame,
+};
+use agentwire_queue::{
+    ConsumerId, Delivery, Enqueue, Enqueued, FailReason, QueueAction, QueueConfig, QueueCore,
+    QueueError, QueueStats, Recovered, StoreOp, TaskId,
+};
+
+use super::conn::{Conn, Outbound, PushError, Registration};
+use super::{Action, HubCore, Now};
+use crate::transport::SendClass;
+
+/// The header a producer names its task with, so that a re-sent task is dropped as a
+/// duplicate (like NATS's `Nats-Msg-Id`).
+pub const PRODUCER_ID_HEADER: &str = "producer-id";
+/// The receipt's header with the stored task's id.
+pub const TASK_ID_HEADER: &str = "task-id";
+/// The receipt's header saying whether the task was a duplicate (`true` / `false`).
+pub const DUPLICATE_HEADER: &str = "duplicate";
+/// The delivery's header with the attempt number (1 for the first delivery).
+pub const ATTEMPT_HEADER: &str = "attempt";
+
+/// The queues' state inside the hub core.
+pub(crate) struct HubQueues<D, R> {
+    core: QueueCore,
+    /// Whether writes must be made durable before what they record goes out.
+    durable: bool,
+    /// Writes handed to the driver and not yet confirmed, oldest first, with what waits on
+    /// each.
+    pending: VecDeque<(u64, Vec<Deferred<D, R>>)>,
+    next_token: u64,
+    consumers: HashMap<ConsumerId, Weak<Conn<D, R>>>,
+    /// Each connection's consumers, by queue name.
+    by_conn: HashMap<u64, HashMap<String, ConsumerId>>,
+    next_consumer: u64,
+    /// Set when the store failed: queues refuse everything from then on.
+    failed: Option<String>,
+}
+
+impl<D, R> HubQueues<D, R> {
+    pub(crate) fn in_memory(config: QueueConfig, now: Now) -> Self {
+        HubQueues::new(
+            QueueCore::recover(config, Recovered::default(), qnow(now)),
+            false,
+        )
+    }
+
+    fn new(core: QueueCore, durable: bool) -> Self {
+        HubQueues {
+            core,
+            durable,
+            pending: VecDeque::new(),
+            next_token: 1,
+            consumers: HashMap::new(),
+            by_conn: HashMap::new(),
+            next_consumer: 1,
+            failed: None,
+        }
+    }
+}
+
+/// What waits for a write.
+enum Deferred<D, R> {
+    Receipt {
+        conn: Arc<Conn<D, R>>,
+        request: u64,
+        enqueued: Enqueued,
+        reply: Option<R>,
+    },
+    Deliver {
+        conn: Weak<Conn<D, R>>,
+        delivery: Delivery,
+    },
+    Dead {
+        task: TaskId,
+        queue: String,
+        reason: FailReason,
+    },
+}
+
+fn qnow(now: Now) -> agentwire_queue::Now {
+    agentwire_queue::Now::new(now.instant, now.unix_us / 1000)
+}
+
+fn error_code(e: &QueueError) -> ErrorCode {
+    match e {
+        QueueError::Full { .. } => ErrorCode::QueueFull,
+        QueueError::NotInFlight { .. } | QueueError::AlreadyConsuming(_) => {
+            ErrorCode::ProtocolViolation
+        }
+        QueueError::BadName(_)
+        | QueueError::TooLarge { .. }
+        | QueueError::ProducerIdTooLong { .. }
+        | QueueError::NoCredit => ErrorCode::LimitExceeded,
+    }
+}
+
+impl<D, R> HubCore<D, R> {
+    /// Replaces the in-memory queues with what a store gave back: from now on every queue
+    /// change comes out as an [`Action::Persist`] first. Call before the first connection.
+    ///
+    /// ```
+    /// use agentwire::hub::{CoreConfig, HubCore, Now};
+    /// use agentwire::metrics::HubMetrics;
+    /// use agentwire_queue::Recovered;
+    /// let now = Now::system();
+    /// let core: HubCore<(), ()> = HubCore::new(CoreConfig::default(), HubMetrics::new(), now);
+    /// core.restore_queues(Recovered::default(), now);
+    /// assert!(core.queue_stats("jobs").is_none());
+    /// ```
+    pub fn restore_queues(&self, recovered: Recovered, now: Now) {
+        // Writes of the recovery itself (producer ids whose window ended meanwhile) stay in
+        // the queue core and go out with the first step's.
+        let core = QueueCore::recover(self.config.queue.clone(), recovered, qnow(now));
+        *self.lock_queues() = HubQueues::new(core, true);
+    }
+
+    /// The driver made the writes of every [`Action::Persist`] up to `token` durable: what
+    /// waited on them goes out.
+    pub fn on_persisted(&self, token: u64, now: Now, out: &mut Vec<Action<D, R>>) {
+        let mut ready = Vec::new();
+        {
+            let mut q = self.lock_queues();
+            while q.pending.front().is_some_and(|(t, _)| *t <= token) {
+                if let Some((_, items)) = q.pending.pop_front() {
+                    ready.extend(items);
+                }
+            }
+        }
+        self.release(ready, now, out);
+    }
+
+    /// The driver could not make a batch of writes durable: producers waiting on it, or on
+    /// any later one, get an `internal` error, and the queues refuse everything from now on (their state in
+    /// memory is ahead of the store). The hub keeps routing everything else.
+    pub fn on_store_failed(&self, reason: &str, now: Now, out: &mut Vec<Action<D, R>>) {
+        let waiting: Vec<Deferred<D, R>> = {
+            let mut q = self.lock_queues();
+            q.failed = Some(format!("the queue store failed: {reason}"));
+            q.pending.drain(..).flat_map(|(_, batch)| batch).collect()
+        };
+        tracing::error!(
+            reason,
+            "queue store write failed; queues now refuse new work"
+        );
+        for item in waiting {
+            if let Deferred::Receipt {
+                conn,
+                request,
+                reply,
+                ..
+            } = item
+            {
+                self.send_error(
+                    &conn,
+                    request,
+                    ErrorCode::Internal,
+                    &format!("the queue store failed: {reason}"),
+                    reply,
+                    now,
+                    out,
+                );
+            }
+        }
+    }
+
+    /// One queue's counts (`None` for a queue unknown since start).
+    pub fn queue_stats(&self, queue: &str) -> Option<QueueStats> {
+        self.lock_queues().core.stats(queue)
+    }
+
+    pub(super) fn lock_queues(&self) -> MutexGuard<'_, HubQueues<D, R>> {
+        self.queues.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An envelope to `queue:NAME`: stored as a task; a request gets a receipt once it is
+    /// durable (its `task-id` and `duplicate` headers), anything refused gets an error.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_enqueue(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        reg: &Registration,
+        raw: &RawFrame,
+        decoded: Option<Envelope>,
+        reply: Option<R>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        let env = match decoded {
+            Some(env) => env,
+            None => match reg.codec.decode_envelope(&raw.payload) {
+                Ok(env) => env,
+                Err(e) => {
+                    self.end(conn, ErrorCode::MalformedFrame, &e.to_string(), now, out);
+                    return;
+                }
+            },
+        };
+        let Destination::Queue(queue) = env.to else {
+            return;
+        };
+        let task = Enqueue {
+            queue,
+            sender: reg.agent_id.to_string(),
+            producer_id: env.headers.get(PRODUCER_ID_HEADER).cloned(),
+            body: env.body,
+        };
+        let mut q = self.lock_queues();
+        let result = match &q.failed {
+            Some(why) => Err((ErrorCode::Internal, why.clone())),
+            None => q
+                .core
+                .enqueue(task, qnow(now))
+                .map_err(|e| (error_code(&e), e.to_string())),
+        };
+        match result {
+            Ok(enqueued) => {
+                if enqueued.duplicate {
+                    self.metrics.dropped("queue-duplicate");
+                }
+                let receipt = (env.kind == Kind::Request).then(|| Deferred::Receipt {
+                    conn: conn.clone(),
+                    request: env.id,
+                    enqueued,
+                    reply,
+                });
+                self.queue_step(q, receipt.into_iter().collect(), now, out);
+            }
+            Err((code, why)) => {
+                drop(q);
+                self.metrics.dropped("queue-refused");
+                self.send_error(conn, env.id, code, &why, reply, now, out);
+            }
+        }
+    }
+
+    /// A `Consume` frame: `conn` consumes the queue with that credit (0: stops).
+    pub(super) fn on_consume(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        c: Consume,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        if let Err(e) = self.config.policy.limits.check_name(&c.queue) {
+            self.end(conn, ErrorCode::LimitExceeded, &e.to_string(), now, out);
+            return;
+        }
+        let mut q = self.lock_queues();
+        let q_ref = &mut *q;
+        let mine = q_ref.by_conn.entry(conn.id()).or_default();
+        if c.credit == 0 {
+            if let Some(id) = mine.remove(&c.queue) {
+                q_ref.consumers.remove(&id);
+                q_ref.core.consumer_gone(id, qnow(now));
+            }
+            self.queue_step(q, Vec::new(), now, out);
+            return;
+        }
+        let id = *mine.entry(c.queue.clone()).or_insert_with(|| {
+            let id = ConsumerId(q_ref.next_consumer);
+            q_ref.next_consumer += 1;
+            id
+        });
+        q_ref.consumers.insert(id, Arc::downgrade(conn));
+        if let Err(e) = q_ref.core.consume(id, &c.queue, c.credit, qnow(now)) {
+            drop(q);
+            self.end(conn, error_code(&e), &e.to_string(), now, out);
+            return;
+        }
+        self.queue_step(q, Vec::new(), now, out);
+        // A close that ran before the consumer was added has not removed it.
+        if conn.is_closed() {
+            self.queues_conn_closed(conn, now, out);
+        }
+    }
+
+    /// An `Ack` or `Nack` frame. One for a task `conn` does not hold (acked already, or
+    /// handed to another consumer after its ack wait) is ignored, as NATS ignores late acks.
+    pub(super) fn on_settle(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        task: u64,
+        nack: Option<Nack>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        let task = TaskId(task);
+        let mut q = self.lock_queues();
+        let holder = q.core.holder(task).filter(|id| {
+            q.consumers
+                .get(id)
+                .and_then(Weak::upgrade)
+                .is_some_and(|c| Arc::ptr_eq(&c, conn))
+        });
+        let Some(holder) = holder else {
+            drop(q);
+            self.metrics.dropped("queue-late-ack");
+            return;
+        };
+        let t = qnow(now);
+        let _ = match nack {
+            None => q.core.ack(holder, task, t),
+            Some(n) => {
+                let delay = n
+                    .delay_ms
+                    .map(|ms| std::time::Duration::from_millis(ms.into()));
+                q.core.nack(holder, task, delay, t)
+            }
+        };
+        self.queue_step(q, Vec::new(), now, out);
+    }
+
+    /// `conn` is gone: its consumers' tasks go back to their queues.
+    pub(super) fn queues_conn_closed(
+        &self,
+        conn: &Conn<D, R>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        let mut q = self.lock_queues();
+        let Some(mine) = q.by_conn.remove(&conn.id()) else {
+            return;
+        };
+        for (_, id) in mine {
+            q.consumers.remove(&id);
+            q.core.consumer_gone(id, qnow(now));
+        }
+        self.queue_step(q, Vec::new(), now, out);
+    }
+
+    /// Ack waits and backoffs that are due.
+    pub(super) fn queues_on_timeout(&self, now: Now, out: &mut Vec<Action<D, R>>) {
+        let mut q = self.lock_queues();
+        q.core.on_timeout(qnow(now));
+        self.queue_step(q, Vec::new(), now, out);
+    }
+
+    /// Ends every step that changed the queues: collects the core's deliveries, and either
+    /// hands its writes to the driver with everything waiting on them, or (nothing to make
+    /// durable, and nothing older still waiting) sends it all now.
+    fn queue_step(
+        &self,
+        mut q: MutexGuard<'_, HubQueues<D, R>>,
+        mut items: Vec<Deferred<D, R>>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        while let Some(action) = q.core.poll_action() {
+            items.push(match action {
+                QueueAction::Deliver(delivery) => Deferred::Deliver {
+                    conn: q
+                        .consumers
+                        .get(&delivery.consumer)
+                        .cloned()
+                        .unwrap_or_default(),
+                    delivery,
+                },
+                QueueAction::DeadLettered {
+                    task,
+                    queue,
+                    reason,
+                } => Deferred::Dead {
+                    task,
+                    queue: queue.to_string(),
+                    reason,
+                },
+            });
+        }
+        let writes: Vec<StoreOp> = q.core.take_writes();
+        if q.durable && !writes.is_empty() {
+            let token = q.next_token;
+            q.next_token += 1;
+            q.pending.push_back((token, items));
+            drop(q);
+            out.push(Action::Persist { token, writes });
+            return;
+        }
+        if let Some((_, last)) = q.pending.back_mut() {
+            // Older writes are still on their way: nothing may overtake them (a delivery of
+            // a task whose enqueue is not yet durable, say).
+            last.extend(items);
+            return;
+        }
+        drop(q);
+        self.release(items, now, out);
+    }
+
+    /// Sends what waited (called without the queues' lock).
+    fn release(&self, items: Vec<Deferred<D, R>>, now: Now, out: &mut Vec<Action<D, R>>) {
+        for item in items {
+            match item {
+                Deferred::Receipt {
+                    conn,
+                    request,
+                    enqueued,
+                    reply,
+                } => {
+                    let Some(reg) = conn.registration() else {
+                        continue;
+                    };
+                    let env = self
+                        .hub_envelope(
+                            Destination::Agent(reg.agent_id.to_string()),
+                            Kind::Response,
+                            now,
+                        )
+                        .with_correlation(request)
+                        .with_header(TASK_ID_HEADER, enqueued.task.to_string())
+                        .with_header(DUPLICATE_HEADER, enqueued.duplicate.to_string());
+                    self.push_hub_envelope(&conn, &env, Priority::Medium, reply, out);
+                }
+                Deferred::Deliver { conn, delivery } => {
+                    let Some(conn) = conn.upgrade() else { continue };
+                    let env = Envelope::new(
+                        delivery.task.0,
+                        delivery.sender,
+                        Destination::Queue(delivery.queue.to_string()),
+                        Kind::Task,
+                    )
+                    .with_timestamp_us(now.unix_us)
+                    .with_header(ATTEMPT_HEADER, delivery.attempt.to_string())
+                    .with_body(delivery.body);
+                    // Not queued (the consumer's queue is full): the task stays in flight and
+                    // goes out again after its ack wait.
+                    self.push_hub_envelope(&conn, &env, Priority::Medium, None, out);
+                }
+                Deferred::Dead {
+                    task,
+                    queue,
+                    reason,
+                } => {
+                    self.metrics.dropped("queue-dead-letter");
+                    tracing::warn!(%task, queue, reason = reason.as_str(), "task is now a dead letter");
+                }
+            }
+        }
+    }
+
+    /// Queues an envelope the hub made for `to`; `false` if it could not be queued.
+    pub(super) fn push_hub_envelope(
+        &self,
+        to: &Arc<Conn<D, R>>,
+        env: &Envelope,
+        priority: Priority,
+        reply: Option<R>,
+        out: &mut Vec<Action<D, R>>,
+    ) -> bool {
+        let Some(reg) = to.registration() else {
+            return false;
+        };
+        let Ok(frame) = Frame::encode_envelope(env, reg.codec) else {
+            self.metrics.dropped("encode-failed");
+            return false;
+        };
+        let pushed = to.lock().queue.push(Outbound {
+            frame,
+            class: SendClass::Message(priority),
+            kind: Some(env.kind),
+            reply,
+        });
+        match pushed.map_err(|r| r.error) {
+            Ok(was_empty) => {
+                self.metrics.queue_depth_add(1);
+                if was_empty {
+                    out.push(Action::Wake(to.clone()));
+                }
+                true
+            }
+            Err(PushError::Full) => {
+                self.metrics.dropped("queue-full");
+                false
+            }
+            Err(PushError::Closed) => false,
+        }
+    }
+}

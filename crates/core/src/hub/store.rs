@@ -1,0 +1,123 @@
+//! The queue store's writer: one thread that makes the hub core's queue writes durable and
+//! tells the core when they are.
+//!
+//! Owns the store and the order of its writes. Every [`Action::Persist`](super::Action) goes
+//! to this thread with its token; the thread applies the writes in token order, and everything
+//! that arrived while the previous commit was under way goes into the next one, as one batch
+//! (group commit: a commit costs one flush of the disk, about 160 µs on the VM of
+//! docs/benchmarks/2026-11-26-queue-store, whatever it holds). Then it calls
+//! [`HubCore::on_persisted`](super::HubCore::on_persisted) with the last token of the batch
+//! and carries out the actions that releases. It must not decide anything about queues.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::sync::Weak;
+
+use agentwire_queue::{QueueStore, StoreOp};
+
+use super::{apply, HubInner, Now};
+
+enum Msg {
+    Persist(u64, Vec<StoreOp>),
+    /// Write what has arrived, close the store, then say so.
+    Stop(mpsc::Sender<()>),
+}
+
+/// The hub's end of the writer thread.
+pub(super) struct StoreWriter {
+    tx: mpsc::Sender<Msg>,
+}
+
+/// The thread's end, until it starts.
+pub(super) struct StoreFeed {
+    rx: mpsc::Receiver<Msg>,
+}
+
+impl StoreWriter {
+    pub(super) fn channel() -> (StoreWriter, StoreFeed) {
+        let (tx, rx) = mpsc::channel();
+        (StoreWriter { tx }, StoreFeed { rx })
+    }
+
+    /// Hands over one `Persist`.
+    pub(super) fn submit(&self, token: u64, writes: Vec<StoreOp>) {
+        if self.tx.send(Msg::Persist(token, writes)).is_err() {
+            tracing::error!(token, "the queue store's thread is gone; a write was lost");
+        }
+    }
+
+    /// Writes what was handed over, then closes the store (so that another hub may open it)
+    /// and ends the thread; waits up to `wait` for that.
+    pub(super) fn stop(&self, wait: std::time::Duration) {
+        let (done, finished) = mpsc::channel();
+        if self.tx.send(Msg::Stop(done)).is_ok() {
+            let _ = finished.recv_timeout(wait);
+        }
+    }
+}
+
+impl StoreFeed {
+    /// Starts the thread. It ends when the hub is gone (after writing what it was given).
+    pub(super) fn start(self, store: Box<dyn QueueStore>, hub: Weak<HubInner>) {
+        let spawned = std::thread::Builder::new()
+            .name("agentwire-store".into())
+            .spawn(move || write_loop(store, self.rx, hub));
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "cannot start the queue store's thread; queue writes will not be durable");
+        }
+    }
+}
+
+fn write_loop(mut store: Box<dyn QueueStore>, rx: mpsc::Receiver<Msg>, hub: Weak<HubInner>) {
+    // Persists arrive from many connection tasks, not always in token order.
+    let mut arrived: BTreeMap<u64, Vec<StoreOp>> = BTreeMap::new();
+    let mut next = 1u64;
+    // After a failed write nothing more is written (the store would miss that batch); what
+    // waits on later batches is refused the same way.
+    let mut failed: Option<String> = None;
+    let mut stop = None;
+    while let Ok(msg) = rx.recv() {
+        let mut take = |msg| match msg {
+            Msg::Persist(token, writes) => {
+                arrived.insert(token, writes);
+            }
+            Msg::Stop(done) => stop = Some(done),
+        };
+        take(msg);
+        while let Ok(msg) = rx.try_recv() {
+            take(msg);
+        }
+        let mut batch = Vec::new();
+        let mut last = None;
+        while let Some(writes) = arrived.remove(&next) {
+            batch.extend(writes);
+            last = Some(next);
+            next += 1;
+        }
+        let Some(last) = last else {
+            if stop.is_some() {
+                break;
+            }
+            continue;
+        };
+        if failed.is_none() {
+            if let Err(e) = store.apply(&batch) {
+                failed = Some(e.to_string());
+            }
+        }
+        let Some(hub) = hub.upgrade() else { return };
+        let mut actions = Vec::new();
+        match &failed {
+            None => hub.core.on_persisted(last, Now::system(), &mut actions),
+            Some(why) => hub.core.on_store_failed(why, Now::system(), &mut actions),
+        }
+        apply(&hub, &mut actions);
+        if stop.is_some() {
+            break;
+        }
+    }
+    drop(store);
+    if let Some(done) = stop {
+        let _ = done.send(());
+    }
+}
