@@ -417,6 +417,16 @@ pub struct HubArgs {
     /// Print every connected agent's stats as JSON lines every N seconds.
     #[arg(long)]
     pub stats_interval: Option<u64>,
+    /// Keep work queues (destinations queue:NAME) in this directory (file queues.redb),
+    /// so that stored tasks survive a restart; without it they live in memory.
+    #[arg(long)]
+    pub store: Option<PathBuf>,
+    /// Milliseconds a consumer has to ack a task before it goes to a consumer again.
+    #[arg(long, default_value_t = 30_000)]
+    pub queue_ack_wait_ms: u64,
+    /// Deliveries of one task before it becomes a dead letter.
+    #[arg(long, default_value_t = 5)]
+    pub queue_max_deliver: u32,
     #[command(flatten)]
     pub quic: QuicArgs,
 }
@@ -453,6 +463,8 @@ impl HubArgs {
         config.quic = self.quic.settings();
         config.stream_mapping = self.quic.mapping;
         config.unix_socket_mode = self.socket_mode;
+        config.queue.ack_wait = Duration::from_millis(self.queue_ack_wait_ms.max(1));
+        config.queue.max_deliver = self.queue_max_deliver.max(1);
         Ok(config)
     }
 }
@@ -551,6 +563,18 @@ pub struct AgentArgs {
     /// Print connection stats as JSON to stderr every N seconds.
     #[arg(long)]
     pub stats_interval: Option<u64>,
+    /// Consume this work queue; repeatable. Tasks are acked once handled (see --ack-delay-ms).
+    #[arg(long)]
+    pub consume: Vec<String>,
+    /// Tasks of each consumed queue held at once.
+    #[arg(long, default_value_t = 1)]
+    pub credit: u32,
+    /// Print each task's body alone on its own line on stdout (other messages go to stderr).
+    #[arg(long)]
+    pub print: bool,
+    /// Milliseconds to wait before acking each task (a stand-in for doing the work).
+    #[arg(long, default_value_t = 0)]
+    pub ack_delay_ms: u64,
 }
 
 /// A message kind given on the command line.
@@ -590,7 +614,8 @@ fn parse_header(s: &str) -> Result<(String, String), String> {
 pub struct SendArgs {
     #[command(flatten)]
     pub connect: ConnectArgs,
-    /// Destination: an agent id, agent:ID, topic:NAME or * (broadcast; not with --request).
+    /// Destination: an agent id, agent:ID, topic:NAME, queue:NAME (a durable work queue: exits 0
+    /// once the hub has stored the task) or * (broadcast; not with --request).
     #[arg(long)]
     pub to: String,
     /// Send a request with this body and print the reply's body.
@@ -617,6 +642,10 @@ pub struct SendArgs {
     /// Print connection stats (RTT, cwnd, losses, bytes) as JSON to stderr.
     #[arg(long)]
     pub stats: bool,
+    /// For queue:NAME: the task's producer id; the hub stores a task re-sent with the same id
+    /// within its duplicate window only once.
+    #[arg(long)]
+    pub producer_id: Option<String>,
 }
 
 impl SendArgs {

@@ -324,7 +324,17 @@ async fn hub(a: HubArgs) -> Result<()> {
     };
     let config: HubConfig = a.hub_config()?;
     let metrics = HubMetrics::new();
-    let hub = Hub::new(config, metrics.clone());
+    let hub = match &a.store {
+        Some(dir) => {
+            // The error names the store's file (damaged, not a store, not writable).
+            let store = agentwire_queue::FileStore::open(dir)?;
+            let path = store.path().display().to_string();
+            let hub = Hub::with_store(config, metrics.clone(), Box::new(store))?;
+            println!("work queues stored in {path}");
+            hub
+        }
+        None => Hub::new(config, metrics.clone()),
+    };
     let mut listeners = Vec::new();
     for url in &a.listen {
         let url = HubUrl::parse(url).map_err(anyhow::Error::msg)?;
@@ -380,6 +390,10 @@ async fn agent(mut a: AgentArgs) -> Result<()> {
     for topic in &a.subscribe {
         agent.subscribe(topic).await?;
     }
+    for queue in &a.consume {
+        agent.consume(queue, a.credit.max(1)).await?;
+    }
+    let ack_delay = Duration::from_millis(a.ack_delay_ms);
     let mut stats_ticker = a
         .stats_interval
         .map(|s| tokio::time::interval(Duration::from_secs(s)));
@@ -399,6 +413,31 @@ async fn agent(mut a: AgentArgs) -> Result<()> {
             );
         };
         let env = &msg.envelope;
+        if let Some(task) = agentwire::agent_queues::QueueTask::from_envelope(env) {
+            if a.print && !a.quiet {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                let printed = out
+                    .write_all(&task.body)
+                    .and_then(|()| out.write_all(b"\n"))
+                    .and_then(|()| out.flush());
+                if printed.is_err() {
+                    a.quiet = true;
+                }
+            }
+            if a.consume.contains(&task.queue) {
+                let handle = agent.handle().clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(ack_delay).await;
+                    if let Err(e) = handle.ack(task.task).await {
+                        eprintln!("cannot ack task {}: {e}", task.task);
+                    }
+                });
+            }
+            if a.print {
+                continue;
+            }
+        }
         if !a.quiet {
             let headers: Vec<String> = env
                 .headers
@@ -406,8 +445,14 @@ async fn agent(mut a: AgentArgs) -> Result<()> {
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
             use std::io::Write;
+            // With --print, stdout carries task bodies only.
+            let mut out: Box<dyn Write> = if a.print {
+                Box::new(std::io::stderr())
+            } else {
+                Box::new(std::io::stdout())
+            };
             let printed = writeln!(
-                std::io::stdout(),
+                out,
                 "{} {} from {} (id {}, {} bytes){}: {}",
                 env.kind,
                 env.priority,
@@ -462,6 +507,31 @@ async fn send_with(a: &SendArgs, agent: &AgentHandle, inbox: &mut Inbox) -> Resu
         .with_body(a.body());
     for (k, v) in &a.headers {
         env = env.with_header(k.clone(), v.clone());
+    }
+    if let Destination::Queue(queue) = &dest {
+        // Stored, or an error: a request to the queue waits for the hub's receipt.
+        let mut env = env;
+        if let Some(p) = &a.producer_id {
+            env = env.with_header(agentwire::hub::PRODUCER_ID_HEADER, p.clone());
+        }
+        let timeout = Duration::from_millis(a.timeout_ms);
+        let receipt = agent.request_envelope(env, timeout).await?;
+        let task = receipt
+            .headers
+            .get(agentwire::hub::TASK_ID_HEADER)
+            .cloned()
+            .unwrap_or_default();
+        if receipt
+            .headers
+            .get(agentwire::hub::DUPLICATE_HEADER)
+            .map(String::as_str)
+            == Some("true")
+        {
+            eprintln!("task {task} was already stored in queue:{queue} (same producer id)");
+        } else {
+            eprintln!("stored task {task} in queue:{queue}");
+        }
+        return Ok(());
     }
     if a.request.is_some() {
         if !matches!(dest, Destination::Agent(_)) {

@@ -59,7 +59,7 @@ pub struct Recovered {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The store could not be opened or created.
-    #[error("cannot open the queue store {path}: {source}")]
+    #[error("cannot open the queue store {path}")]
     Open {
         /// The file.
         path: PathBuf,
@@ -68,7 +68,7 @@ pub enum StoreError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A stored task cannot be read.
-    #[error("the queue store {path} is damaged: task {task}: {source}")]
+    #[error("the queue store {path} is damaged: task {task}")]
     Corrupt {
         /// The file.
         path: PathBuf,
@@ -79,7 +79,7 @@ pub enum StoreError {
         source: RecordError,
     },
     /// Reading failed.
-    #[error("cannot read the queue store {path}: {source}")]
+    #[error("cannot read the queue store {path}")]
     Read {
         /// The file.
         path: PathBuf,
@@ -88,7 +88,7 @@ pub enum StoreError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A write failed: nothing of its batch was kept.
-    #[error("cannot write to the queue store {path}: {source}")]
+    #[error("cannot write to the queue store {path}")]
     Write {
         /// The file.
         path: PathBuf,
@@ -96,6 +96,34 @@ pub enum StoreError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+impl StoreError {
+    /// The error and every cause after it, as one line (`Display` shows this error alone and
+    /// keeps the causes in `source()`, as the Rust API guidelines ask).
+    ///
+    /// ```
+    /// use agentwire_queue::FileStore;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("queues.redb"), [7u8; 4096]).unwrap();
+    /// let e = FileStore::open(dir.path()).err().unwrap();
+    /// assert!(e.to_string().ends_with("queues.redb"));
+    /// assert!(e.with_causes().len() > e.to_string().len());
+    /// ```
+    pub fn with_causes(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            let next = c.to_string();
+            // Some errors repeat their source's text in their own.
+            if !text.ends_with(&next) {
+                text.push_str(": ");
+                text.push_str(&next);
+            }
+            cause = c.source();
+        }
+        text
+    }
 }
 
 /// Keeps queues. See the module doc for the contract.

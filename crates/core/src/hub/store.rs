@@ -102,7 +102,7 @@ fn write_loop(mut store: Box<dyn QueueStore>, rx: mpsc::Receiver<Msg>, hub: Weak
         };
         if failed.is_none() {
             if let Err(e) = store.apply(&batch) {
-                failed = Some(e.to_string());
+                failed = Some(e.with_causes());
             }
         }
         let Some(hub) = hub.upgrade() else { return };
