@@ -76,6 +76,55 @@ pub enum Command {
     /// Example: agentwire agent-protocol serve --socket /tmp/agent.sock
     #[command(subcommand)]
     AgentProtocol(AgentProtocolCommand),
+    /// Look at and repair a hub's work queues: counts, dead letters, replay, discard. Prints
+    /// the hub's JSON answer.
+    ///
+    /// Example: agentwire queue --hub unix:///tmp/hub.sock dead-letters jobs
+    Queue(QueueArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct QueueArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Agent id to connect as (default: queue-PID).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Answer timeout, milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    pub timeout_ms: u64,
+    #[command(subcommand)]
+    pub op: QueueCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum QueueCommand {
+    /// Tasks ready, waiting for a retry, in flight and dead; consumers.
+    Stats {
+        /// The queue.
+        queue: String,
+    },
+    /// The queue's dead letters (tasks that ran out of attempts), oldest first.
+    DeadLetters {
+        /// The queue.
+        queue: String,
+    },
+    /// Puts dead letters back in line with a fresh count of attempts.
+    Replay {
+        /// The queue.
+        queue: String,
+        /// Only this task (default: every dead letter).
+        #[arg(long)]
+        task: Option<u64>,
+    },
+    /// Deletes dead letters.
+    Discard {
+        /// The queue.
+        queue: String,
+        /// Only this task (default: every dead letter).
+        #[arg(long)]
+        task: Option<u64>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

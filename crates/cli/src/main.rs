@@ -15,8 +15,8 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 use args::{
-    AgentArgs, BenchArgs, CertArgs, Cli, Command, HubArgs, LoadArgs, NetsimCommand, RelayArgs,
-    ScorecardArgs, SendArgs, ServeArgs,
+    AgentArgs, BenchArgs, CertArgs, Cli, Command, HubArgs, LoadArgs, NetsimCommand, QueueArgs,
+    QueueCommand, RelayArgs, ScorecardArgs, SendArgs, ServeArgs,
 };
 
 fn main() -> ExitCode {
@@ -55,6 +55,7 @@ fn run_async(command: Command) -> Result<()> {
             Command::Netsim(NetsimCommand::Up(a)) => netsim::up(a).await,
             Command::Netsim(NetsimCommand::Check(a)) => netsim::check(a).await,
             Command::AgentProtocol(c) => agent_protocol::run(c).await,
+            Command::Queue(a) => queue(a).await,
             Command::Serve(_) | Command::Load(_) | Command::Scorecard(_) => {
                 bail!("serve, load and scorecard start their own runtimes; they are run from main")
             }
@@ -476,6 +477,27 @@ async fn agent(mut a: AgentArgs) -> Result<()> {
         }
     }
     agent.close().await;
+    Ok(())
+}
+
+/// `agentwire queue`: one operation on a hub's work queue; prints the JSON answer.
+async fn queue(a: QueueArgs) -> Result<()> {
+    use agentwire::agent_queues::QueueOp;
+    let id =
+        a.id.clone()
+            .unwrap_or_else(|| format!("queue-{}", std::process::id()));
+    let agent = Agent::connect(a.connect.options(&id)?).await?;
+    let (queue, op) = match &a.op {
+        QueueCommand::Stats { queue } => (queue, QueueOp::Stats),
+        QueueCommand::DeadLetters { queue } => (queue, QueueOp::DeadLetters),
+        QueueCommand::Replay { queue, task } => (queue, QueueOp::Replay(*task)),
+        QueueCommand::Discard { queue, task } => (queue, QueueOp::Discard(*task)),
+    };
+    let answer = agent
+        .queue_op(queue, op, Duration::from_millis(a.timeout_ms))
+        .await;
+    agent.close().await;
+    println!("{}", serde_json::to_string_pretty(&answer?)?);
     Ok(())
 }
 

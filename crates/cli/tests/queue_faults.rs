@@ -48,7 +48,7 @@ fn collect(
     let deadline = Instant::now() + LIMIT;
     while !stop(seen) && Instant::now() < deadline {
         if let Ok(line) = lines.recv_timeout(Duration::from_millis(100)) {
-            if line.starts_with("task-") {
+            if line.starts_with("task-") || line.starts_with("poison-") {
                 seen.push(line);
             }
         }
@@ -328,4 +328,104 @@ fn a_hub_killed_while_tasks_flow_loses_no_stored_task() {
         consumed.len()
     );
     assert_eq!(lost, 0);
+}
+
+#[test]
+fn dead_letters_are_listed_replayed_and_discarded_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let sock = dir.path().join("hub.sock");
+    let (_hub, _out) = spawn(&[
+        "hub",
+        "--listen",
+        &hub_url(&sock),
+        "--store",
+        store.to_str().unwrap(),
+        "--queue-max-deliver",
+        "1",
+    ]);
+    wait_for(&_out, "hub listening on unix://");
+    let url = hub_url(&sock);
+    for body in ["poison-1", "poison-2"] {
+        let out = run(&[
+            "send",
+            "--hub",
+            &url,
+            "--to",
+            "queue:jobs",
+            "--message",
+            body,
+        ]);
+        assert!(out.status.success(), "send: {}", text(&out.stderr));
+    }
+    // A consumer that dies holding both: with one attempt allowed, both become dead letters.
+    let (mut doomed, lines) = spawn(&[
+        "agent",
+        "--hub",
+        &url,
+        "--id",
+        "doomed",
+        "--consume",
+        "jobs",
+        "--credit",
+        "2",
+        "--print",
+        "--ack-delay-ms",
+        "60000",
+    ]);
+    let mut seen = Vec::new();
+    collect(&lines, &mut seen, |s| s.len() >= 2);
+    doomed.0.kill().unwrap();
+    let _ = doomed.0.wait();
+    let queue = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["queue", "--hub", url.as_str()];
+        all.extend_from_slice(args);
+        // The hub notices the consumer's end a moment after the kill.
+        for _ in 0..100 {
+            let out = run(&all);
+            assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if args[0] != "dead-letters" || v.as_array().is_some_and(|a| a.len() == 2) {
+                return v;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("{args:?}: no answer as expected");
+    };
+    let dead = queue(&["dead-letters", "jobs"]);
+    let bodies: Vec<&str> = dead
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["body"].as_str().unwrap())
+        .collect();
+    assert_eq!(bodies, vec!["poison-1", "poison-2"]);
+    assert_eq!(dead[0]["reason"], "consumer-gone");
+    let first = dead[0]["task"].as_u64().unwrap().to_string();
+    assert_eq!(
+        queue(&["discard", "jobs", "--task", &first]),
+        serde_json::json!({"discarded": 1})
+    );
+    assert_eq!(
+        queue(&["replay", "jobs"]),
+        serde_json::json!({"replayed": 1})
+    );
+    let stats = queue(&["stats", "jobs"]);
+    assert_eq!(
+        (stats["ready"].as_u64(), stats["dead"].as_u64()),
+        (Some(1), Some(0))
+    );
+    let (_worker, lines) = spawn(&[
+        "agent",
+        "--hub",
+        &url,
+        "--id",
+        "w",
+        "--consume",
+        "jobs",
+        "--print",
+    ]);
+    let mut seen = Vec::new();
+    collect(&lines, &mut seen, |s| !s.is_empty());
+    assert_eq!(seen, vec!["poison-2"]);
 }

@@ -13,7 +13,34 @@ use agentwire_proto::{Consume, Destination, Envelope, Frame, Kind, Nack, Priorit
 use bytes::Bytes;
 
 use crate::agent::{AgentError, AgentHandle};
-use crate::hub::{ATTEMPT_HEADER, DUPLICATE_HEADER, PRODUCER_ID_HEADER, TASK_ID_HEADER};
+use crate::hub::{
+    ATTEMPT_HEADER, DUPLICATE_HEADER, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
+};
+
+/// An operation on a queue, answered by the hub with JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueOp {
+    /// Counts: `{"queue", "ready", "waiting", "in_flight", "dead", "consumers"}`.
+    Stats,
+    /// Dead letters, oldest first: `[{"task", "attempts", "reason", "enqueued_unix_ms",
+    /// "body_bytes", "body"}]` (`body` as text, invalid UTF-8 replaced).
+    DeadLetters,
+    /// Puts dead letters (one, or all) back in line with a fresh count: `{"replayed": n}`.
+    Replay(Option<u64>),
+    /// Deletes dead letters (one, or all): `{"discarded": n}`.
+    Discard(Option<u64>),
+}
+
+impl QueueOp {
+    fn name(self) -> &'static str {
+        match self {
+            QueueOp::Stats => "stats",
+            QueueOp::DeadLetters => "dead-letters",
+            QueueOp::Replay(_) => "replay",
+            QueueOp::Discard(_) => "discard",
+        }
+    }
+}
 
 /// The hub's word that it stored a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +127,25 @@ impl AgentHandle {
             task,
             duplicate: answer.headers.get(DUPLICATE_HEADER).map(String::as_str) == Some("true"),
         })
+    }
+
+    /// Runs an operation on `queue` at the hub and returns its JSON answer (changes are
+    /// durable when it returns).
+    pub async fn queue_op(
+        &self,
+        queue: &str,
+        op: QueueOp,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, AgentError> {
+        let mut env = self
+            .envelope(Destination::queue(queue), Kind::Request)
+            .with_header(QUEUE_OP_HEADER, op.name());
+        if let QueueOp::Replay(Some(task)) | QueueOp::Discard(Some(task)) = op {
+            env = env.with_header(TASK_ID_HEADER, task.to_string());
+        }
+        let answer = self.request_envelope(env, timeout).await?;
+        serde_json::from_slice(&answer.body)
+            .map_err(|e| AgentError::Config(format!("the hub's answer is not JSON: {e}")))
     }
 
     /// Starts consuming the work queue `queue`: the hub delivers its tasks to this agent, at

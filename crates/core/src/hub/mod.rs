@@ -29,7 +29,8 @@ use tokio::task::JoinHandle;
 
 pub use self::core::{
     Action, AgentSnapshot, Conn, CoreConfig, DuplicatePolicy, HubCore, Now, Outbound, Registration,
-    ATTEMPT_HEADER, DUPLICATE_HEADER, HUB_ID, PRESENCE_TOPIC, PRODUCER_ID_HEADER, TASK_ID_HEADER,
+    ATTEMPT_HEADER, DUPLICATE_HEADER, HUB_ID, PRESENCE_TOPIC, PRODUCER_ID_HEADER, QUEUE_OP_HEADER,
+    TASK_ID_HEADER,
 };
 pub use crate::transport::ConnectionControl;
 pub use listen::{BoundAddr, Listener};

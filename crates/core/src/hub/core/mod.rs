@@ -43,7 +43,9 @@ use agentwire_proto::{
 use bytes::Bytes;
 
 pub use conn::{Conn, Outbound, Registration};
-pub use queues::{ATTEMPT_HEADER, DUPLICATE_HEADER, PRODUCER_ID_HEADER, TASK_ID_HEADER};
+pub use queues::{
+    ATTEMPT_HEADER, DUPLICATE_HEADER, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
+};
 pub use registry::DuplicatePolicy;
 
 use conn::{PushError, Waiting};

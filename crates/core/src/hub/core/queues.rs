@@ -33,6 +33,10 @@ pub const TASK_ID_HEADER: &str = "task-id";
 pub const DUPLICATE_HEADER: &str = "duplicate";
 /// The delivery's header with the attempt number (1 for the first delivery).
 pub const ATTEMPT_HEADER: &str = "attempt";
+/// A request to `queue:NAME` with this header is an operation on the queue instead of a
+/// task: `stats`, `dead-letters`, `replay` or `discard` (the last two take an optional
+/// [`TASK_ID_HEADER`]; without it, every dead letter). The answer's body is JSON.
+pub const QUEUE_OP_HEADER: &str = "queue-op";
 
 /// The queues' state inside the hub core.
 pub(crate) struct HubQueues<D, R> {
@@ -75,10 +79,12 @@ impl<D, R> HubQueues<D, R> {
 
 /// What waits for a write.
 enum Deferred<D, R> {
-    Receipt {
+    /// The hub's answer to a request (a receipt, an operation's result).
+    Answer {
         conn: Arc<Conn<D, R>>,
         request: u64,
-        enqueued: Enqueued,
+        headers: Vec<(&'static str, String)>,
+        body: Vec<u8>,
         reply: Option<R>,
     },
     Deliver {
@@ -90,6 +96,13 @@ enum Deferred<D, R> {
         queue: String,
         reason: FailReason,
     },
+}
+
+fn receipt_headers(e: Enqueued) -> Vec<(&'static str, String)> {
+    vec![
+        (TASK_ID_HEADER, e.task.to_string()),
+        (DUPLICATE_HEADER, e.duplicate.to_string()),
+    ]
 }
 
 fn qnow(now: Now) -> agentwire_queue::Now {
@@ -158,7 +171,7 @@ impl<D, R> HubCore<D, R> {
             "queue store write failed; queues now refuse new work"
         );
         for item in waiting {
-            if let Deferred::Receipt {
+            if let Deferred::Answer {
                 conn,
                 request,
                 reply,
@@ -213,6 +226,11 @@ impl<D, R> HubCore<D, R> {
         let Destination::Queue(queue) = env.to else {
             return;
         };
+        if let Some(op) = env.headers.get(QUEUE_OP_HEADER) {
+            let task = env.headers.get(TASK_ID_HEADER).map(|t| t.parse::<u64>());
+            self.on_queue_op(conn, &queue, op, task, env.id, reply, now, out);
+            return;
+        }
         let task = Enqueue {
             queue,
             sender: reg.agent_id.to_string(),
@@ -232,10 +250,11 @@ impl<D, R> HubCore<D, R> {
                 if enqueued.duplicate {
                     self.metrics.dropped("queue-duplicate");
                 }
-                let receipt = (env.kind == Kind::Request).then(|| Deferred::Receipt {
+                let receipt = (env.kind == Kind::Request).then(|| Deferred::Answer {
                     conn: conn.clone(),
                     request: env.id,
-                    enqueued,
+                    headers: receipt_headers(enqueued),
+                    body: Vec::new(),
                     reply,
                 });
                 self.queue_step(q, receipt.into_iter().collect(), now, out);
@@ -246,6 +265,102 @@ impl<D, R> HubCore<D, R> {
                 self.send_error(conn, env.id, code, &why, reply, now, out);
             }
         }
+    }
+
+    /// A request for an operation on a queue ([`QUEUE_OP_HEADER`]); answered once what it
+    /// changed is durable.
+    #[allow(clippy::too_many_arguments)]
+    fn on_queue_op(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        queue: &str,
+        op: &str,
+        task: Option<Result<u64, std::num::ParseIntError>>,
+        request: u64,
+        reply: Option<R>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        let task = match task.transpose() {
+            Ok(t) => t.map(TaskId),
+            Err(e) => {
+                let why = format!("bad {TASK_ID_HEADER} header: {e}");
+                self.send_error(
+                    conn,
+                    request,
+                    ErrorCode::LimitExceeded,
+                    &why,
+                    reply,
+                    now,
+                    out,
+                );
+                return;
+            }
+        };
+        let mut q = self.lock_queues();
+        let body = match op {
+            "stats" => {
+                let s = q.core.stats(queue).unwrap_or_default();
+                serde_json::json!({
+                    "queue": queue,
+                    "ready": s.ready,
+                    "waiting": s.waiting,
+                    "in_flight": s.in_flight,
+                    "dead": s.dead,
+                    "consumers": s.consumers,
+                })
+            }
+            "dead-letters" => {
+                let dead: Vec<serde_json::Value> = q
+                    .core
+                    .dead_letters(queue)
+                    .into_iter()
+                    .map(|d| {
+                        serde_json::json!({
+                            "task": d.task.0,
+                            "attempts": d.attempts,
+                            "reason": d.reason,
+                            "enqueued_unix_ms": d.enqueued_unix_ms,
+                            "body_bytes": d.body.len(),
+                            "body": String::from_utf8_lossy(&d.body),
+                        })
+                    })
+                    .collect();
+                serde_json::Value::Array(dead)
+            }
+            "replay" => {
+                let n = q.core.replay(queue, task, qnow(now));
+                serde_json::json!({ "replayed": n })
+            }
+            "discard" => {
+                let n = q.core.discard_dead(queue, task);
+                serde_json::json!({ "discarded": n })
+            }
+            other => {
+                drop(q);
+                let why = format!(
+                    "unknown {QUEUE_OP_HEADER} {other:?} (stats, dead-letters, replay, discard)"
+                );
+                self.send_error(
+                    conn,
+                    request,
+                    ErrorCode::ProtocolViolation,
+                    &why,
+                    reply,
+                    now,
+                    out,
+                );
+                return;
+            }
+        };
+        let answer = Deferred::Answer {
+            conn: conn.clone(),
+            request,
+            headers: Vec::new(),
+            body: body.to_string().into_bytes(),
+            reply,
+        };
+        self.queue_step(q, vec![answer], now, out);
     }
 
     /// A `Consume` frame: `conn` consumes the queue with that credit (0: stops).
@@ -404,10 +519,11 @@ impl<D, R> HubCore<D, R> {
     fn release(&self, items: Vec<Deferred<D, R>>, now: Now, out: &mut Vec<Action<D, R>>) {
         for item in items {
             match item {
-                Deferred::Receipt {
+                Deferred::Answer {
                     conn,
                     request,
-                    enqueued,
+                    headers,
+                    body,
                     reply,
                 } => {
                     let Some(reg) = conn.registration() else {
@@ -420,8 +536,10 @@ impl<D, R> HubCore<D, R> {
                             now,
                         )
                         .with_correlation(request)
-                        .with_header(TASK_ID_HEADER, enqueued.task.to_string())
-                        .with_header(DUPLICATE_HEADER, enqueued.duplicate.to_string());
+                        .with_body(body);
+                    let env = headers
+                        .into_iter()
+                        .fold(env, |env, (k, v)| env.with_header(k, v));
                     self.push_hub_envelope(&conn, &env, Priority::Medium, reply, out);
                 }
                 Deferred::Deliver { conn, delivery } => {
