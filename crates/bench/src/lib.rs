@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod netpath;
+pub mod queue_load;
 pub mod record;
 pub mod report;
 pub mod scenario;

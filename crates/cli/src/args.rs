@@ -125,6 +125,36 @@ pub enum QueueCommand {
         #[arg(long)]
         task: Option<u64>,
     },
+    /// Durable-queue throughput: producers keep enqueues in flight (each waits for the hub's
+    /// receipt), consumers ack what they get; prints tasks/s and the receipt latency. Use a
+    /// queue nothing else uses: tasks still queued at the end stay there.
+    ///
+    /// Example: agentwire queue --hub unix:///tmp/hub.sock bench qbench --producers 4 --window 16
+    Bench {
+        /// The queue.
+        queue: String,
+        /// Producer connections.
+        #[arg(long, default_value_t = 4)]
+        producers: usize,
+        /// Enqueues in flight per producer.
+        #[arg(long, default_value_t = 16)]
+        window: usize,
+        /// Consumer connections.
+        #[arg(long, default_value_t = 2)]
+        consumers: usize,
+        /// Tasks each consumer holds at once.
+        #[arg(long, default_value_t = 64)]
+        credit: u32,
+        /// Task body, bytes.
+        #[arg(long, default_value_t = 1024)]
+        size: usize,
+        /// Warm-up before measuring, milliseconds.
+        #[arg(long, default_value_t = 1_000)]
+        warmup_ms: u64,
+        /// Measured window, milliseconds.
+        #[arg(long, default_value_t = 5_000)]
+        duration_ms: u64,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -486,13 +486,39 @@ async fn queue(a: QueueArgs) -> Result<()> {
     let id =
         a.id.clone()
             .unwrap_or_else(|| format!("queue-{}", std::process::id()));
-    let agent = Agent::connect(a.connect.options(&id)?).await?;
     let (queue, op) = match &a.op {
         QueueCommand::Stats { queue } => (queue, QueueOp::Stats),
         QueueCommand::DeadLetters { queue } => (queue, QueueOp::DeadLetters),
         QueueCommand::Replay { queue, task } => (queue, QueueOp::Replay(*task)),
         QueueCommand::Discard { queue, task } => (queue, QueueOp::Discard(*task)),
+        QueueCommand::Bench {
+            queue,
+            producers,
+            window,
+            consumers,
+            credit,
+            size,
+            warmup_ms,
+            duration_ms,
+        } => {
+            let config = agentwire_bench::queue_load::QueueLoadConfig {
+                queue: queue.clone(),
+                producers: (*producers).max(1),
+                window: (*window).max(1),
+                consumers: (*consumers).max(1),
+                credit: (*credit).max(1),
+                size: *size,
+                warmup: Duration::from_millis(*warmup_ms),
+                duration: Duration::from_millis((*duration_ms).max(1)),
+                timeout: Duration::from_millis(a.timeout_ms),
+            };
+            let report =
+                agentwire_bench::queue_load::run(&config, |id| Ok(a.connect.options(id)?)).await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            return Ok(());
+        }
     };
+    let agent = Agent::connect(a.connect.options(&id)?).await?;
     let answer = agent
         .queue_op(queue, op, Duration::from_millis(a.timeout_ms))
         .await;
