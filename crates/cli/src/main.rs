@@ -513,7 +513,7 @@ async fn queue(a: QueueArgs) -> Result<()> {
                 timeout: Duration::from_millis(a.timeout_ms),
             };
             let report =
-                agentwire_bench::queue_load::run(&config, |id| Ok(a.connect.options(id)?)).await?;
+                agentwire_bench::queue_load::run(&config, |id| a.connect.options(id)).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             return Ok(());
         }
