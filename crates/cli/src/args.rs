@@ -76,11 +76,23 @@ pub enum Command {
     /// Example: agentwire agent-protocol serve --socket /tmp/agent.sock
     #[command(subcommand)]
     AgentProtocol(AgentProtocolCommand),
+    /// Make an agent token for a hub's access file: prints a new random token and the SHA-256
+    /// the file holds (or, with --hash, the SHA-256 of a token you have).
+    ///
+    /// Example: agentwire token
+    Token(TokenArgs),
     /// Look at and repair a hub's work queues: counts, dead letters, replay, discard. Prints
     /// the hub's JSON answer.
     ///
     /// Example: agentwire queue --hub unix:///tmp/hub.sock dead-letters jobs
     Queue(QueueArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TokenArgs {
+    /// Print the SHA-256 of this token instead of making a new one.
+    #[arg(long)]
+    pub hash: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -496,6 +508,11 @@ pub struct HubArgs {
     /// Print every connected agent's stats as JSON lines every N seconds.
     #[arg(long)]
     pub stats_interval: Option<u64>,
+    /// Per-agent credentials and permissions (JSON; see `agentwire token` and the README):
+    /// agents must present a token whose credential names their id, and may only send,
+    /// subscribe and consume what it allows.
+    #[arg(long)]
+    pub access_file: Option<PathBuf>,
     /// Keep work queues (destinations queue:NAME) in this directory (file queues.redb),
     /// so that stored tasks survive a restart; without it they live in memory.
     #[arg(long)]
@@ -542,6 +559,10 @@ impl HubArgs {
         config.quic = self.quic.settings();
         config.stream_mapping = self.quic.mapping;
         config.unix_socket_mode = self.socket_mode;
+        if let Some(path) = &self.access_file {
+            let policy = agentwire::hub::AccessPolicy::from_file(path)?;
+            config.access = Some(std::sync::Arc::new(policy));
+        }
         config.queue.ack_wait = Duration::from_millis(self.queue_ack_wait_ms.max(1));
         config.queue.max_deliver = self.queue_max_deliver.max(1);
         Ok(config)

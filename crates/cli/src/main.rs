@@ -16,7 +16,7 @@ use clap::Parser;
 
 use args::{
     AgentArgs, BenchArgs, CertArgs, Cli, Command, HubArgs, LoadArgs, NetsimCommand, QueueArgs,
-    QueueCommand, RelayArgs, ScorecardArgs, SendArgs, ServeArgs,
+    QueueCommand, RelayArgs, ScorecardArgs, SendArgs, ServeArgs, TokenArgs,
 };
 
 fn main() -> ExitCode {
@@ -56,6 +56,7 @@ fn run_async(command: Command) -> Result<()> {
             Command::Netsim(NetsimCommand::Check(a)) => netsim::check(a).await,
             Command::AgentProtocol(c) => agent_protocol::run(c).await,
             Command::Queue(a) => queue(a).await,
+            Command::Token(a) => token(a),
             Command::Serve(_) | Command::Load(_) | Command::Scorecard(_) => {
                 bail!("serve, load and scorecard start their own runtimes; they are run from main")
             }
@@ -477,6 +478,21 @@ async fn agent(mut a: AgentArgs) -> Result<()> {
         }
     }
     agent.close().await;
+    Ok(())
+}
+
+/// `agentwire token`: a new random agent token and its SHA-256 (or the SHA-256 of one given).
+fn token(a: TokenArgs) -> Result<()> {
+    if let Some(t) = &a.hash {
+        println!("token_sha256: {}", agentwire::hub::token_sha256(t));
+        return Ok(());
+    }
+    let mut bytes = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+        .map_err(|_| anyhow::anyhow!("the system's random number generator failed"))?;
+    let t = hex::encode(bytes);
+    println!("token: {t}");
+    println!("token_sha256: {}", agentwire::hub::token_sha256(&t));
     Ok(())
 }
 

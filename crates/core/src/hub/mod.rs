@@ -28,9 +28,9 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 pub use self::core::{
-    Action, AgentSnapshot, Conn, CoreConfig, DuplicatePolicy, HubCore, Now, Outbound, Registration,
-    ATTEMPT_HEADER, DUPLICATE_HEADER, HUB_ID, PRESENCE_TOPIC, PRODUCER_ID_HEADER, QUEUE_OP_HEADER,
-    TASK_ID_HEADER,
+    token_sha256, AccessError, AccessPolicy, Action, AgentSnapshot, Conn, CoreConfig,
+    DuplicatePolicy, Grant, HubCore, Now, Outbound, Registration, ATTEMPT_HEADER, DUPLICATE_HEADER,
+    HUB_ID, PRESENCE_TOPIC, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
 };
 pub use crate::transport::ConnectionControl;
 pub use listen::{BoundAddr, Listener};
@@ -75,6 +75,9 @@ pub struct HubConfig {
     pub websocket: crate::transport::ws::WsOptions,
     /// Work queues: ack wait, attempts, backoff, duplicate window, limits.
     pub queue: agentwire_queue::QueueConfig,
+    /// Per-agent credentials and permissions (an access file); `None`: any agent may take any
+    /// id (subject to `policy.auth_token`) and do anything.
+    pub access: Option<Arc<AccessPolicy>>,
 }
 
 impl Default for HubConfig {
@@ -93,6 +96,7 @@ impl Default for HubConfig {
             unix_socket_mode: crate::transport::uds::DEFAULT_SOCKET_MODE,
             websocket: crate::transport::ws::WsOptions::default(),
             queue: agentwire_queue::QueueConfig::default(),
+            access: None,
         }
     }
 }
@@ -107,6 +111,7 @@ impl HubConfig {
             handshake_timeout: self.handshake_timeout,
             duplicate_policy: self.duplicate_policy,
             queue: self.queue.clone(),
+            access: self.access.clone(),
             ..CoreConfig::default()
         }
     }

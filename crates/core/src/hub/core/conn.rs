@@ -40,6 +40,8 @@ pub struct Registration {
     pub codec: Codec,
     /// The frame limit agreed both ways.
     pub max_frame_size: u32,
+    /// What its credential allows (`None`: the hub has no access file, everything is allowed).
+    pub grant: Option<Arc<super::access::Grant>>,
 }
 
 /// A direct request this connection sent that waits for its one answer.

@@ -25,6 +25,7 @@
 //! `cancelled`), its target leaves (`unknown-agent`) or it cannot be queued (`queue-full`).
 //! An answer for a request the hub already settled is dropped.
 
+mod access;
 mod conn;
 mod queues;
 mod registry;
@@ -42,6 +43,7 @@ use agentwire_proto::{
 };
 use bytes::Bytes;
 
+pub use access::{token_sha256, AccessError, AccessPolicy, Grant};
 pub use conn::{Conn, Outbound, Registration};
 pub use queues::{
     ATTEMPT_HEADER, DUPLICATE_HEADER, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
@@ -89,6 +91,9 @@ pub struct CoreConfig {
     pub settled_memory: Duration,
     /// Work queues: ack wait, attempts, backoff, duplicate window, limits.
     pub queue: agentwire_queue::QueueConfig,
+    /// Per-agent credentials and permissions; `None`: any agent may take any id (subject to
+    /// the policy's shared token) and do anything.
+    pub access: Option<Arc<AccessPolicy>>,
 }
 
 impl Default for CoreConfig {
@@ -102,6 +107,7 @@ impl Default for CoreConfig {
             max_request_wait: Duration::from_secs(60),
             settled_memory: Duration::from_secs(600),
             queue: agentwire_queue::QueueConfig::default(),
+            access: None,
         }
     }
 }
@@ -310,6 +316,28 @@ impl<D, R> HubCore<D, R> {
         let limits = &self.config.policy.limits;
         match Frame::decode(&raw, reg.codec) {
             Err(e) => self.end(conn, e.close_code(), &e.to_string(), now, out),
+            Ok(Frame::Subscribe(topic))
+                if !reg.grant.as_ref().is_none_or(|g| g.may_subscribe(&topic)) =>
+            {
+                self.denied(
+                    conn,
+                    &format!("not allowed to subscribe to {topic:?}"),
+                    None,
+                    now,
+                    out,
+                )
+            }
+            Ok(Frame::Consume(c))
+                if c.credit > 0 && !reg.grant.as_ref().is_none_or(|g| g.may_consume(&c.queue)) =>
+            {
+                self.denied(
+                    conn,
+                    &format!("not allowed to consume queue {:?}", c.queue),
+                    None,
+                    now,
+                    out,
+                )
+            }
             Ok(Frame::Subscribe(topic)) => match limits.check_name(&topic) {
                 Err(e) => self.end(conn, ErrorCode::LimitExceeded, &e.to_string(), now, out),
                 Ok(()) => {
@@ -519,12 +547,38 @@ impl<D, R> HubCore<D, R> {
                 return;
             }
         };
+        let grant = match &self.config.access {
+            None => None,
+            Some(policy) => {
+                let token = match Frame::decode(raw, Codec::MsgPack) {
+                    Ok(Frame::Hello(h)) => h.auth_token,
+                    _ => None,
+                };
+                match policy.admit(&session.agent_id, token.as_deref()) {
+                    Some(grant) => Some(grant),
+                    None => {
+                        self.metrics.error("unauthorized");
+                        let reply = agentwire_proto::Reject::new(
+                            ErrorCode::Unauthorized,
+                            format!(
+                                "no credential for agent id {:?} with this token",
+                                session.agent_id
+                            ),
+                        )
+                        .to_frame();
+                        self.reject(conn, reply, ErrorCode::Unauthorized, now, out);
+                        return;
+                    }
+                }
+            }
+        };
         let agent_id: Arc<str> = Arc::from(session.agent_id.as_str());
         conn.register(Registration {
             agent_id: agent_id.clone(),
             role: session.role.clone(),
             codec: session.codec,
             max_frame_size: session.max_frame_size,
+            grant,
         });
         // The welcome is queued before the id becomes reachable, so that it leaves before any
         // message routed to this agent (the driver's writer takes nothing until woken).
@@ -721,6 +775,14 @@ impl<D, R> HubCore<D, R> {
         if let Err(e) = view.check(&self.config.policy.limits) {
             self.end(conn, ErrorCode::LimitExceeded, &e.to_string(), now, out);
             return;
+        }
+        if let Some(grant) = &reg.grant {
+            if !grant.may_send(&view.to, view.kind, view.correlation) {
+                let why = format!("not allowed to send to {}", view.to.to_owned());
+                let reply = reply.filter(|_| view.kind == Kind::Request);
+                self.denied(conn, &why, Some((view.id, reply)), now, out);
+                return;
+            }
         }
         self.messages_in.record(
             usize::from(view.kind.code()),
@@ -1087,6 +1149,23 @@ impl<D, R> HubCore<D, R> {
             kind,
         )
         .with_timestamp_us(now.unix_us)
+    }
+
+    /// A refusal by the access policy: counted, and told to the agent as an `unauthorized`
+    /// error (correlation = the refused message's id, or 0 for a frame without one); the
+    /// connection stays open and nothing of the refused message goes anywhere.
+    fn denied(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        why: &str,
+        message: Option<(u64, Option<R>)>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        self.metrics.dropped("permission-denied");
+        tracing::info!(agent = ?conn.registration().map(|r| r.agent_id.clone()), why, "refused by the access policy");
+        let (id, reply) = message.unwrap_or((0, None));
+        self.send_error(conn, id, ErrorCode::Unauthorized, why, reply, now, out);
     }
 
     /// Tells `to` that its message `correlation` failed (on the request's own stream when

@@ -227,6 +227,12 @@ impl<D, R> HubCore<D, R> {
             return;
         };
         if let Some(op) = env.headers.get(QUEUE_OP_HEADER) {
+            if !reg.grant.as_ref().is_none_or(|g| g.may_consume(&queue)) {
+                let why = format!("not allowed to operate on queue {queue:?}");
+                self.send_error(conn, env.id, ErrorCode::Unauthorized, &why, reply, now, out);
+                self.metrics.dropped("permission-denied");
+                return;
+            }
             let task = env.headers.get(TASK_ID_HEADER).map(|t| t.parse::<u64>());
             self.on_queue_op(conn, &queue, op, task, env.id, reply, now, out);
             return;

@@ -1026,3 +1026,129 @@ fn bad_queue_input_gets_a_clear_error_and_the_sender_stays() {
     assert!(boss.conn.is_closed());
     assert!(!other.conn.is_closed());
 }
+
+// ---- access policy -------------------------------------------------------------------------
+
+fn access_config() -> CoreConfig {
+    let json = format!(
+        r#"{{"credentials": [
+            {{"token_sha256": "{}", "ids": ["boss"], "send": ["agent:worker-*", "queue:jobs"],
+              "subscribe": ["results.*"]}},
+            {{"token_sha256": "{}", "ids": ["worker-*"], "send": ["topic:results.*"],
+              "subscribe": ["results.*"], "consume": ["jobs"]}}
+        ]}}"#,
+        token_sha256("boss-token"),
+        token_sha256("worker-token")
+    );
+    CoreConfig {
+        access: Some(Arc::new(AccessPolicy::from_json(&json).unwrap())),
+        ..config()
+    }
+}
+
+impl Sim {
+    /// Connects with a token; `Err` with the reject's code when the hub refuses.
+    fn connect_token(&mut self, id: &str, token: &str) -> Result<Agent, ErrorCode> {
+        let conn = self.open();
+        let mut hello = Hello::new(id, "test");
+        hello.auth_token = Some(token.to_owned());
+        self.hello(&conn, hello);
+        match self.drain_raw(&conn).first().map(|g| &g.frame) {
+            Some(Frame::Welcome(_)) => Ok(Agent {
+                conn,
+                id: id.to_owned(),
+                codec: Codec::MsgPack,
+            }),
+            Some(Frame::Reject(r)) => {
+                Err(ErrorCode::from_code(r.code).unwrap_or(ErrorCode::Internal))
+            }
+            other => panic!("{id}: expected a welcome or a reject, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_agent_takes_only_the_ids_its_credential_names() {
+    let mut sim = Sim::new(access_config());
+    assert_eq!(
+        sim.connect_token("boss", "worker-token").err(),
+        Some(ErrorCode::Unauthorized)
+    );
+    assert_eq!(
+        sim.connect_token("worker-1", "boss-token").err(),
+        Some(ErrorCode::Unauthorized)
+    );
+    assert_eq!(
+        sim.connect_token("boss", "").err(),
+        Some(ErrorCode::Unauthorized)
+    );
+    assert!(sim.connect_token("boss", "boss-token").is_ok());
+    assert!(sim.connect_token("worker-1", "worker-token").is_ok());
+    assert!(sim.connect_token("worker-2", "worker-token").is_ok());
+    assert_eq!(sim.core.agent_count(), 3);
+}
+
+#[test]
+fn forbidden_sends_subscribes_and_consumes_are_refused_and_nothing_is_delivered() {
+    let mut sim = Sim::new(access_config());
+    let boss = sim.connect_token("boss", "boss-token").unwrap();
+    let w1 = sim.connect_token("worker-1", "worker-token").unwrap();
+    let w2 = sim.connect_token("worker-2", "worker-token").unwrap();
+    sim.control(&w2, Frame::Subscribe("results.eu".into()));
+    // Allowed: boss → worker, worker → results topic, worker answering boss's request.
+    sim.send(
+        &boss,
+        env(1, &boss, Destination::agent("worker-1"), Kind::Request),
+    );
+    let got = sim.drain(&w1);
+    assert_eq!(got.len(), 1);
+    sim.send(
+        &w1,
+        env(9, &w1, Destination::agent("boss"), Kind::Response).with_correlation(1),
+    );
+    assert_eq!(sim.drain(&boss)[0].envelope().kind, Kind::Response);
+    // Forbidden: a worker writing to another worker, or to the boss unasked.
+    sim.send(
+        &w1,
+        env(2, &w1, Destination::agent("worker-2"), Kind::Event),
+    );
+    sim.send(&w1, env(3, &w1, Destination::agent("boss"), Kind::Response));
+    let errors = sim.drain(&w1);
+    assert_eq!(errors.len(), 2);
+    for e in &errors {
+        assert_eq!(error_code(e.envelope()), Some(ErrorCode::Unauthorized));
+    }
+    assert_eq!(errors[0].envelope().correlation, Some(2));
+    let leaked = sim.drain(&w2);
+    assert!(leaked.is_empty(), "nothing half-delivered: {leaked:?}");
+    assert!(sim.drain(&boss).is_empty());
+    // A broadcast and a topic outside the grant.
+    sim.send(&boss, env(4, &boss, Destination::Broadcast, Kind::Event));
+    sim.send(
+        &boss,
+        env(5, &boss, Destination::topic("results.eu"), Kind::Event),
+    );
+    assert_eq!(sim.drain(&boss).len(), 2);
+    assert!(sim.drain(&w2).is_empty());
+    // Subscribe and consume outside the grant: an error, and no subscription.
+    sim.control(&w1, Frame::Subscribe("secrets".into()));
+    sim.control(&boss, consume("jobs", 1));
+    for who in [&w1, &boss] {
+        let got = sim.drain(who);
+        assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::Unauthorized));
+        assert!(!who.conn.is_closed(), "a refusal keeps the connection");
+    }
+    sim.send(&w2, env(6, &w2, Destination::topic("secrets"), Kind::Event));
+    assert!(sim.drain(&w1).is_empty());
+    // The queue: boss may enqueue, workers may consume; a worker may not enqueue.
+    sim.control(&w1, consume("jobs", 1));
+    sim.send(&boss, enqueue(7, &boss, "jobs", "t"));
+    assert_eq!(sim.drain(&boss)[0].envelope().kind, Kind::Response);
+    assert_eq!(tasks(&sim.drain(&w1)).len(), 1);
+    sim.send(&w2, enqueue(8, &w2, "jobs", "t"));
+    assert_eq!(
+        error_code(sim.drain(&w2)[0].envelope()),
+        Some(ErrorCode::Unauthorized)
+    );
+    assert_eq!(sim.core.queue_stats("jobs").unwrap().in_flight, 1);
+}

@@ -1,0 +1,145 @@
+//! Per-agent credentials and permissions with real processes: a hub with an access file,
+//! agents with their tokens; impostors (a wrong token, another agent's id, a forbidden topic
+//! or destination) are refused while everyone else keeps working.
+
+mod common;
+
+use common::{fails_with, run, spawn, text, wait_for};
+
+fn token() -> (String, String) {
+    let out = run(&["token"]);
+    assert!(out.status.success(), "token: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let field = |name: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_owned())
+            .unwrap_or_else(|| panic!("no {name} in {stdout}"))
+    };
+    let (t, h) = (field("token:"), field("token_sha256:"));
+    assert_eq!(t.len(), 64);
+    let again = run(&["token", "--hash", &t]);
+    assert_eq!(text(&again.stdout).trim(), format!("token_sha256: {h}"));
+    (t, h)
+}
+
+#[test]
+fn impostors_are_refused_and_everyone_else_keeps_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let (boss_token, boss_hash) = token();
+    let (worker_token, worker_hash) = token();
+    let access = dir.path().join("access.json");
+    std::fs::write(
+        &access,
+        format!(
+            r#"{{"credentials": [
+  {{"token_sha256": "{boss_hash}", "ids": ["boss"], "send": ["agent:worker-*"]}},
+  {{"token_sha256": "{worker_hash}", "ids": ["worker-*"], "send": ["topic:results"],
+    "subscribe": ["results"]}}
+]}}"#
+        ),
+    )
+    .unwrap();
+    let sock = dir.path().join("hub.sock");
+    let url = format!("unix://{}", sock.display());
+    let (_hub, hub_out) = spawn(&[
+        "hub",
+        "--listen",
+        &url,
+        "--access-file",
+        access.to_str().unwrap(),
+    ]);
+    wait_for(&hub_out, "hub listening on unix://");
+    let (_worker, worker_out) = spawn(&[
+        "agent",
+        "--hub",
+        &url,
+        "--id",
+        "worker-1",
+        "--auth-token",
+        &worker_token,
+        "--echo",
+    ]);
+    wait_for(&worker_out, "agent worker-1 connected");
+
+    // The boss may ask a worker.
+    let ask = |token: &str, id: &str, to: &str| {
+        run(&[
+            "send",
+            "--hub",
+            &url,
+            "--id",
+            id,
+            "--auth-token",
+            token,
+            "--to",
+            to,
+            "--request",
+            "ping",
+        ])
+    };
+    let out = ask(&boss_token, "boss", "worker-1");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "ping\n");
+    // Impostors: a wrong token, and the worker's token used for the boss's id.
+    let out = ask("not-the-token", "boss", "worker-1");
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("unauthorized"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = ask(&worker_token, "boss", "worker-1");
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("no credential for agent id \"boss\""),
+        "{}",
+        text(&out.stderr)
+    );
+    // A worker may not write to another worker, nor subscribe outside its grant.
+    fails_with(
+        &[
+            "send",
+            "--hub",
+            &url,
+            "--id",
+            "worker-2",
+            "--auth-token",
+            &worker_token,
+            "--to",
+            "worker-1",
+            "--message",
+            "hi",
+        ],
+        "not allowed to send to agent:worker-1",
+    );
+    let (_spy, spy_out) = spawn(&[
+        "agent",
+        "--hub",
+        &url,
+        "--id",
+        "worker-3",
+        "--auth-token",
+        &worker_token,
+        "--subscribe",
+        "secrets",
+    ]);
+    wait_for(&spy_out, "not allowed to subscribe to \"secrets\"");
+    // Everyone else kept working.
+    let out = ask(&boss_token, "boss", "worker-1");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // A broken access file stops the hub with the file named.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"credentials\": [{\"ids\": [\"x\"]}]}").unwrap();
+    fails_with(
+        &[
+            "hub",
+            "--listen",
+            &format!("unix://{}/h2.sock", dir.path().display()),
+            "--access-file",
+            bad.to_str().unwrap(),
+        ],
+        &format!("the access file {} is not valid", bad.display()),
+    );
+}

@@ -1,0 +1,306 @@
+//! Who may connect as which agent id, and what each may do: per-agent credentials and
+//! permissions, loaded from an access file (`agentwire hub --access-file FILE`).
+//!
+//! Owns the file's format, token checking and pattern matching; the hub core asks it at the
+//! handshake ([`AccessPolicy::admit`]) and on every send, subscribe and consume ([`Grant`]).
+//! It must not route anything or do I/O beyond reading the file it is given.
+//!
+//! The file is JSON. Each credential names a token by its SHA-256 (the file holds no token),
+//! the agent ids it may take (patterns), and what they may do:
+//!
+//! ```json
+//! {"credentials": [
+//!   {"token_sha256": "9f86d0...", "ids": ["coordinator"],
+//!    "send": ["queue:jobs", "agent:worker-*", "topic:status.*"], "subscribe": ["results.*"]},
+//!   {"token_sha256": "2c26b4...", "ids": ["worker-*"],
+//!    "send": ["agent:coordinator", "topic:results.*"], "consume": ["jobs"]}
+//! ]}
+//! ```
+//!
+//! Patterns: `*` matches any run of characters (so `"*"` alone allows everything); anything
+//! else matches itself. `send` patterns name destinations as the CLI writes them:
+//! `agent:ID`, `topic:NAME`, `queue:NAME`, and `*` for broadcast. A list left out allows
+//! nothing. Answers to requests (`response` and `error` envelopes with a correlation, to one
+//! agent) are always allowed, as NATS allows responses. Tokens should be long and random
+//! (`agentwire token` makes one): a SHA-256 of a guessable token is easy to reverse.
+
+use std::path::{Path, PathBuf};
+
+use agentwire_proto::{DestinationRef, Kind};
+use serde::Deserialize;
+
+/// What one credential allows.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Grant {
+    /// Destinations it may send to (`agent:ID`, `topic:NAME`, `queue:NAME`, `*`).
+    #[serde(default)]
+    pub send: Vec<String>,
+    /// Topics it may subscribe to.
+    #[serde(default)]
+    pub subscribe: Vec<String>,
+    /// Queues it may consume (and look at: stats, dead letters, replay, discard).
+    #[serde(default)]
+    pub consume: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Credential {
+    token_sha256: String,
+    ids: Vec<String>,
+    #[serde(default)]
+    send: Vec<String>,
+    #[serde(default)]
+    subscribe: Vec<String>,
+    #[serde(default)]
+    consume: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AccessFile {
+    credentials: Vec<Credential>,
+}
+
+/// The hub's credentials and permissions.
+#[derive(Debug, Clone)]
+pub struct AccessPolicy {
+    credentials: Vec<([u8; 32], Vec<String>, std::sync::Arc<Grant>)>,
+}
+
+/// An access file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum AccessError {
+    /// It cannot be read.
+    #[error("cannot read the access file {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is not valid (JSON, fields, token hashes).
+    #[error("the access file {path} is not valid: {reason}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The SHA-256 of `token`, in lowercase hex (what an access file holds).
+///
+/// ```
+/// use agentwire::hub::token_sha256;
+/// assert_eq!(&token_sha256("test")[..8], "9f86d081");
+/// ```
+pub fn token_sha256(token: &str) -> String {
+    hex::encode(ring::digest::digest(
+        &ring::digest::SHA256,
+        token.as_bytes(),
+    ))
+}
+
+impl AccessPolicy {
+    /// Reads an access file (format in the module doc). Errors name the file.
+    pub fn from_file(path: &Path) -> Result<Self, AccessError> {
+        let text = std::fs::read_to_string(path).map_err(|source| AccessError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_json(&text).map_err(|reason| AccessError::Invalid {
+            path: path.to_path_buf(),
+            reason,
+        })
+    }
+
+    /// Reads an access file's text.
+    ///
+    /// ```
+    /// use agentwire::hub::{token_sha256, AccessPolicy};
+    /// let json = format!(r#"{{"credentials": [{{"token_sha256": "{}", "ids": ["worker-*"],
+    ///     "send": ["agent:boss"], "consume": ["jobs"]}}]}}"#, token_sha256("s3cret-token"));
+    /// let policy = AccessPolicy::from_json(&json).unwrap();
+    /// assert!(policy.admit("worker-7", Some("s3cret-token")).is_some());
+    /// assert!(policy.admit("boss", Some("s3cret-token")).is_none()); // not an id it names
+    /// assert!(policy.admit("worker-7", Some("guess")).is_none());
+    /// ```
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let file: AccessFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let mut credentials = Vec::new();
+        for (i, c) in file.credentials.into_iter().enumerate() {
+            let hash = hex::decode(c.token_sha256.trim())
+                .ok()
+                .and_then(|h| <[u8; 32]>::try_from(h).ok())
+                .ok_or_else(|| {
+                    format!("credential {}: token_sha256 must be 64 hex digits", i + 1)
+                })?;
+            if c.ids.is_empty() {
+                return Err(format!("credential {}: ids is empty", i + 1));
+            }
+            let grant = Grant {
+                send: c.send,
+                subscribe: c.subscribe,
+                consume: c.consume,
+            };
+            credentials.push((hash, c.ids, std::sync::Arc::new(grant)));
+        }
+        Ok(AccessPolicy { credentials })
+    }
+
+    /// The grant of the credential whose token is `token` and which names `agent_id`, if any.
+    pub fn admit(&self, agent_id: &str, token: Option<&str>) -> Option<std::sync::Arc<Grant>> {
+        let given = ring::digest::digest(&ring::digest::SHA256, token?.as_bytes());
+        self.credentials
+            .iter()
+            .find(|(hash, ids, _)| {
+                // Compared without an early exit: the hash of a wrong token says nothing
+                // useful, but there is no reason to leak how much of it matched.
+                let diff = hash
+                    .iter()
+                    .zip(given.as_ref())
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+                diff == 0 && ids.iter().any(|p| matches(p, agent_id))
+            })
+            .map(|(_, _, g)| g.clone())
+    }
+}
+
+impl Grant {
+    /// Whether an envelope of `kind` may go to `to` (`correlation` set for answers).
+    pub fn may_send(&self, to: &DestinationRef<'_>, kind: Kind, correlation: Option<u64>) -> bool {
+        let answer = matches!(kind, Kind::Response | Kind::Error) && correlation.is_some();
+        match to {
+            DestinationRef::Agent(id) => answer || any_matches(&self.send, "agent:", id),
+            DestinationRef::Topic(t) => any_matches(&self.send, "topic:", t),
+            DestinationRef::Queue(q) => any_matches(&self.send, "queue:", q),
+            DestinationRef::Broadcast => self.send.iter().any(|p| p == "*"),
+        }
+    }
+
+    /// Whether it may subscribe to `topic`.
+    pub fn may_subscribe(&self, topic: &str) -> bool {
+        self.subscribe.iter().any(|p| matches(p, topic))
+    }
+
+    /// Whether it may consume (and look at) `queue`.
+    pub fn may_consume(&self, queue: &str) -> bool {
+        self.consume.iter().any(|p| matches(p, queue))
+    }
+}
+
+fn any_matches(patterns: &[String], prefix: &str, name: &str) -> bool {
+    patterns.iter().any(|p| {
+        p == "*"
+            || p.strip_prefix(prefix)
+                .is_some_and(|rest| matches(rest, name))
+    })
+}
+
+/// Glob matching with `*` only.
+fn matches(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == name;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn patterns() {
+        assert!(matches("*", "anything"));
+        assert!(matches("worker-*", "worker-1"));
+        assert!(!matches("worker-*", "boss"));
+        assert!(matches("a*b*c", "a-x-b-y-c"));
+        assert!(!matches("a*b*c", "a-x-c"));
+        assert!(matches("exact", "exact"));
+        assert!(!matches("exact", "exactly"));
+        assert!(!matches("ab*ba", "aba"));
+    }
+
+    #[test]
+    fn sends_subscribes_and_consumes_follow_the_grant() {
+        let g = Grant {
+            send: vec![
+                "agent:worker-*".into(),
+                "queue:jobs".into(),
+                "topic:status.*".into(),
+            ],
+            subscribe: vec!["results.*".into()],
+            consume: vec!["jobs".into()],
+        };
+        assert!(g.may_send(&DestinationRef::Agent("worker-2"), Kind::Request, None));
+        assert!(!g.may_send(&DestinationRef::Agent("boss"), Kind::Request, None));
+        assert!(g.may_send(&DestinationRef::Agent("boss"), Kind::Response, Some(3)));
+        assert!(!g.may_send(&DestinationRef::Agent("boss"), Kind::Response, None));
+        assert!(g.may_send(&DestinationRef::Queue("jobs"), Kind::Request, None));
+        assert!(!g.may_send(&DestinationRef::Queue("other"), Kind::Request, None));
+        assert!(g.may_send(&DestinationRef::Topic("status.eu"), Kind::Event, None));
+        assert!(!g.may_send(&DestinationRef::Broadcast, Kind::Event, None));
+        assert!(g.may_subscribe("results.eu") && !g.may_subscribe("status.eu"));
+        assert!(g.may_consume("jobs") && !g.may_consume("jobs2"));
+    }
+
+    #[test]
+    fn bad_files_are_clear_errors() {
+        assert!(AccessPolicy::from_json("{}")
+            .unwrap_err()
+            .contains("credentials"));
+        let short = r#"{"credentials": [{"token_sha256": "abcd", "ids": ["a"]}]}"#;
+        assert!(AccessPolicy::from_json(short)
+            .unwrap_err()
+            .contains("64 hex digits"));
+        let typo = format!(
+            r#"{{"credentials": [{{"token_sha256": "{}", "ids": ["a"], "sned": []}}]}}"#,
+            token_sha256("t")
+        );
+        assert!(AccessPolicy::from_json(&typo).unwrap_err().contains("sned"));
+    }
+
+    proptest! {
+        /// `*` matching agrees with a regular expression built from the pattern.
+        #[test]
+        fn glob_matches_like_a_regex(pattern in "[ab*]{0,6}", name in "[ab]{0,8}") {
+            let re = format!("^{}$", pattern.split('*').map(regex_lite_escape).collect::<Vec<_>>().join(".*"));
+            let expected = simple_regex(&re, &name);
+            prop_assert_eq!(matches(&pattern, &name), expected);
+        }
+    }
+
+    fn regex_lite_escape(s: &str) -> String {
+        s.to_string() // only a and b: nothing to escape
+    }
+
+    /// A tiny backtracking matcher for `^...$` with literals and `.*` (the test's oracle).
+    fn simple_regex(re: &str, name: &str) -> bool {
+        fn go(p: &[u8], s: &[u8]) -> bool {
+            if p.is_empty() {
+                return s.is_empty();
+            }
+            if p.len() >= 2 && p[0] == b'.' && p[1] == b'*' {
+                return (0..=s.len()).any(|i| go(&p[2..], &s[i..]));
+            }
+            !s.is_empty() && p[0] == s[0] && go(&p[1..], &s[1..])
+        }
+        let inner = &re.as_bytes()[1..re.len() - 1];
+        go(inner, name.as_bytes())
+    }
+}
