@@ -517,6 +517,22 @@ pub struct HubArgs {
     /// so that stored tasks survive a restart; without it they live in memory.
     #[arg(long)]
     pub store: Option<PathBuf>,
+    /// Envelopes one agent may send per second (excess: a limit-exceeded error; off by default).
+    #[arg(long)]
+    pub agent_max_msgs_per_sec: Option<u32>,
+    /// Envelope bytes one agent may send per second (off by default).
+    #[arg(long)]
+    pub agent_max_bytes_per_sec: Option<u64>,
+    /// Connections open at once from one IP address (off by default).
+    #[arg(long)]
+    pub max_connections_per_address: Option<usize>,
+    /// New connections accepted per second, all addresses together (off by default).
+    #[arg(long)]
+    pub max_handshakes_per_sec: Option<u32>,
+    /// QUIC: above this many connection attempts per second, validate new peers' addresses
+    /// with a Retry first (0: always; off by default: connects take one round trip).
+    #[arg(long)]
+    pub quic_retry_above_per_sec: Option<u32>,
     /// Milliseconds a consumer has to ack a task before it goes to a consumer again.
     #[arg(long, default_value_t = 30_000)]
     pub queue_ack_wait_ms: u64,
@@ -563,6 +579,13 @@ impl HubArgs {
             let policy = agentwire::hub::AccessPolicy::from_file(path)?;
             config.access = Some(std::sync::Arc::new(policy));
         }
+        config.quic.retry_above_per_sec = self.quic_retry_above_per_sec;
+        config.limits = agentwire::hub::AbuseLimits {
+            agent_messages_per_sec: self.agent_max_msgs_per_sec,
+            agent_bytes_per_sec: self.agent_max_bytes_per_sec,
+            connections_per_address: self.max_connections_per_address,
+            handshakes_per_sec: self.max_handshakes_per_sec,
+        };
         config.queue.ack_wait = Duration::from_millis(self.queue_ack_wait_ms.max(1));
         config.queue.max_deliver = self.queue_max_deliver.max(1);
         Ok(config)

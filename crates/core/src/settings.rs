@@ -168,6 +168,13 @@ pub struct QuicSettings {
     /// endpoint does not know the connection: use more than 1 only where peers keep their
     /// address. 1 (the default) is one socket without `SO_REUSEPORT`.
     pub server_endpoints: usize,
+    /// Listeners (the hub): once more than this many connection attempts arrive within one
+    /// second, answer those from unvalidated addresses with a QUIC Retry (address validation:
+    /// a spoofed source cannot complete it, and each attempt costs the sender a round trip
+    /// before the hub does any cryptography). `Some(0)`: always. `None` (the default): never,
+    /// keeping connects at one round trip.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_above_per_sec: Option<u32>,
 }
 
 impl Default for QuicSettings {
@@ -212,6 +219,7 @@ impl Default for QuicSettings {
             ack_eliciting_threshold: 9,
             qlog_dir: None,
             server_endpoints: 1,
+            retry_above_per_sec: None,
         }
     }
 }

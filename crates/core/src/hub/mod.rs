@@ -28,7 +28,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 pub use self::core::{
-    token_sha256, AccessError, AccessPolicy, Action, AgentSnapshot, Conn, CoreConfig,
+    token_sha256, AbuseLimits, AccessError, AccessPolicy, Action, AgentSnapshot, Conn, CoreConfig,
     DuplicatePolicy, Grant, HubCore, Now, Outbound, Registration, ATTEMPT_HEADER, DUPLICATE_HEADER,
     HUB_ID, PRESENCE_TOPIC, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
 };
@@ -78,6 +78,8 @@ pub struct HubConfig {
     /// Per-agent credentials and permissions (an access file); `None`: any agent may take any
     /// id (subject to `policy.auth_token`) and do anything.
     pub access: Option<Arc<AccessPolicy>>,
+    /// Rates and counts that hold under abuse (all off by default).
+    pub limits: AbuseLimits,
 }
 
 impl Default for HubConfig {
@@ -97,6 +99,7 @@ impl Default for HubConfig {
             websocket: crate::transport::ws::WsOptions::default(),
             queue: agentwire_queue::QueueConfig::default(),
             access: None,
+            limits: AbuseLimits::default(),
         }
     }
 }
@@ -112,6 +115,7 @@ impl HubConfig {
             duplicate_policy: self.duplicate_policy,
             queue: self.queue.clone(),
             access: self.access.clone(),
+            limits: self.limits,
             ..CoreConfig::default()
         }
     }
@@ -183,6 +187,11 @@ impl QuicListener {
     /// several with [`QuicSettings::server_endpoints`]).
     pub fn connections_per_endpoint(&self) -> Vec<usize> {
         self.handle.connections_per_endpoint()
+    }
+
+    /// QUIC Retry packets this listener sent ([`QuicSettings::retry_above_per_sec`]).
+    pub fn retries_sent(&self) -> u64 {
+        self.handle.retries_sent()
     }
 
     /// Stops accepting and closes every connection of this listener.
@@ -355,7 +364,12 @@ impl HubInner {
             control: Box::new(sender.clone()),
             linger: Mutex::new(None),
         };
-        let conn = self.core.open(transport, driver, Now::system());
+        let remote = sender.stats().remote_addr.map(|a| a.ip());
+        let mut opened = Vec::new();
+        let conn = self
+            .core
+            .open_from(transport, remote, driver, Now::system(), &mut opened);
+        apply(&self, &mut opened);
         let writer = tokio::spawn(writer_loop(self.clone(), conn.clone(), sender));
         let mut actions = Vec::new();
         loop {

@@ -865,6 +865,9 @@ pub struct QuicListen {
     mapping: StreamMapping,
     budget: Option<Arc<ReceiveBudget>>,
     handshake_timeout: std::time::Duration,
+    /// Connection attempts in the current one-second window, for Retry under a flood.
+    attempts: (std::time::Instant, u32),
+    retries: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// What the owner of a [`QuicListen`] keeps: where it is bound, and a way to close it.
@@ -875,9 +878,15 @@ pub struct QuicListenHandle {
     /// The UDP socket buffers the kernel granted (each socket's, when there are several).
     pub socket_buffers: SocketBuffers,
     endpoints: Vec<quinn::Endpoint>,
+    retries: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl QuicListenHandle {
+    /// QUIC Retry packets sent so far ([`QuicSettings::retry_above_per_sec`]).
+    pub fn retries_sent(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
     /// Stops accepting and closes every connection with `code`.
     pub fn close(&self, code: ErrorCode, reason: &str) {
         for endpoint in &self.endpoints {
@@ -963,10 +972,12 @@ impl QuicListen {
             .then(|| ReceiveBudget::new(settings.receive_budget, settings.receive_window));
         let mut endpoints = vec![endpoint];
         endpoints.extend(more);
+        let retries = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let handle = QuicListenHandle {
             local_addr,
             socket_buffers,
             endpoints: endpoints.clone(),
+            retries: retries.clone(),
         };
         let listen = QuicListen {
             incoming: Incomings::new(endpoints),
@@ -975,8 +986,26 @@ impl QuicListen {
             mapping,
             budget,
             handshake_timeout,
+            attempts: (std::time::Instant::now(), 0),
+            retries,
         };
         Ok((listen, handle))
+    }
+}
+
+impl QuicListen {
+    /// Whether to answer `incoming` with a Retry: the address is not validated yet and the
+    /// attempts of this second are over the configured threshold.
+    fn should_retry(&mut self, incoming: &quinn::Incoming) -> bool {
+        let Some(limit) = self.settings.retry_above_per_sec else {
+            return false;
+        };
+        let now = std::time::Instant::now();
+        if now.duration_since(self.attempts.0) >= std::time::Duration::from_secs(1) {
+            self.attempts = (now, 0);
+        }
+        self.attempts.1 = self.attempts.1.saturating_add(1);
+        self.attempts.1 > limit && incoming.may_retry()
     }
 }
 
@@ -985,7 +1014,15 @@ impl Listen for QuicListen {
     type Receiver = QuicReceiver;
 
     async fn accept(&mut self) -> Option<Setup<QuicSender, QuicReceiver>> {
-        let incoming = self.incoming.next().await?;
+        let incoming = loop {
+            let incoming = self.incoming.next().await?;
+            if !self.should_retry(&incoming) {
+                break incoming;
+            }
+            if incoming.retry().is_ok() {
+                self.retries.fetch_add(1, Ordering::Relaxed);
+            }
+        };
         let admission = self.budget.as_ref().map(ReceiveBudget::admit);
         let config = self.config.clone();
         let settings = self.settings.clone();

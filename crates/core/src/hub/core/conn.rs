@@ -163,6 +163,8 @@ pub(super) struct ConnState<D, R> {
     /// target left), oldest first: an answer arriving for one of them is late and dropped.
     pub settled: VecDeque<(u64, Instant)>,
     pub settled_ids: HashSet<u64>,
+    /// The agent's send-rate buckets (set at registration when rate limits are on).
+    pub rate: Option<super::limits::AgentRate>,
 }
 
 /// Most request ids one connection remembers as settled by the hub.
@@ -206,6 +208,8 @@ pub struct Conn<D, R> {
     last_seen_ms: AtomicU64,
     pub(super) state: Mutex<ConnState<D, R>>,
     driver: D,
+    /// The peer's IP address, when it was counted against the per-address limit.
+    pub(super) remote: OnceLock<std::net::IpAddr>,
 }
 
 impl<D, R> Conn<D, R> {
@@ -231,7 +235,9 @@ impl<D, R> Conn<D, R> {
                 owed: HashMap::new(),
                 settled: VecDeque::new(),
                 settled_ids: HashSet::new(),
+                rate: None,
             }),
+            remote: OnceLock::new(),
             driver,
         }
     }

@@ -27,6 +27,7 @@
 
 mod access;
 mod conn;
+mod limits;
 mod queues;
 mod registry;
 #[cfg(test)]
@@ -45,6 +46,7 @@ use bytes::Bytes;
 
 pub use access::{token_sha256, AccessError, AccessPolicy, Grant};
 pub use conn::{Conn, Outbound, Registration};
+pub use limits::AbuseLimits;
 pub use queues::{
     ATTEMPT_HEADER, DUPLICATE_HEADER, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
 };
@@ -94,6 +96,8 @@ pub struct CoreConfig {
     /// Per-agent credentials and permissions; `None`: any agent may take any id (subject to
     /// the policy's shared token) and do anything.
     pub access: Option<Arc<AccessPolicy>>,
+    /// Rates and counts that hold under abuse (all off by default).
+    pub limits: AbuseLimits,
 }
 
 impl Default for CoreConfig {
@@ -108,6 +112,7 @@ impl Default for CoreConfig {
             settled_memory: Duration::from_secs(600),
             queue: agentwire_queue::QueueConfig::default(),
             access: None,
+            limits: AbuseLimits::default(),
         }
     }
 }
@@ -214,6 +219,7 @@ pub struct HubCore<D, R> {
     next_conn: AtomicU64,
     next_id: AtomicU64,
     queues: Mutex<HubQueues<D, R>>,
+    admission: Mutex<limits::Admission>,
 }
 
 impl<D, R> HubCore<D, R> {
@@ -233,6 +239,7 @@ impl<D, R> HubCore<D, R> {
             next_conn: AtomicU64::new(1),
             next_id: AtomicU64::new(1),
             queues: Mutex::new(HubQueues::in_memory(config_queue, now)),
+            admission: Mutex::new(limits::Admission::default()),
         }
     }
 
@@ -284,6 +291,38 @@ impl<D, R> HubCore<D, R> {
             self.ms(now.instant),
         ));
         self.lock_handshaking().insert(id, Arc::downgrade(&conn));
+        conn
+    }
+
+    /// [`open`](Self::open) for a peer at `remote` (`None`: a Unix socket), under the
+    /// per-address and handshake-rate limits: a connection over a limit is closed at once with
+    /// `limit-exceeded` (its driver sees it closed and drops the transport).
+    pub fn open_from(
+        &self,
+        transport: TransportKind,
+        remote: Option<std::net::IpAddr>,
+        driver: D,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) -> Arc<Conn<D, R>> {
+        let conn = self.open(transport, driver, now);
+        let admitted = self
+            .admission
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .open(&self.config.limits, remote, now.instant);
+        match admitted {
+            Ok(()) => {
+                if let (Some(ip), Some(_)) = (remote, self.config.limits.connections_per_address) {
+                    let _ = conn.remote.set(ip);
+                }
+            }
+            Err(why) => {
+                self.metrics
+                    .handshake(conn.transport().name(), outcome::FAILED);
+                self.end(&conn, ErrorCode::LimitExceeded, &why, now, out);
+            }
+        }
         conn
     }
 
@@ -689,6 +728,14 @@ impl<D, R> HubCore<D, R> {
         out: &mut Vec<Action<D, R>>,
     ) {
         let first = conn.mark_closed();
+        if first {
+            if let Some(ip) = conn.remote.get() {
+                self.admission
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .close(*ip);
+            }
+        }
         let reg = conn.registration();
         // Unregister even when already closed: a hello that raced with the close may have
         // registered the connection after the first close ran.
@@ -775,6 +822,30 @@ impl<D, R> HubCore<D, R> {
         if let Err(e) = view.check(&self.config.policy.limits) {
             self.end(conn, ErrorCode::LimitExceeded, &e.to_string(), now, out);
             return;
+        }
+        let limits = &self.config.limits;
+        if limits.agent_messages_per_sec.is_some() || limits.agent_bytes_per_sec.is_some() {
+            let admitted = {
+                let mut st = conn.lock();
+                let rate = st.rate.get_or_insert_with(|| {
+                    limits::AgentRate::new(limits, reg.max_frame_size, now.instant)
+                });
+                rate.admit(raw.payload.len(), limits, now.instant)
+            };
+            if let Err(why) = admitted {
+                self.metrics.dropped("rate-limited");
+                let reply = reply.filter(|_| view.kind == Kind::Request);
+                self.send_error(
+                    conn,
+                    view.id,
+                    ErrorCode::LimitExceeded,
+                    &why,
+                    reply,
+                    now,
+                    out,
+                );
+                return;
+            }
         }
         if let Some(grant) = &reg.grant {
             if !grant.may_send(&view.to, view.kind, view.correlation) {

@@ -1152,3 +1152,120 @@ fn forbidden_sends_subscribes_and_consumes_are_refused_and_nothing_is_delivered(
     );
     assert_eq!(sim.core.queue_stats("jobs").unwrap().in_flight, 1);
 }
+
+// ---- limits under abuse ----------------------------------------------------------------------
+
+#[test]
+fn an_agent_over_its_message_rate_gets_errors_and_others_are_unaffected() {
+    let mut sim = Sim::new(CoreConfig {
+        limits: AbuseLimits {
+            agent_messages_per_sec: Some(5),
+            ..AbuseLimits::default()
+        },
+        ..CoreConfig {
+            agent_queue_capacity: 64,
+            ..config()
+        }
+    });
+    let flood = sim.connect("flood");
+    let calm = sim.connect("calm");
+    let sink = sim.connect("sink");
+    for id in 1..=8 {
+        sim.send(
+            &flood,
+            env(id, &flood, Destination::agent("sink"), Kind::Event),
+        );
+    }
+    sim.send(
+        &calm,
+        env(1, &calm, Destination::agent("sink"), Kind::Event),
+    );
+    assert_eq!(
+        sim.drain(&sink).len(),
+        6,
+        "five of the flood's, one of calm's"
+    );
+    let errors = sim.drain(&flood);
+    assert_eq!(errors.len(), 3);
+    assert_eq!(
+        error_code(errors[0].envelope()),
+        Some(ErrorCode::LimitExceeded)
+    );
+    assert!(String::from_utf8_lossy(&errors[0].envelope().body).contains("5 messages per second"));
+    assert!(!flood.conn.is_closed());
+    sim.advance(Duration::from_millis(400)); // two more tokens
+    for id in 10..13 {
+        sim.send(
+            &flood,
+            env(id, &flood, Destination::agent("sink"), Kind::Event),
+        );
+    }
+    assert_eq!(sim.drain(&sink).len(), 2);
+}
+
+#[test]
+fn an_agent_over_its_byte_rate_gets_errors() {
+    let mut sim = Sim::new(CoreConfig {
+        limits: AbuseLimits {
+            agent_bytes_per_sec: Some(4096),
+            ..AbuseLimits::default()
+        },
+        policy: HubPolicy {
+            limits: agentwire_proto::Limits {
+                max_frame_size: 2048,
+                ..agentwire_proto::Limits::default()
+            },
+            ..HubPolicy::default()
+        },
+        ..config()
+    });
+    let big = sim.connect("big");
+    let sink = sim.connect("sink");
+    for id in 1..=4 {
+        let e = env(id, &big, Destination::agent("sink"), Kind::Event).with_body(vec![0u8; 1500]);
+        sim.send(&big, e);
+    }
+    assert_eq!(sim.drain(&sink).len(), 2);
+    let errors = sim.drain(&big);
+    assert_eq!(errors.len(), 2);
+    assert!(String::from_utf8_lossy(&errors[0].envelope().body).contains("4096 bytes per second"));
+}
+
+#[test]
+fn connections_per_address_and_handshakes_per_second_are_bounded() {
+    let mut sim = Sim::new(CoreConfig {
+        limits: AbuseLimits {
+            connections_per_address: Some(2),
+            handshakes_per_sec: Some(4),
+            ..AbuseLimits::default()
+        },
+        ..config()
+    });
+    let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let other: std::net::IpAddr = "127.0.0.2".parse().unwrap();
+    let open = |sim: &mut Sim, remote| {
+        let c = sim
+            .core
+            .open_from(TransportKind::Quic, remote, (), sim.now, &mut sim.actions);
+        sim.take_actions();
+        c
+    };
+    let a = open(&mut sim, Some(ip));
+    let b = open(&mut sim, Some(ip));
+    let c = open(&mut sim, Some(ip));
+    assert!(!a.is_closed() && !b.is_closed());
+    assert!(c.is_closed());
+    assert_eq!(sim.closes[&c.id()].0, ErrorCode::LimitExceeded);
+    let d = open(&mut sim, Some(other));
+    assert!(!d.is_closed(), "another address is not affected");
+    // The fourth handshake of this second is the last one the hub takes.
+    let e = open(&mut sim, None);
+    assert!(e.is_closed(), "over four handshakes per second");
+    // A closed connection frees its address's place; a second later there are handshakes again.
+    sim.core
+        .on_closed(&a, ErrorCode::Normal, "bye", sim.now, &mut sim.actions);
+    sim.take_actions();
+    sim.now = sim.now.after(Duration::from_secs(1));
+    let f = open(&mut sim, Some(ip));
+    assert!(!f.is_closed());
+}

@@ -1,0 +1,88 @@
+//! Limits under abuse over real sockets: connections per source address, and an agent over
+//! its message rate, while others keep working.
+
+mod common;
+
+use std::time::Duration;
+
+use agentwire::hub::{AbuseLimits, Hub, HubConfig};
+use agentwire::metrics::HubMetrics;
+use agentwire::tls::{self, HubIdentity};
+use agentwire::{Agent, AgentError, AgentOptions, Destination, ErrorCode, HubTrust, HubUrl, Kind};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_third_connection_from_one_address_is_refused_and_rates_are_enforced() {
+    common::init_logs();
+    let bundle = tls::generate(&tls::default_hub_names()).unwrap();
+    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
+    let config = HubConfig {
+        limits: AbuseLimits {
+            connections_per_address: Some(2),
+            agent_messages_per_sec: Some(2),
+            ..AbuseLimits::default()
+        },
+        ..HubConfig::default()
+    };
+    let hub = Hub::new(config, HubMetrics::new());
+    let url = HubUrl::parse("h2://127.0.0.1:0").unwrap();
+    let listener = hub.listen(&url, Some(&identity)).await.unwrap();
+    let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).unwrap();
+    let opts = |id: &str| AgentOptions::new(id, listener.url.to_string(), trust.clone());
+    let mut sink = Agent::connect(opts("sink")).await.unwrap();
+    tokio::spawn(async move {
+        while let Some(m) = sink.recv().await {
+            let _ = m.reply("ok").await;
+        }
+    });
+    let flood = Agent::connect(opts("flood")).await.unwrap();
+    let third = Agent::connect(opts("third")).await;
+    assert!(third.is_err(), "a third connection from 127.0.0.1");
+    // Over its rate (2 a second, bursts of 2), the flood gets limit-exceeded for the excess.
+    let mut refused = 0;
+    for _ in 0..10 {
+        let env = flood.envelope(Destination::agent("sink"), Kind::Request);
+        match flood.request_envelope(env, Duration::from_secs(2)).await {
+            Err(AgentError::Remote {
+                code: ErrorCode::LimitExceeded,
+                ..
+            }) => refused += 1,
+            Err(e) => panic!("unexpected {e}"),
+            Ok(_) => {}
+        }
+    }
+    assert!(
+        refused > 0,
+        "some of ten requests at 2 per second were refused"
+    );
+    // Once one connection leaves, the address has room again.
+    flood.close().await;
+    drop(flood);
+    let mut again = None;
+    for _ in 0..50 {
+        if let Ok(a) = Agent::connect(opts("third")).await {
+            again = Some(a);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(again.is_some(), "room again after a connection closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quic_answers_a_flood_with_retry_and_agents_still_connect() {
+    common::init_logs();
+    let mut config = HubConfig::default();
+    // 0: every new peer's address is validated with a Retry first.
+    config.quic.retry_above_per_sec = Some(0);
+    let th = common::start_hub(config).await;
+    let mut agents = Vec::new();
+    for i in 0..5 {
+        agents.push(th.agent(&format!("a{i}")).await);
+    }
+    assert_eq!(
+        th.listener.retries_sent(),
+        5,
+        "one Retry per new connection"
+    );
+    assert_eq!(th.hub.agent_count(), 5);
+}
