@@ -457,6 +457,7 @@ impl QuicArgs {
             loopback_mtu: self.loopback_mtu,
             receive_budget: self.receive_budget,
             server_endpoints: self.endpoints as usize,
+            retry_above_per_sec: None,
             datagrams: !self.no_datagrams,
             ack_eliciting_threshold: self.ack_threshold,
             qlog_dir: self.qlog.clone(),
