@@ -6,7 +6,8 @@
 //! Ten coordinators each send a request to a worker every 100 ms (round robin over the
 //! workers), publish on topic `news` every second and enqueue a task on queue `jobs` every
 //! 200 ms; every other agent is a worker that answers requests, subscribes to `news` and
-//! consumes `jobs` (credit 1, acking each task). Every loop stops by itself at the end.
+//! consumes `jobs` (credit 1, acking each task); workers stop 5 s after the coordinators.
+//! Every loop stops by itself at the end.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -39,6 +40,9 @@ async fn main() -> anyhow::Result<()> {
     let trust = HubTrust::ca_file(&ca)?;
     let workers = agents.saturating_sub(COORDINATORS).max(1);
     let stop = Instant::now() + Duration::from_secs(seconds);
+    // Workers outlast the coordinators, so that requests still in flight at the end are
+    // answered (an error in the counts is then a real one).
+    let workers_stop = stop + Duration::from_secs(5);
     let counts = Arc::new(Counts::default());
     let opts = |id: String| {
         let mut o = AgentOptions::new(id, url.clone(), trust.clone());
@@ -52,8 +56,8 @@ async fn main() -> anyhow::Result<()> {
         agent.consume("jobs", 1).await?;
         let counts = counts.clone();
         tasks.push(tokio::spawn(async move {
-            while Instant::now() < stop {
-                let left = stop.saturating_duration_since(Instant::now());
+            while Instant::now() < workers_stop {
+                let left = workers_stop.saturating_duration_since(Instant::now());
                 let Ok(Some(msg)) = tokio::time::timeout(left, agent.recv()).await else { break };
                 if let Some(t) = QueueTask::from_envelope(&msg.envelope) {
                     if agent.ack(t.task).await.is_ok() {
