@@ -58,7 +58,9 @@ async fn main() -> anyhow::Result<()> {
         tasks.push(tokio::spawn(async move {
             while Instant::now() < workers_stop {
                 let left = workers_stop.saturating_duration_since(Instant::now());
-                let Ok(Some(msg)) = tokio::time::timeout(left, agent.recv()).await else { break };
+                let Ok(Some(msg)) = tokio::time::timeout(left, agent.recv()).await else {
+                    break;
+                };
                 if let Some(t) = QueueTask::from_envelope(&msg.envelope) {
                     if agent.ack(t.task).await.is_ok() {
                         counts.tasks_done.fetch_add(1, Ordering::Relaxed);
@@ -82,7 +84,14 @@ async fn main() -> anyhow::Result<()> {
             while Instant::now() < stop {
                 tick.tick().await;
                 n = (n + COORDINATORS) % workers;
-                match a.request(&format!("worker-{n}"), vec![7u8; 256], Duration::from_secs(10)).await {
+                match a
+                    .request(
+                        &format!("worker-{n}"),
+                        vec![7u8; 256],
+                        Duration::from_secs(10),
+                    )
+                    .await
+                {
                     Ok(_) => counts2.requests_ok.fetch_add(1, Ordering::Relaxed),
                     Err(_) => counts2.request_errors.fetch_add(1, Ordering::Relaxed),
                 };
@@ -105,7 +114,10 @@ async fn main() -> anyhow::Result<()> {
                 tick.tick().await;
                 i += 1;
                 let id = format!("c{c}-{i}");
-                match a.enqueue("jobs", vec![3u8; 1024], Some(&id), Duration::from_secs(10)).await {
+                match a
+                    .enqueue("jobs", vec![3u8; 1024], Some(&id), Duration::from_secs(10))
+                    .await
+                {
                     Ok(_) => counts2.enqueued.fetch_add(1, Ordering::Relaxed),
                     Err(_) => counts2.enqueue_errors.fetch_add(1, Ordering::Relaxed),
                 };

@@ -42,16 +42,7 @@ async fn rig(f: Flavor, mut config: HubConfig) -> Rig {
     let hub = Hub::new(config, HubMetrics::new());
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("hub.sock");
-    let mut listeners = Vec::new();
-    for url in [
-        "quic://127.0.0.1:0".to_owned(),
-        "h2://127.0.0.1:0".to_owned(),
-        "wss://127.0.0.1:0".to_owned(),
-        format!("unix://{}", sock.display()),
-    ] {
-        let url = HubUrl::parse(&url).unwrap();
-        listeners.push(hub.listen(&url, Some(&identity)).await.unwrap());
-    }
+    let listeners = common::listen_everywhere(&hub, &identity, &sock).await;
     Rig {
         flavor: f,
         hub,

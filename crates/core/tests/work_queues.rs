@@ -13,7 +13,7 @@ use agentwire::hub::{Hub, HubConfig, Listener};
 use agentwire::metrics::HubMetrics;
 use agentwire::tls::{self, CertBundle, HubIdentity};
 use agentwire::transport::TransportKind;
-use agentwire::{Agent, AgentOptions, HubTrust, HubUrl};
+use agentwire::{Agent, AgentOptions, HubTrust};
 use agentwire_queue::FileStore;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -36,16 +36,7 @@ async fn rig(store_dir: &std::path::Path, bundle: Option<CertBundle>) -> Rig {
     let hub = Hub::with_store(config, HubMetrics::new(), Box::new(store)).unwrap();
     let sock_dir = tempfile::tempdir().unwrap();
     let sock = sock_dir.path().join("hub.sock");
-    let mut listeners = Vec::new();
-    for url in [
-        "quic://127.0.0.1:0".to_owned(),
-        "h2://127.0.0.1:0".to_owned(),
-        "wss://127.0.0.1:0".to_owned(),
-        format!("unix://{}", sock.display()),
-    ] {
-        let url = HubUrl::parse(&url).unwrap();
-        listeners.push(hub.listen(&url, Some(&identity)).await.unwrap());
-    }
+    let listeners = common::listen_everywhere(&hub, &identity, &sock).await;
     Rig {
         hub,
         listeners,

@@ -106,3 +106,23 @@ pub async fn close_code(conn: &quinn::Connection) -> Option<u64> {
         Err(_) => panic!("connection was not closed within 10 s"),
     }
 }
+
+/// Makes `hub` listen on every transport at once (QUIC, HTTP/2 and WebSocket on loopback
+/// ports chosen by the kernel, and a Unix socket at `sock`).
+pub async fn listen_everywhere(
+    hub: &Hub,
+    identity: &HubIdentity,
+    sock: &std::path::Path,
+) -> Vec<agentwire::hub::Listener> {
+    let mut listeners = Vec::new();
+    for url in [
+        "quic://127.0.0.1:0".to_owned(),
+        "h2://127.0.0.1:0".to_owned(),
+        "wss://127.0.0.1:0".to_owned(),
+        format!("unix://{}", sock.display()),
+    ] {
+        let url = agentwire::HubUrl::parse(&url).unwrap();
+        listeners.push(hub.listen(&url, Some(identity)).await.unwrap());
+    }
+    listeners
+}
