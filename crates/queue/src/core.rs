@@ -73,6 +73,8 @@ pub struct Totals {
     pub dead_lettered: u64,
     /// Dead letters replayed.
     pub replayed: u64,
+    /// Producer ids forgotten before their window ended (`max_producer_ids`).
+    pub producer_ids_forgotten_early: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,6 +259,7 @@ impl QueueCore {
                 task: id,
                 expires_unix_ms: expires,
             }));
+            self.cap_producer_ids();
         }
         let q = self.queues.entry(queue.clone()).or_default();
         q.tasks += 1;
@@ -668,6 +671,23 @@ impl QueueCore {
                 body: Bytes::clone(&entry.record.body),
                 attempt,
             }));
+        }
+    }
+
+    /// Forgets the oldest producer ids while more than `max_producer_ids` are remembered.
+    fn cap_producer_ids(&mut self) {
+        while self.dedupe.len() > self.config.max_producer_ids {
+            let Some((expires, queue, producer_id)) = self.dedupe_order.pop_front() else {
+                break;
+            };
+            let key = (queue, producer_id);
+            if self.dedupe.get(&key).is_some_and(|&(_, e)| e == expires) {
+                self.dedupe.remove(&key);
+                self.totals.producer_ids_forgotten_early += 1;
+                let (queue, producer_id) = key;
+                self.writes
+                    .push(StoreOp::DeleteDedupe { queue, producer_id });
+            }
         }
     }
 

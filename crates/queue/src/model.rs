@@ -117,6 +117,10 @@ pub struct QueueConfig {
     pub max_task_bytes: usize,
     /// Longest producer id, in bytes.
     pub max_producer_id: usize,
+    /// Producer ids remembered at most (all queues together): beyond it, the oldest are
+    /// forgotten before their window ends, so that memory stays bounded under any rate
+    /// (a task re-sent after its id was forgotten is stored again).
+    pub max_producer_ids: usize,
 }
 
 impl Default for QueueConfig {
@@ -134,6 +138,7 @@ impl Default for QueueConfig {
             max_tasks_per_queue: 1_000_000,
             max_task_bytes: 1 << 20,
             max_producer_id: 256,
+            max_producer_ids: 1_000_000,
         }
     }
 }

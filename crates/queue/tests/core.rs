@@ -556,3 +556,32 @@ proptest::proptest! {
         proptest::prop_assert_eq!(s, (0, 0, 0));
     }
 }
+
+#[test]
+fn producer_ids_beyond_the_cap_are_forgotten_oldest_first() {
+    let mut h = Harness::new(
+        QueueConfig {
+            max_producer_ids: 2,
+            ..config()
+        },
+        MemoryStore::default(),
+    );
+    for p in ["a", "b", "c"] {
+        h.core
+            .enqueue(Enqueue::new("jobs", "x").with_producer_id(p), h.now)
+            .unwrap();
+        h.step();
+    }
+    assert_eq!(h.core.totals().producer_ids_forgotten_early, 1);
+    assert_eq!(h.store.load().unwrap().dedupe.len(), 2);
+    let a = h
+        .core
+        .enqueue(Enqueue::new("jobs", "x").with_producer_id("a"), h.now)
+        .unwrap();
+    assert!(!a.duplicate, "the oldest id was forgotten");
+    let c = h
+        .core
+        .enqueue(Enqueue::new("jobs", "x").with_producer_id("c"), h.now)
+        .unwrap();
+    assert!(c.duplicate);
+}
