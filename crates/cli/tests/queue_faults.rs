@@ -222,6 +222,17 @@ fn a_consumer_killed_mid_queue_loses_nothing() {
     collect(&first_lines, &mut seen_first, |s| s.len() >= N / 3);
     first.0.kill().unwrap(); // SIGKILL: no goodbye, tasks in flight unacked
     let _ = first.0.wait();
+    // What it printed before it died but after the first third was read (its output pipe
+    // ends at its death, so this stops).
+    let deadline = Instant::now() + LIMIT;
+    while Instant::now() < deadline {
+        match first_lines.recv_timeout(Duration::from_millis(500)) {
+            Ok(line) if line.starts_with("task-") => seen_first.push(line),
+            Ok(_) => {}
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
     let (_second, second_lines) = consumer("c2");
     let mut seen_second = Vec::new();
     let first_set: BTreeSet<String> = seen_first.iter().cloned().collect();
