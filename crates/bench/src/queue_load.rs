@@ -19,9 +19,9 @@ use agentwire_measure::stats::{new_histogram, record_us, summarize, LatencySumma
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-/// What to run.
-#[derive(Debug, Clone)]
-pub struct QueueLoadConfig {
+/// The load's shape, repeated in its report.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueShape {
     /// The queue.
     pub queue: String,
     /// Producer connections.
@@ -34,6 +34,13 @@ pub struct QueueLoadConfig {
     pub credit: u32,
     /// Task body, bytes.
     pub size: usize,
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct QueueLoadConfig {
+    /// Queue, connections, credit, task size.
+    pub shape: QueueShape,
     /// Before measuring.
     pub warmup: Duration,
     /// Measured window.
@@ -45,18 +52,9 @@ pub struct QueueLoadConfig {
 /// What it measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct QueueLoadReport {
-    /// The queue.
-    pub queue: String,
-    /// Producer connections.
-    pub producers: usize,
-    /// Enqueues in flight per producer.
-    pub window: usize,
-    /// Consumer connections.
-    pub consumers: usize,
-    /// Tasks each consumer held at once.
-    pub credit: u32,
-    /// Task body, bytes.
-    pub size: usize,
+    /// Queue, connections, credit, task size (flattened into the JSON).
+    #[serde(flatten)]
+    pub shape: QueueShape,
     /// The measured window, ms.
     pub duration_ms: u64,
     /// Receipts (tasks stored) per second.
@@ -83,11 +81,13 @@ pub async fn run(
     let redelivered = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     let pid = std::process::id();
-    for c in 0..config.consumers {
+    for c in 0..config.shape.consumers {
         let mut agent = Agent::connect(options(&format!("qbench-{pid}-consumer-{c}"))?)
             .await
             .context("connecting a consumer")?;
-        agent.consume(&config.queue, config.credit.max(1)).await?;
+        agent
+            .consume(&config.shape.queue, config.shape.credit.max(1))
+            .await?;
         let (measuring, consumed, redelivered) =
             (measuring.clone(), consumed.clone(), redelivered.clone());
         tasks.push(tokio::spawn(async move {
@@ -115,18 +115,18 @@ pub async fn run(
     let enqueued = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let hist = Arc::new(Mutex::new(new_histogram()));
-    let body = bytes::Bytes::from(vec![0x5a; config.size]);
+    let body = bytes::Bytes::from(vec![0x5a; config.shape.size]);
     let mut producers = Vec::new();
-    for p in 0..config.producers {
+    for p in 0..config.shape.producers {
         let agent = Agent::connect(options(&format!("qbench-{pid}-producer-{p}"))?)
             .await
             .context("connecting a producer")?;
         let agent = Arc::new(agent);
-        for _ in 0..config.window.max(1) {
+        for _ in 0..config.shape.window.max(1) {
             let (agent, body, queue, timeout) = (
                 agent.clone(),
                 body.clone(),
-                config.queue.clone(),
+                config.shape.queue.clone(),
                 config.timeout,
             );
             let (measuring, enqueued, errors, hist) = (
@@ -177,12 +177,7 @@ pub async fn run(
         .map(|h| summarize(&h))
         .unwrap_or_else(|_| summarize(&new_histogram()));
     Ok(QueueLoadReport {
-        queue: config.queue.clone(),
-        producers: config.producers,
-        window: config.window,
-        consumers: config.consumers,
-        credit: config.credit,
-        size: config.size,
+        shape: config.shape.clone(),
         duration_ms: config.duration.as_millis() as u64,
         enqueued_per_sec: enqueued.load(Ordering::Relaxed) as f64 / elapsed,
         consumed_per_sec: consumed.load(Ordering::Relaxed) as f64 / elapsed,

@@ -518,12 +518,14 @@ async fn queue(a: QueueArgs) -> Result<()> {
             duration_ms,
         } => {
             let config = agentwire_bench::queue_load::QueueLoadConfig {
-                queue: queue.clone(),
-                producers: (*producers).max(1),
-                window: (*window).max(1),
-                consumers: (*consumers).max(1),
-                credit: (*credit).max(1),
-                size: *size,
+                shape: agentwire_bench::queue_load::QueueShape {
+                    queue: queue.clone(),
+                    producers: (*producers).max(1),
+                    window: (*window).max(1),
+                    consumers: (*consumers).max(1),
+                    credit: (*credit).max(1),
+                    size: *size,
+                },
                 warmup: Duration::from_millis(*warmup_ms),
                 duration: Duration::from_millis((*duration_ms).max(1)),
                 timeout: Duration::from_millis(a.timeout_ms),

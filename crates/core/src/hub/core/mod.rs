@@ -823,6 +823,7 @@ impl<D, R> HubCore<D, R> {
             self.end(conn, ErrorCode::LimitExceeded, &e.to_string(), now, out);
             return;
         }
+        let reply = reply.filter(|_| view.kind == Kind::Request);
         let limits = &self.config.limits;
         if limits.agent_messages_per_sec.is_some() || limits.agent_bytes_per_sec.is_some() {
             let admitted = {
@@ -834,7 +835,6 @@ impl<D, R> HubCore<D, R> {
             };
             if let Err(why) = admitted {
                 self.metrics.dropped("rate-limited");
-                let reply = reply.filter(|_| view.kind == Kind::Request);
                 self.send_error(
                     conn,
                     view.id,
@@ -850,7 +850,6 @@ impl<D, R> HubCore<D, R> {
         if let Some(grant) = &reg.grant {
             if !grant.may_send(&view.to, view.kind, view.correlation) {
                 let why = format!("not allowed to send to {}", view.to.to_owned());
-                let reply = reply.filter(|_| view.kind == Kind::Request);
                 self.denied(conn, &why, Some((view.id, reply)), now, out);
                 return;
             }
@@ -860,7 +859,6 @@ impl<D, R> HubCore<D, R> {
             view.priority.index(),
             view.body.len() as u64,
         );
-        let reply = reply.filter(|_| view.kind == Kind::Request);
         if view.is_expired(now.unix_us) {
             self.metrics.dropped("expired");
             self.send_error(

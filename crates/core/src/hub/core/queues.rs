@@ -229,8 +229,7 @@ impl<D, R> HubCore<D, R> {
         if let Some(op) = env.headers.get(QUEUE_OP_HEADER) {
             if !reg.grant.as_ref().is_none_or(|g| g.may_consume(&queue)) {
                 let why = format!("not allowed to operate on queue {queue:?}");
-                self.send_error(conn, env.id, ErrorCode::Unauthorized, &why, reply, now, out);
-                self.metrics.dropped("permission-denied");
+                self.denied(conn, &why, Some((env.id, reply)), now, out);
                 return;
             }
             let task = env.headers.get(TASK_ID_HEADER).map(|t| t.parse::<u64>());
@@ -575,7 +574,7 @@ impl<D, R> HubCore<D, R> {
         }
     }
 
-    /// Queues an envelope the hub made for `to`; `false` if it could not be queued.
+    /// Queues an envelope the hub made for `to` (counting it as dropped when its queue is full).
     pub(super) fn push_hub_envelope(
         &self,
         to: &Arc<Conn<D, R>>,
@@ -583,13 +582,13 @@ impl<D, R> HubCore<D, R> {
         priority: Priority,
         reply: Option<R>,
         out: &mut Vec<Action<D, R>>,
-    ) -> bool {
+    ) {
         let Some(reg) = to.registration() else {
-            return false;
+            return;
         };
         let Ok(frame) = Frame::encode_envelope(env, reg.codec) else {
             self.metrics.dropped("encode-failed");
-            return false;
+            return;
         };
         let pushed = to.lock().queue.push(Outbound {
             frame,
@@ -603,13 +602,9 @@ impl<D, R> HubCore<D, R> {
                 if was_empty {
                     out.push(Action::Wake(to.clone()));
                 }
-                true
             }
-            Err(PushError::Full) => {
-                self.metrics.dropped("queue-full");
-                false
-            }
-            Err(PushError::Closed) => false,
+            Err(PushError::Full) => self.metrics.dropped("queue-full"),
+            Err(PushError::Closed) => {}
         }
     }
 }
