@@ -96,6 +96,9 @@ pub struct AgentOptions {
     pub fallback_timeout: Duration,
     /// Local address to bind for QUIC (port 0 picks one).
     pub bind: Option<SocketAddr>,
+    /// This agent's certificate and key, for hubs that require one (mutual TLS; from
+    /// `agentwire cert agent --id ID`, whose name must be `id`).
+    pub identity: Option<crate::tls::AgentIdentity>,
 }
 
 impl AgentOptions {
@@ -120,6 +123,7 @@ impl AgentOptions {
             connect_timeout: Duration::from_secs(10),
             fallback_timeout: Duration::from_secs(2),
             bind: None,
+            identity: None,
         }
     }
 
@@ -276,7 +280,8 @@ impl Connector {
         self.quic
             .get_or_try_init(|| async {
                 let bind = opts.bind.unwrap_or_else(|| url.default_bind());
-                QuicDial::new(bind, &opts.quic, crate::tls::server_verifier(&opts.trust)?)
+                let verifier = crate::tls::server_verifier(&opts.trust)?;
+                QuicDial::with_identity(bind, &opts.quic, verifier, opts.identity.as_ref())
                     .map_err(AgentError::Connect)
             })
             .await
@@ -414,13 +419,15 @@ impl Connector {
             }
             (TransportKind::Unix, HubEndpoint::Path(_)) => UnixDial.dial(&target, hello).await,
             (TransportKind::Http2, HubEndpoint::Net { .. }) => {
-                let tls = crate::tls::client_config(&opts.trust, &[crate::transport::h2::ALPN_H2])?;
+                let alpn = [crate::transport::h2::ALPN_H2];
+                let tls = crate::tls::client_config_as(&opts.trust, &alpn, opts.identity.as_ref())?;
                 H2Dial { tls: Arc::new(tls) }.dial(&target, hello).await
             }
             (TransportKind::WebSocket, HubEndpoint::Net { .. }) => {
                 let tls = if url.tls {
                     let alpn = [crate::transport::ws::ALPN_HTTP11];
-                    Some(Arc::new(crate::tls::client_config(&opts.trust, &alpn)?))
+                    let identity = opts.identity.as_ref();
+                    Some(Arc::new(crate::tls::client_config_as(&opts.trust, &alpn, identity)?))
                 } else {
                     None
                 };

@@ -12,6 +12,9 @@
 //! * building the rustls [`rustls::ClientConfig`] / [`rustls::ServerConfig`]
 //!   used by the QUIC transport (TLS 1.3 only, ring provider, ALPN, session
 //!   resumption and 0-RTT enabled);
+//! * agent certificates for mutual TLS ([`issue_agent_cert`], [`ClientCa`],
+//!   [`certified_agent_id`]; in `agent_certs`), and the hub config that requires them
+//!   ([`server_config_for_agents`]);
 //! * turning handshake failures into sentences a person can act on
 //!   ([`describe_tls_error`]; [`RecordingVerifier`] keeps the rustls error for transports
 //!   that report a failed handshake only as text).
@@ -35,6 +38,12 @@ use rustls::crypto::{verify_tls13_signature, CryptoProvider, WebPkiSupportedAlgo
 use rustls::{CertificateError, DigitallySignedStruct, OtherError, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+
+mod agent_certs;
+pub use agent_certs::{
+    certified_agent_id, issue_agent_cert, peer_agent_id, write_agent_cert, AgentCert,
+    AgentCertFiles, ClientCa, MAX_CERT_AGENT_ID,
+};
 
 /// ALPN protocol identifier spoken by agentwire peers over QUIC.
 pub const ALPN_AGENTWIRE: &[u8] = b"agentwire/1";
@@ -404,7 +413,7 @@ fn parse_key(pem: &str, source: &Path) -> Result<PrivateKeyDer<'static>, TlsErro
     }
 }
 
-/// The hub's certificate chain and private key.
+/// The hub's certificate chain and private key (and, as [`AgentIdentity`], an agent's).
 ///
 /// `Debug` never prints the key.
 pub struct HubIdentity {
@@ -413,6 +422,10 @@ pub struct HubIdentity {
     /// The private key matching `cert_chain[0]`.
     pub key: PrivateKeyDer<'static>,
 }
+
+/// An agent's client certificate chain and private key, for hubs that require one (from
+/// `agentwire cert agent`; loaded with [`HubIdentity::load`], which checks the key matches).
+pub type AgentIdentity = HubIdentity;
 
 impl Clone for HubIdentity {
     fn clone(&self) -> Self {
@@ -796,6 +809,15 @@ pub fn client_config(trust: &HubTrust, alpn: &[&[u8]]) -> Result<rustls::ClientC
     client_config_with_verifier(server_verifier(trust)?, alpn)
 }
 
+/// [`client_config`] that presents `identity` (an agent certificate) to hubs that ask for one.
+pub fn client_config_as(
+    trust: &HubTrust,
+    alpn: &[&[u8]],
+    identity: Option<&AgentIdentity>,
+) -> Result<rustls::ClientConfig, TlsError> {
+    client_config_with_verifier_as(server_verifier(trust)?, alpn, identity)
+}
+
 /// [`client_config`] with a certificate check of the caller's (for example
 /// [`server_verifier`] wrapped to observe it): TLS 1.3 only, ring provider, the given ALPN
 /// protocols, `enable_early_data = true` and the default in-memory resumption store.
@@ -812,11 +834,24 @@ pub fn client_config_with_verifier(
     verifier: Arc<dyn ServerCertVerifier>,
     alpn: &[&[u8]],
 ) -> Result<rustls::ClientConfig, TlsError> {
-    let mut config = rustls::ClientConfig::builder_with_provider(crypto_provider())
+    client_config_with_verifier_as(verifier, alpn, None)
+}
+
+/// [`client_config_with_verifier`] that presents `identity` to hubs that ask for a client
+/// certificate.
+pub fn client_config_with_verifier_as(
+    verifier: Arc<dyn ServerCertVerifier>,
+    alpn: &[&[u8]],
+    identity: Option<&AgentIdentity>,
+) -> Result<rustls::ClientConfig, TlsError> {
+    let builder = rustls::ClientConfig::builder_with_provider(crypto_provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(verifier);
+    let mut config = match identity {
+        Some(id) => builder.with_client_auth_cert(id.cert_chain.clone(), id.key.clone_key())?,
+        None => builder.with_no_client_auth(),
+    };
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     config.enable_early_data = true;
     Ok(config)
@@ -935,9 +970,26 @@ pub fn server_config(
     identity: &HubIdentity,
     alpn: &[&[u8]],
 ) -> Result<rustls::ServerConfig, TlsError> {
-    let mut config = rustls::ServerConfig::builder_with_provider(crypto_provider())
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_no_client_auth()
+    server_config_for_agents(identity, alpn, None)
+}
+
+/// [`server_config`] that, given `clients`, requires every peer to present a certificate
+/// chaining to one of its CAs with the `clientAuth` usage (mutual TLS); the hub then reads
+/// the agent id from it ([`peer_agent_id`]). A peer without one fails the handshake
+/// (TLS alert `certificate_required`). Resumed sessions keep the certificate they were
+/// verified with.
+pub fn server_config_for_agents(
+    identity: &HubIdentity,
+    alpn: &[&[u8]],
+    clients: Option<&ClientCa>,
+) -> Result<rustls::ServerConfig, TlsError> {
+    let builder = rustls::ServerConfig::builder_with_provider(crypto_provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?;
+    let builder = match clients {
+        Some(ca) => builder.with_client_cert_verifier(ca.verifier()?),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
         .with_single_cert(identity.cert_chain.clone(), identity.key.clone_key())?;
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     config.session_storage =
@@ -1049,9 +1101,12 @@ fn describe_alert(alert: &rustls::AlertDescription) -> String {
         | A::CertificateRevoked
         | A::AccessDenied
         | A::DecryptError => format!(
-            "the peer rejected our certificate (TLS alert {alert:?}); \
-             the client does not trust this hub's certificate"
+            "the peer rejected our certificate (TLS alert {alert:?}): a client that does not \
+             trust this hub's certificate, or a hub that does not trust this agent's"
         ),
+        A::CertificateRequired => "the hub requires an agent certificate (agent --cert FILE \
+             --key FILE, from `agentwire cert agent --id ID`)"
+            .into(),
         A::NoApplicationProtocol => {
             "the peer does not speak agentwire (no common ALPN protocol)".into()
         }

@@ -144,12 +144,13 @@ impl Hub {
             (HubEndpoint::Net { .. }, TransportKind::Http2 | TransportKind::WebSocket) => {
                 let tls = if url.tls {
                     Some(
-                        crate::tls::server_config(
+                        crate::tls::server_config_for_agents(
                             need_identity()?,
                             &[
                                 crate::transport::h2::ALPN_H2,
                                 crate::transport::ws::ALPN_HTTP11,
                             ],
+                            self.inner.config.client_ca.as_ref(),
                         )
                         .map_err(|e| ConnectError::Config(e.to_string()))?,
                     )
@@ -197,8 +198,12 @@ impl Hub {
                             if accepted.zero_rtt {
                                 hub.metrics().zero_rtt(true);
                             }
-                            hub.serve_connection(accepted.sender, accepted.receiver)
-                                .await
+                            hub.serve_connection_as(
+                                accepted.sender,
+                                accepted.receiver,
+                                accepted.certified_id,
+                            )
+                            .await
                         }
                         Err(failed) => {
                             tracing::debug!(

@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 
 pub use self::core::{
     token_sha256, AbuseLimits, AccessError, AccessPolicy, Action, AgentSnapshot, Conn, CoreConfig,
-    DuplicatePolicy, Grant, HubCore, Now, Outbound, Registration, ATTEMPT_HEADER, DUPLICATE_HEADER,
+    DuplicatePolicy, Grant, HubCore, Now, Outbound, Peer, Registration, ATTEMPT_HEADER, DUPLICATE_HEADER,
     HUB_ID, PRESENCE_TOPIC, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
 };
 pub use crate::transport::ConnectionControl;
@@ -80,6 +80,11 @@ pub struct HubConfig {
     pub access: Option<Arc<AccessPolicy>>,
     /// Rates and counts that hold under abuse (all off by default).
     pub limits: AbuseLimits,
+    /// With a CA: every TLS connection must show an agent certificate it signed, and an agent
+    /// may take only the id its certificate names (mutual TLS). Plain WebSocket connections
+    /// are then refused; Unix-socket ones are let through (the socket file's mode guards
+    /// them; an access file can still ask them for tokens).
+    pub client_ca: Option<crate::tls::ClientCa>,
 }
 
 impl Default for HubConfig {
@@ -100,6 +105,7 @@ impl Default for HubConfig {
             queue: agentwire_queue::QueueConfig::default(),
             access: None,
             limits: AbuseLimits::default(),
+            client_ca: None,
         }
     }
 }
@@ -116,6 +122,7 @@ impl HubConfig {
             queue: self.queue.clone(),
             access: self.access.clone(),
             limits: self.limits,
+            require_client_cert: self.client_ca.is_some(),
             ..CoreConfig::default()
         }
     }
@@ -304,9 +311,13 @@ impl Hub {
         addr: SocketAddr,
         identity: &HubIdentity,
     ) -> Result<QuicListener, TransportError> {
-        let tls = crate::tls::server_config(identity, &[crate::tls::ALPN_AGENTWIRE])
-            .map_err(|e| ConnectError::Config(e.to_string()))?;
         let config = &self.inner.config;
+        let tls = crate::tls::server_config_for_agents(
+            identity,
+            &[crate::tls::ALPN_AGENTWIRE],
+            config.client_ca.as_ref(),
+        )
+        .map_err(|e| ConnectError::Config(e.to_string()))?;
         let (listen, handle) = QuicListen::bind(
             addr,
             &config.quic,
@@ -327,8 +338,22 @@ impl Hub {
     /// Serves one already-established connection (any transport): handshake, then routing
     /// until it ends. Transports' listeners call this; tests may too.
     pub async fn serve_connection<S: FrameSender, R: FrameReceiver>(&self, sender: S, receiver: R) {
+        self.serve_connection_as(sender, receiver, None).await
+    }
+
+    /// [`serve_connection`](Self::serve_connection) for a peer whose verified client
+    /// certificate names `certified_id` (it may then take only that agent id).
+    pub async fn serve_connection_as<S: FrameSender, R: FrameReceiver>(
+        &self,
+        sender: S,
+        receiver: R,
+        certified_id: Option<Arc<str>>,
+    ) {
         self.start_timer();
-        self.inner.clone().serve_connection(sender, receiver).await
+        self.inner
+            .clone()
+            .serve_connection(sender, receiver, certified_id)
+            .await
     }
 
     /// Closes every agent's connection with `shutting-down`, and closes the queue store (after
@@ -356,6 +381,7 @@ impl HubInner {
         self: Arc<Self>,
         sender: S,
         mut receiver: R,
+        certified_id: Option<Arc<str>>,
     ) {
         let transport = sender.kind();
         let _guard = self.core.metrics().connection_guard(transport.name());
@@ -364,11 +390,14 @@ impl HubInner {
             control: Box::new(sender.clone()),
             linger: Mutex::new(None),
         };
-        let remote = sender.stats().remote_addr.map(|a| a.ip());
+        let peer = Peer {
+            remote: sender.stats().remote_addr.map(|a| a.ip()),
+            certified_id,
+        };
         let mut opened = Vec::new();
         let conn = self
             .core
-            .open_from(transport, remote, driver, Now::system(), &mut opened);
+            .open_from(transport, peer, driver, Now::system(), &mut opened);
         apply(&self, &mut opened);
         let writer = tokio::spawn(writer_loop(self.clone(), conn.clone(), sender));
         let mut actions = Vec::new();

@@ -208,14 +208,39 @@ impl ConnectError {
         }
     }
 
-    /// The peer refused `what`.
+    /// The peer refused `what`; when a TLS alert or certificate check underneath is the
+    /// reason (TLS 1.3 servers refuse a client certificate after the client's handshake has
+    /// completed, so it shows up in the first read), that TLS error.
     pub fn refused(
         what: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Self {
+        if let Some(tls) = tls_cause(&source) {
+            return ConnectError::Tls(tls);
+        }
         ConnectError::Refused {
             what: what.into(),
             source: Arc::new(source),
         }
     }
+}
+
+/// The rustls error in `e`'s chain of sources, looking inside I/O errors too (whose
+/// `source()` skips the error they wrap). (h2 keeps only the text of an I/O error.)
+fn tls_cause(e: &(dyn std::error::Error + 'static)) -> Option<rustls::Error> {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return Some(tls.clone());
+        }
+        if let Some(tls) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return Some(tls.clone());
+        }
+        next = err.source();
+    }
+    None
 }

@@ -26,6 +26,9 @@ pub struct Accepted<S, R> {
     pub receiver: R,
     /// The peer's first frame arrived as QUIC 0-RTT data.
     pub zero_rtt: bool,
+    /// The agent id the peer's verified client certificate names (mutual TLS), if it
+    /// presented one.
+    pub certified_id: Option<Arc<str>>,
 }
 
 /// A connection that could not be set up.
@@ -140,6 +143,11 @@ async fn tcp_setup(
                 ConnectError::tls_handshake("TLS handshake failed", e).into(),
             )
         })?;
+    let certified_id = tls_stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(crate::tls::peer_agent_id);
     if tls_stream.get_ref().1.alpn_protocol() == Some(h2::ALPN_H2) {
         let (s, r) = h2::accept(tls_stream, Some(remote), timeout)
             .await
@@ -147,7 +155,7 @@ async fn tcp_setup(
                 tracing::debug!(%remote, "HTTP/2 session not established: {e}");
                 failed(TransportKind::Http2.name(), e)
             })?;
-        Ok(accepted(AnySender::H2(s), AnyReceiver::H2(r)))
+        Ok(certified(AnySender::H2(s), AnyReceiver::H2(r), certified_id))
     } else {
         let (s, r) =
             tokio::time::timeout(timeout, ws::accept_io(tls_stream, Some(remote), websocket))
@@ -157,15 +165,24 @@ async fn tcp_setup(
                     tracing::debug!(%remote, "WebSocket upgrade failed: {e}");
                     failed(ws_stage, e)
                 })?;
-        Ok(accepted(AnySender::Ws(s), AnyReceiver::Ws(r)))
+        Ok(certified(AnySender::Ws(s), AnyReceiver::Ws(r), certified_id))
     }
 }
 
 fn accepted(sender: AnySender, receiver: AnyReceiver) -> Accepted<AnySender, AnyReceiver> {
+    certified(sender, receiver, None)
+}
+
+fn certified(
+    sender: AnySender,
+    receiver: AnyReceiver,
+    certified_id: Option<Arc<str>>,
+) -> Accepted<AnySender, AnyReceiver> {
     Accepted {
         sender,
         receiver,
         zero_rtt: false,
+        certified_id,
     }
 }
 
@@ -205,6 +222,7 @@ impl Listen for UnixListen {
                             sender,
                             receiver,
                             zero_rtt: false,
+                            certified_id: None,
                         })
                     }))
                 }

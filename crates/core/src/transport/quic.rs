@@ -1091,6 +1091,10 @@ async fn accept_connection(
         // The handshake failed after 0-RTT data arrived (e.g. a replayed flight).
         return Err(failed(map_connection_error(&reason)));
     }
+    let certified_id = conn
+        .peer_identity()
+        .and_then(|any| any.downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>().ok())
+        .and_then(|chain| crate::tls::peer_agent_id(&chain));
     let (sender, receiver) = split_connection(conn, control, mapping, settings.datagrams);
     if let Some(admission) = admission {
         sender.hold_admission(admission);
@@ -1099,6 +1103,7 @@ async fn accept_connection(
         sender,
         receiver,
         zero_rtt,
+        certified_id,
     })
 }
 
@@ -1153,10 +1158,21 @@ impl QuicDial {
         settings: &QuicSettings,
         verifier: Arc<dyn rustls::client::danger::ServerCertVerifier>,
     ) -> Result<QuicDial, TransportError> {
+        Self::with_identity(bind, settings, verifier, None)
+    }
+
+    /// [`new`](Self::new) that presents `identity` (an agent certificate) to hubs that ask.
+    pub fn with_identity(
+        bind: SocketAddr,
+        settings: &QuicSettings,
+        verifier: Arc<dyn rustls::client::danger::ServerCertVerifier>,
+        identity: Option<&crate::tls::AgentIdentity>,
+    ) -> Result<QuicDial, TransportError> {
         let recorder = Arc::new(crate::tls::RecordingVerifier::new(verifier));
-        let tls = crate::tls::client_config_with_verifier(
+        let tls = crate::tls::client_config_with_verifier_as(
             recorder.clone(),
             &[crate::tls::ALPN_AGENTWIRE],
+            identity,
         )
         .map_err(|e| ConnectError::Config(e.to_string()))?;
         let client_config = client_config(settings, tls)?;

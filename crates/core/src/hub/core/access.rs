@@ -5,14 +5,16 @@
 //! handshake ([`AccessPolicy::admit`]) and on every send, subscribe and consume ([`Grant`]).
 //! It must not route anything or do I/O beyond reading the file it is given.
 //!
-//! The file is JSON. Each credential names a token by its SHA-256 (the file holds no token),
-//! the agent ids it may take (patterns), and what they may do:
+//! The file is JSON. Each credential names either a token by its SHA-256 (the file holds no
+//! token) or `"client_cert": true` (agents showing a certificate from the hub's client CA,
+//! which names their id: `agentwire hub --client-ca`), the agent ids it may take (patterns),
+//! and what they may do:
 //!
 //! ```json
 //! {"credentials": [
 //!   {"token_sha256": "9f86d0...", "ids": ["coordinator"],
 //!    "send": ["queue:jobs", "agent:worker-*", "topic:status.*"], "subscribe": ["results.*"]},
-//!   {"token_sha256": "2c26b4...", "ids": ["worker-*"],
+//!   {"client_cert": true, "ids": ["worker-*"],
 //!    "send": ["agent:coordinator", "topic:results.*"], "consume": ["jobs"]}
 //! ]}
 //! ```
@@ -46,7 +48,10 @@ pub struct Grant {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Credential {
-    token_sha256: String,
+    #[serde(default)]
+    token_sha256: Option<String>,
+    #[serde(default)]
+    client_cert: bool,
     ids: Vec<String>,
     #[serde(default)]
     send: Vec<String>,
@@ -62,10 +67,26 @@ struct AccessFile {
     credentials: Vec<Credential>,
 }
 
+/// What an agent shows to use a credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proof {
+    /// A token with this SHA-256.
+    Token([u8; 32]),
+    /// A verified agent certificate naming the id.
+    Certificate,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    proof: Proof,
+    ids: Vec<String>,
+    grant: std::sync::Arc<Grant>,
+}
+
 /// The hub's credentials and permissions.
 #[derive(Debug, Clone)]
 pub struct AccessPolicy {
-    credentials: Vec<([u8; 32], Vec<String>, std::sync::Arc<Grant>)>,
+    credentials: Vec<Entry>,
 }
 
 /// An access file that cannot be used.
@@ -123,20 +144,31 @@ impl AccessPolicy {
     /// let json = format!(r#"{{"credentials": [{{"token_sha256": "{}", "ids": ["worker-*"],
     ///     "send": ["agent:boss"], "consume": ["jobs"]}}]}}"#, token_sha256("s3cret-token"));
     /// let policy = AccessPolicy::from_json(&json).unwrap();
-    /// assert!(policy.admit("worker-7", Some("s3cret-token")).is_some());
-    /// assert!(policy.admit("boss", Some("s3cret-token")).is_none()); // not an id it names
-    /// assert!(policy.admit("worker-7", Some("guess")).is_none());
+    /// assert!(policy.admit("worker-7", Some("s3cret-token"), false).is_some());
+    /// assert!(policy.admit("boss", Some("s3cret-token"), false).is_none()); // not an id it names
+    /// assert!(policy.admit("worker-7", Some("guess"), false).is_none());
     /// ```
     pub fn from_json(text: &str) -> Result<Self, String> {
         let file: AccessFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let mut credentials = Vec::new();
         for (i, c) in file.credentials.into_iter().enumerate() {
-            let hash = hex::decode(c.token_sha256.trim())
-                .ok()
-                .and_then(|h| <[u8; 32]>::try_from(h).ok())
-                .ok_or_else(|| {
-                    format!("credential {}: token_sha256 must be 64 hex digits", i + 1)
-                })?;
+            let proof = match (&c.token_sha256, c.client_cert) {
+                (Some(hash), false) => Proof::Token(
+                    hex::decode(hash.trim())
+                        .ok()
+                        .and_then(|h| <[u8; 32]>::try_from(h).ok())
+                        .ok_or_else(|| {
+                            format!("credential {}: token_sha256 must be 64 hex digits", i + 1)
+                        })?,
+                ),
+                (None, true) => Proof::Certificate,
+                _ => {
+                    return Err(format!(
+                        "credential {}: give either token_sha256 or \"client_cert\": true",
+                        i + 1
+                    ))
+                }
+            };
             if c.ids.is_empty() {
                 return Err(format!("credential {}: ids is empty", i + 1));
             }
@@ -145,26 +177,43 @@ impl AccessPolicy {
                 subscribe: c.subscribe,
                 consume: c.consume,
             };
-            credentials.push((hash, c.ids, std::sync::Arc::new(grant)));
+            credentials.push(Entry {
+                proof,
+                ids: c.ids,
+                grant: std::sync::Arc::new(grant),
+            });
         }
         Ok(AccessPolicy { credentials })
     }
 
-    /// The grant of the credential whose token is `token` and which names `agent_id`, if any.
-    pub fn admit(&self, agent_id: &str, token: Option<&str>) -> Option<std::sync::Arc<Grant>> {
-        let given = ring::digest::digest(&ring::digest::SHA256, token?.as_bytes());
+    /// The grant of the first credential that names `agent_id` and whose proof the agent
+    /// showed: its token is `token`, or it is a `client_cert` credential and `certified` (the
+    /// agent's verified certificate names `agent_id`; the hub core checks that).
+    pub fn admit(
+        &self,
+        agent_id: &str,
+        token: Option<&str>,
+        certified: bool,
+    ) -> Option<std::sync::Arc<Grant>> {
+        let given = token.map(|t| ring::digest::digest(&ring::digest::SHA256, t.as_bytes()));
         self.credentials
             .iter()
-            .find(|(hash, ids, _)| {
-                // Compared without an early exit: the hash of a wrong token says nothing
-                // useful, but there is no reason to leak how much of it matched.
-                let diff = hash
-                    .iter()
-                    .zip(given.as_ref())
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-                diff == 0 && ids.iter().any(|p| matches(p, agent_id))
+            .find(|entry| {
+                let shown = match (&entry.proof, &given) {
+                    (Proof::Certificate, _) => certified,
+                    (Proof::Token(hash), Some(given)) => {
+                        // Compared without an early exit: the hash of a wrong token says
+                        // nothing useful, but there is no reason to leak how much matched.
+                        hash.iter()
+                            .zip(given.as_ref())
+                            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                            == 0
+                    }
+                    (Proof::Token(_), None) => false,
+                };
+                shown && entry.ids.iter().any(|p| matches(p, agent_id))
             })
-            .map(|(_, _, g)| g.clone())
+            .map(|entry| entry.grant.clone())
     }
 }
 
@@ -273,6 +322,34 @@ mod tests {
             token_sha256("t")
         );
         assert!(AccessPolicy::from_json(&typo).unwrap_err().contains("sned"));
+        for both_or_neither in [
+            format!(
+                r#"{{"credentials": [{{"token_sha256": "{}", "client_cert": true, "ids": ["a"]}}]}}"#,
+                token_sha256("t")
+            ),
+            r#"{"credentials": [{"ids": ["a"]}]}"#.to_string(),
+        ] {
+            let err = AccessPolicy::from_json(&both_or_neither).unwrap_err();
+            assert!(err.contains("either token_sha256"), "{err}");
+        }
+    }
+
+    #[test]
+    fn certificate_credentials_admit_certified_agents_only() {
+        let json = format!(
+            r#"{{"credentials": [
+                {{"client_cert": true, "ids": ["worker-*"], "consume": ["jobs"]}},
+                {{"token_sha256": "{}", "ids": ["boss"], "send": ["*"]}}]}}"#,
+            token_sha256("boss-token")
+        );
+        let policy = AccessPolicy::from_json(&json).unwrap();
+        let worker = policy.admit("worker-1", None, true).unwrap();
+        assert!(worker.may_consume("jobs") && worker.send.is_empty());
+        assert!(policy.admit("worker-1", None, false).is_none(), "no certificate shown");
+        assert!(policy.admit("worker-1", Some("boss-token"), false).is_none());
+        assert!(policy.admit("boss", None, true).is_none(), "certificates do not name boss");
+        let boss = policy.admit("boss", Some("boss-token"), true).unwrap();
+        assert_eq!(boss.send, vec!["*".to_string()]);
     }
 
     proptest! {

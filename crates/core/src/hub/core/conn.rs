@@ -195,6 +195,22 @@ impl<D, R> ConnState<D, R> {
     }
 }
 
+/// What the transport knows of a new connection's peer, for [`super::HubCore::open_from`].
+///
+/// ```
+/// use agentwire::hub::Peer;
+/// let peer = Peer { remote: "127.0.0.1".parse().ok(), certified_id: Some("worker-1".into()) };
+/// assert_eq!(peer.certified_id.as_deref(), Some("worker-1"));
+/// assert_eq!(Peer::default().remote, None);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Peer {
+    /// Its IP address (`None`: a Unix socket, or unknown).
+    pub remote: Option<std::net::IpAddr>,
+    /// The agent id its verified client certificate names (mutual TLS), if it showed one.
+    pub certified_id: Option<Arc<str>>,
+}
+
 /// A connection in the hub core: what the core keeps of it, and the driver's own `D` (how
 /// the driver reaches the connection's writer and transport; opaque to the core). `R` is the
 /// transport's reply handle, which the core carries from a request to its answer.
@@ -210,6 +226,8 @@ pub struct Conn<D, R> {
     driver: D,
     /// The peer's IP address, when it was counted against the per-address limit.
     pub(super) remote: OnceLock<std::net::IpAddr>,
+    /// The agent id the peer's verified client certificate names (mutual TLS).
+    pub(super) certified_id: OnceLock<Arc<str>>,
 }
 
 impl<D, R> Conn<D, R> {
@@ -238,6 +256,7 @@ impl<D, R> Conn<D, R> {
                 rate: None,
             }),
             remote: OnceLock::new(),
+            certified_id: OnceLock::new(),
             driver,
         }
     }

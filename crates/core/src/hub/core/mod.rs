@@ -45,7 +45,7 @@ use agentwire_proto::{
 use bytes::Bytes;
 
 pub use access::{token_sha256, AccessError, AccessPolicy, Grant};
-pub use conn::{Conn, Outbound, Registration};
+pub use conn::{Conn, Outbound, Peer, Registration};
 pub use limits::AbuseLimits;
 pub use queues::{
     ATTEMPT_HEADER, DUPLICATE_HEADER, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
@@ -98,6 +98,10 @@ pub struct CoreConfig {
     pub access: Option<Arc<AccessPolicy>>,
     /// Rates and counts that hold under abuse (all off by default).
     pub limits: AbuseLimits,
+    /// Every connection except over a Unix socket must show an agent certificate (mutual
+    /// TLS) naming the id its hello claims. A certificate, when shown, always binds the id,
+    /// required or not.
+    pub require_client_cert: bool,
 }
 
 impl Default for CoreConfig {
@@ -113,6 +117,7 @@ impl Default for CoreConfig {
             queue: agentwire_queue::QueueConfig::default(),
             access: None,
             limits: AbuseLimits::default(),
+            require_client_cert: false,
         }
     }
 }
@@ -294,18 +299,22 @@ impl<D, R> HubCore<D, R> {
         conn
     }
 
-    /// [`open`](Self::open) for a peer at `remote` (`None`: a Unix socket), under the
-    /// per-address and handshake-rate limits: a connection over a limit is closed at once with
-    /// `limit-exceeded` (its driver sees it closed and drops the transport).
+    /// [`open`](Self::open) for `peer`, under the per-address and handshake-rate limits: a
+    /// connection over a limit is closed at once with `limit-exceeded` (its driver sees it
+    /// closed and drops the transport). A certified id binds the agent id its hello may claim.
     pub fn open_from(
         &self,
         transport: TransportKind,
-        remote: Option<std::net::IpAddr>,
+        peer: Peer,
         driver: D,
         now: Now,
         out: &mut Vec<Action<D, R>>,
     ) -> Arc<Conn<D, R>> {
         let conn = self.open(transport, driver, now);
+        let remote = peer.remote;
+        if let Some(id) = peer.certified_id {
+            let _ = conn.certified_id.set(id);
+        }
         let admitted = self
             .admission
             .lock()
@@ -586,29 +595,12 @@ impl<D, R> HubCore<D, R> {
                 return;
             }
         };
-        let grant = match &self.config.access {
-            None => None,
-            Some(policy) => {
-                let token = match Frame::decode(raw, Codec::MsgPack) {
-                    Ok(Frame::Hello(h)) => h.auth_token,
-                    _ => None,
-                };
-                match policy.admit(&session.agent_id, token.as_deref()) {
-                    Some(grant) => Some(grant),
-                    None => {
-                        self.metrics.error("unauthorized");
-                        let reply = agentwire_proto::Reject::new(
-                            ErrorCode::Unauthorized,
-                            format!(
-                                "no credential for agent id {:?} with this token",
-                                session.agent_id
-                            ),
-                        )
-                        .to_frame();
-                        self.reject(conn, reply, ErrorCode::Unauthorized, now, out);
-                        return;
-                    }
-                }
+        let grant = match self.authorize(conn, raw, &session.agent_id) {
+            Ok(grant) => grant,
+            Err(why) => {
+                let reply = agentwire_proto::Reject::new(ErrorCode::Unauthorized, why).to_frame();
+                self.reject(conn, reply, ErrorCode::Unauthorized, now, out);
+                return;
             }
         };
         let agent_id: Arc<str> = Arc::from(session.agent_id.as_str());
@@ -669,6 +661,44 @@ impl<D, R> HubCore<D, R> {
     }
 
     /// Sends a reject, then closes once it is out.
+    /// Whether `conn` may take `agent_id` (its certificate, the hub's rule on certificates and
+    /// the access policy decide), and with which grant; `Err` says why not.
+    fn authorize(
+        &self,
+        conn: &Conn<D, R>,
+        raw: &RawFrame,
+        agent_id: &str,
+    ) -> Result<Option<Arc<Grant>>, String> {
+        let certified = conn.certified_id.get();
+        match certified {
+            Some(id) if **id != *agent_id => {
+                return Err(format!(
+                    "the agent certificate names {id:?}, not {agent_id:?}"
+                ))
+            }
+            None if self.config.require_client_cert
+                && conn.transport() != TransportKind::Unix =>
+            {
+                return Err("this hub requires an agent certificate (mutual TLS)".into())
+            }
+            _ => {}
+        }
+        let Some(policy) = &self.config.access else {
+            return Ok(None);
+        };
+        let token = match Frame::decode(raw, Codec::MsgPack) {
+            Ok(Frame::Hello(h)) => h.auth_token,
+            _ => None,
+        };
+        policy
+            .admit(agent_id, token.as_deref(), certified.is_some())
+            .map(Some)
+            .ok_or_else(|| match certified {
+                Some(_) => format!("no credential for the certified agent id {agent_id:?}"),
+                None => format!("no credential for agent id {agent_id:?} with this token"),
+            })
+    }
+
     fn reject(
         &self,
         conn: &Arc<Conn<D, R>>,

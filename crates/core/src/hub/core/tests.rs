@@ -1246,7 +1246,7 @@ fn connections_per_address_and_handshakes_per_second_are_bounded() {
     let open = |sim: &mut Sim, remote| {
         let c = sim
             .core
-            .open_from(TransportKind::Quic, remote, (), sim.now, &mut sim.actions);
+            .open_from(TransportKind::Quic, Peer { remote, certified_id: None }, (), sim.now, &mut sim.actions);
         sim.take_actions();
         c
     };
