@@ -25,9 +25,11 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Create a CA and a hub certificate signed by it.
+    /// Create a CA and a hub certificate signed by it; `cert agent` issues an agent's
+    /// certificate (mutual TLS).
     ///
     /// Example: agentwire cert --out certs
+    /// Example: agentwire cert agent --id worker-1 --ca-dir certs
     Cert(CertArgs),
     /// Run a hub.
     ///
@@ -354,14 +356,45 @@ pub struct RelayArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct CertArgs {
+    #[command(subcommand)]
+    pub issue: Option<CertCommand>,
     /// Directory to write ca.pem, ca.key, hub.pem and hub.key into.
-    #[arg(long)]
-    pub out: PathBuf,
+    #[arg(long, required = true)]
+    pub out: Option<PathBuf>,
     /// Names the hub certificate is valid for (DNS names or IPs); repeatable.
     /// Default: localhost, 127.0.0.1, ::1.
     #[arg(long = "name")]
     pub names: Vec<String>,
+    /// Overwrite existing files.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CertCommand {
+    /// Issue a client certificate whose name is an agent id, signed by the CA of
+    /// `agentwire cert`, for hubs run with --client-ca. Writes ID.pem and ID.key.
+    ///
+    /// Example: agentwire cert agent --id worker-1 --ca-dir certs
+    Agent(CertAgentArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CertAgentArgs {
+    /// The agent id the certificate names (the only id its holder may take).
+    #[arg(long)]
+    pub id: String,
+    /// Directory holding the CA's ca.pem and ca.key (from `agentwire cert --out DIR`).
+    #[arg(long)]
+    pub ca_dir: PathBuf,
+    /// Directory to write ID.pem and ID.key into (default: --ca-dir).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Days the certificate stays valid.
+    #[arg(long, default_value_t = 365)]
+    pub days: u32,
     /// Overwrite existing files.
     #[arg(long)]
     pub force: bool,
@@ -475,6 +508,11 @@ pub struct HubArgs {
     /// and wss listeners.
     #[arg(long)]
     pub cert_dir: Option<PathBuf>,
+    /// Require every agent on quic, h2 and wss to show a certificate signed by this CA (from
+    /// `agentwire cert agent`; usually CERT_DIR/ca.pem), and let it take only the id the
+    /// certificate names. Plain ws:// agents are then refused; Unix-socket agents need none.
+    #[arg(long)]
+    pub client_ca: Option<PathBuf>,
     /// Permission bits of Unix socket files, in octal.
     #[arg(long, default_value = "600", value_parser = parse_octal)]
     pub socket_mode: u32,
@@ -580,6 +618,9 @@ impl HubArgs {
             let policy = agentwire::hub::AccessPolicy::from_file(path)?;
             config.access = Some(std::sync::Arc::new(policy));
         }
+        if let Some(path) = &self.client_ca {
+            config.client_ca = Some(agentwire::tls::ClientCa::from_file(path)?);
+        }
         config.quic.retry_above_per_sec = self.quic_retry_above_per_sec;
         config.limits = agentwire::hub::AbuseLimits {
             agent_messages_per_sec: self.agent_max_msgs_per_sec,
@@ -614,6 +655,13 @@ pub struct ConnectArgs {
     /// TLS server name (default: the host in --hub).
     #[arg(long)]
     pub server_name: Option<String>,
+    /// This agent's certificate, for hubs that require one (from `agentwire cert agent`; it
+    /// must name the agent's id).
+    #[arg(long, requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// The private key of --cert.
+    #[arg(long, requires = "cert")]
+    pub key: Option<PathBuf>,
     /// Token the hub requires.
     #[arg(long, env = "AGENTWIRE_AUTH_TOKEN")]
     pub auth_token: Option<String>,
@@ -658,6 +706,22 @@ impl ConnectArgs {
         opts.hubs.clone_from(&self.hub);
         opts.fallback_timeout = Duration::from_millis(self.fallback_timeout_ms);
         opts.server_name.clone_from(&self.server_name);
+        if let (Some(cert), Some(key)) = (&self.cert, &self.key) {
+            let identity = agentwire::tls::AgentIdentity::load(cert, key)?;
+            let named = identity
+                .cert_chain
+                .first()
+                .map(|c| agentwire::tls::certified_agent_id(c.as_ref()))
+                .transpose()?;
+            if named.as_deref() != Some(id) {
+                bail!(
+                    "{} names agent {:?}, not {id:?}; the hub would refuse it",
+                    cert.display(),
+                    named.unwrap_or_default()
+                );
+            }
+            opts.identity = Some(identity);
+        }
         opts.auth_token.clone_from(&self.auth_token);
         opts.codecs = parse_codecs(&self.codecs)?;
         opts.role.clone_from(&self.role);

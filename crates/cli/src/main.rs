@@ -15,8 +15,9 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 use args::{
-    AgentArgs, BenchArgs, CertArgs, Cli, Command, HubArgs, LoadArgs, NetsimCommand, QueueArgs,
-    QueueCommand, RelayArgs, ScorecardArgs, SendArgs, ServeArgs, TokenArgs,
+    AgentArgs, BenchArgs, CertAgentArgs, CertArgs, CertCommand, Cli, Command, HubArgs, LoadArgs,
+    NetsimCommand, QueueArgs, QueueCommand, RelayArgs, ScorecardArgs, SendArgs, ServeArgs,
+    TokenArgs,
 };
 
 fn main() -> ExitCode {
@@ -32,10 +33,25 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, `: `-separated, leaving out a cause whose text the message
+/// before already holds (our errors put their cause's sentence in their own text, and the
+/// typed source behind it would otherwise be printed twice).
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let next = cause.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+    }
+    text
 }
 
 /// Runs the subcommands that share one multi-threaded runtime.
@@ -296,20 +312,46 @@ fn init_tracing(verbose: u8) {
 }
 
 fn cert(a: CertArgs) -> Result<()> {
+    let out = match (a.issue, a.out) {
+        (Some(CertCommand::Agent(agent)), _) => return cert_agent(agent),
+        (None, Some(out)) => out,
+        (None, None) => bail!("say where to write the certificates: --out DIR"),
+    };
     let names = if a.names.is_empty() {
         tls::default_hub_names()
     } else {
         a.names.clone()
     };
     let bundle = tls::generate(&names).context("generating certificates")?;
-    let files = tls::write_cert_dir(&a.out, &bundle, a.force)?;
-    let identity = HubIdentity::from_dir(&a.out)?;
+    let files = tls::write_cert_dir(&out, &bundle, a.force)?;
+    let identity = HubIdentity::from_dir(&out)?;
     println!("CA certificate:  {}", files.ca_cert.display());
     println!("CA key:          {}", files.ca_key.display());
     println!("hub certificate: {}", files.hub_cert.display());
     println!("hub key:         {}", files.hub_key.display());
     println!("hub names:       {}", names.join(", "));
     println!("hub key pin:     {}", identity.spki_pin()?);
+    Ok(())
+}
+
+fn cert_agent(a: CertAgentArgs) -> Result<()> {
+    let ca = tls::CertFiles::in_dir(&a.ca_dir);
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path).with_context(|| {
+            format!(
+                "reading {} (create the CA with `agentwire cert --out {}`)",
+                path.display(),
+                a.ca_dir.display()
+            )
+        })
+    };
+    let (ca_cert, ca_key) = (read(&ca.ca_cert)?, read(&ca.ca_key)?);
+    let cert = tls::issue_agent_cert(&ca_cert, &ca_key, &a.id, a.days)?;
+    let files = tls::write_agent_cert(a.out.as_deref().unwrap_or(&a.ca_dir), &cert, a.force)?;
+    println!("agent id:          {}", a.id);
+    println!("agent certificate: {}", files.cert.display());
+    println!("agent key:         {}", files.key.display());
+    println!("valid for:         {} days", a.days);
     Ok(())
 }
 

@@ -143,3 +143,93 @@ fn impostors_are_refused_and_everyone_else_keeps_working() {
         &format!("the access file {} is not valid", bad.display()),
     );
 }
+
+#[test]
+fn agent_certificates_bind_ids_and_impostors_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let certs_s = certs.to_str().unwrap();
+    let out = run(&["cert", "--out", certs_s]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for id in ["worker-1", "boss"] {
+        let out = run(&["cert", "agent", "--id", id, "--ca-dir", certs_s]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains(&format!("{id}.pem")));
+    }
+    let file = |name: &str| certs.join(name).to_str().unwrap().to_owned();
+    let ca = file("ca.pem");
+    let (_hub, hub_out) = spawn(&[
+        "hub",
+        "--listen",
+        "quic://127.0.0.1:0",
+        "--cert-dir",
+        certs_s,
+        "--client-ca",
+        &ca,
+    ]);
+    let line = wait_for(&hub_out, "hub listening on quic://");
+    let url = format!("quic://{}", common::addr_after(&line, "quic://"));
+    let (_worker, worker_out) = spawn(&[
+        "agent",
+        "--hub",
+        &url,
+        "--ca",
+        &ca,
+        "--id",
+        "worker-1",
+        "--cert",
+        &file("worker-1.pem"),
+        "--key",
+        &file("worker-1.key"),
+        "--echo",
+    ]);
+    wait_for(&worker_out, "agent worker-1 connected");
+    let ask = |extra: &[&str]| {
+        let mut args = vec![
+            "send",
+            "--hub",
+            &url,
+            "--ca",
+            &ca,
+            "--to",
+            "worker-1",
+            "--request",
+            "ping",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let (boss_cert, boss_key) = (file("boss.pem"), file("boss.key"));
+    let boss = ["--id", "boss", "--cert", &boss_cert, "--key", &boss_key];
+    let out = ask(&boss);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "ping\n");
+    // No certificate: refused in the TLS handshake.
+    let out = ask(&["--id", "boss"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).to_lowercase().contains("certificate"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Another agent's certificate: the CLI says so before connecting (the hub would refuse
+    // it too: crates/core/tests/client_certs.rs).
+    let (w_cert, w_key) = (file("worker-1.pem"), file("worker-1.key"));
+    let out = ask(&["--id", "boss", "--cert", &w_cert, "--key", &w_key]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("names agent \"worker-1\", not \"boss\""),
+        "{}",
+        text(&out.stderr)
+    );
+    // The certified agents kept working.
+    let out = ask(&boss);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // `cert agent` refuses to write over a cert directory's own files.
+    fails_with(
+        &[
+            "cert", "agent", "--id", "hub", "--ca-dir", certs_s, "--force",
+        ],
+        "would be written over",
+    );
+}

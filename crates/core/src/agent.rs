@@ -427,7 +427,11 @@ impl Connector {
                 let tls = if url.tls {
                     let alpn = [crate::transport::ws::ALPN_HTTP11];
                     let identity = opts.identity.as_ref();
-                    Some(Arc::new(crate::tls::client_config_as(&opts.trust, &alpn, identity)?))
+                    Some(Arc::new(crate::tls::client_config_as(
+                        &opts.trust,
+                        &alpn,
+                        identity,
+                    )?))
                 } else {
                     None
                 };

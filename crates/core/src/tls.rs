@@ -989,8 +989,8 @@ pub fn server_config_for_agents(
         Some(ca) => builder.with_client_cert_verifier(ca.verifier()?),
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder
-        .with_single_cert(identity.cert_chain.clone(), identity.key.clone_key())?;
+    let mut config =
+        builder.with_single_cert(identity.cert_chain.clone(), identity.key.clone_key())?;
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     config.session_storage =
         rustls::server::ServerSessionMemoryCache::new(SERVER_SESSION_CACHE_SIZE);

@@ -185,7 +185,13 @@ async fn an_access_file_grants_certified_ids_their_permissions() {
     .err()
     .unwrap();
     assert!(
-        matches!(err, AgentError::Rejected { code: ErrorCode::Unauthorized, .. }),
+        matches!(
+            err,
+            AgentError::Rejected {
+                code: ErrorCode::Unauthorized,
+                ..
+            }
+        ),
         "{err}"
     );
     // The Unix-socket agent uses its token credential.

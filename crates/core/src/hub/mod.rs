@@ -29,8 +29,8 @@ use tokio::task::JoinHandle;
 
 pub use self::core::{
     token_sha256, AbuseLimits, AccessError, AccessPolicy, Action, AgentSnapshot, Conn, CoreConfig,
-    DuplicatePolicy, Grant, HubCore, Now, Outbound, Peer, Registration, ATTEMPT_HEADER, DUPLICATE_HEADER,
-    HUB_ID, PRESENCE_TOPIC, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
+    DuplicatePolicy, Grant, HubCore, Now, Outbound, Peer, Registration, ATTEMPT_HEADER,
+    DUPLICATE_HEADER, HUB_ID, PRESENCE_TOPIC, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
 };
 pub use crate::transport::ConnectionControl;
 pub use listen::{BoundAddr, Listener};

@@ -71,7 +71,9 @@ pub fn issue_agent_cert(
 
     check_agent_id(agent_id)?;
     if days == 0 {
-        return Err(TlsError::Generate("a certificate must be valid for at least one day".into()));
+        return Err(TlsError::Generate(
+            "a certificate must be valid for at least one day".into(),
+        ));
     }
     let ca_key = KeyPair::from_pem(ca_key_pem)
         .map_err(|e| TlsError::Generate(format!("the CA key is not usable: {e}")))?;
@@ -110,7 +112,10 @@ fn check_agent_id(agent_id: &str) -> Result<(), TlsError> {
             agent_id.len()
         )));
     }
-    if agent_id.chars().any(|c| c.is_control() || c == '/' || c == '\\') {
+    if agent_id
+        .chars()
+        .any(|c| c.is_control() || c == '/' || c == '\\')
+    {
         return Err(TlsError::Generate(format!(
             "the agent id {agent_id:?} contains a control character or a slash"
         )));
@@ -128,13 +133,21 @@ pub struct AgentCertFiles {
 }
 
 /// Writes `cert` into `dir` as `ID.pem` and `ID.key` (the key with mode 0600), creating `dir`
-/// if needed. Unless `overwrite`, nothing is written if either file exists.
+/// if needed. Unless `overwrite`, nothing is written if either file exists. The ids `ca` and
+/// `hub` are refused (their files would be a cert directory's own).
 pub fn write_agent_cert(
     dir: &Path,
     cert: &AgentCert,
     overwrite: bool,
 ) -> Result<AgentCertFiles, TlsError> {
     check_agent_id(&cert.agent_id)?;
+    if ["ca", "hub"].contains(&cert.agent_id.as_str()) {
+        return Err(TlsError::Generate(format!(
+            "an agent called {:?} would be written over the CA or hub files of a cert \
+             directory; give it another id",
+            cert.agent_id
+        )));
+    }
     std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
     let files = AgentCertFiles {
         cert: dir.join(format!("{}.pem", cert.agent_id)),
@@ -245,7 +258,10 @@ impl ClientCa {
         )
         .build()
         .map_err(|e| {
-            super::pem_err(&self.source, format!("cannot check client certificates: {e}"))
+            super::pem_err(
+                &self.source,
+                format!("cannot check client certificates: {e}"),
+            )
         })
     }
 }
@@ -265,14 +281,24 @@ mod tests {
         let cert = issue_agent_cert(&ca.ca_cert_pem, &ca.ca_key_pem, "worker-7", 30).unwrap();
         let cert_der = der(&cert.cert_pem);
         assert_eq!(certified_agent_id(&cert_der).unwrap(), "worker-7");
-        assert_eq!(peer_agent_id(&[cert_der.clone()]).as_deref(), Some("worker-7"));
+        assert_eq!(
+            peer_agent_id(&[cert_der.clone()]).as_deref(),
+            Some("worker-7")
+        );
         let (_, parsed) = x509_parser::parse_x509_certificate(&cert_der).unwrap();
         let eku = parsed.extended_key_usage().unwrap().unwrap().value;
         assert!(eku.client_auth && !eku.server_auth);
         // The hub's own certificate names no agent the hub would accept as a client.
         let hub = der(&ca.hub_cert_pem);
         let (_, parsed) = x509_parser::parse_x509_certificate(&hub).unwrap();
-        assert!(!parsed.extended_key_usage().unwrap().unwrap().value.client_auth);
+        assert!(
+            !parsed
+                .extended_key_usage()
+                .unwrap()
+                .unwrap()
+                .value
+                .client_auth
+        );
     }
 
     #[test]
@@ -303,6 +329,8 @@ mod tests {
         let err = write_agent_cert(dir.path(), &cert, false).unwrap_err();
         assert!(matches!(err, TlsError::AlreadyExists(_)));
         write_agent_cert(dir.path(), &cert, true).unwrap();
+        let hub = issue_agent_cert(&ca.ca_cert_pem, &ca.ca_key_pem, "hub", 1).unwrap();
+        assert!(write_agent_cert(dir.path(), &hub, true).is_err());
         let loaded = super::super::AgentIdentity::load(&files.cert, &files.key).unwrap();
         assert_eq!(loaded.cert_chain.len(), 1);
     }

@@ -155,7 +155,11 @@ async fn tcp_setup(
                 tracing::debug!(%remote, "HTTP/2 session not established: {e}");
                 failed(TransportKind::Http2.name(), e)
             })?;
-        Ok(certified(AnySender::H2(s), AnyReceiver::H2(r), certified_id))
+        Ok(certified(
+            AnySender::H2(s),
+            AnyReceiver::H2(r),
+            certified_id,
+        ))
     } else {
         let (s, r) =
             tokio::time::timeout(timeout, ws::accept_io(tls_stream, Some(remote), websocket))
@@ -165,7 +169,11 @@ async fn tcp_setup(
                     tracing::debug!(%remote, "WebSocket upgrade failed: {e}");
                     failed(ws_stage, e)
                 })?;
-        Ok(certified(AnySender::Ws(s), AnyReceiver::Ws(r), certified_id))
+        Ok(certified(
+            AnySender::Ws(s),
+            AnyReceiver::Ws(r),
+            certified_id,
+        ))
     }
 }
 

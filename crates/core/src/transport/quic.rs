@@ -1093,7 +1093,10 @@ async fn accept_connection(
     }
     let certified_id = conn
         .peer_identity()
-        .and_then(|any| any.downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>().ok())
+        .and_then(|any| {
+            any.downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>()
+                .ok()
+        })
         .and_then(|chain| crate::tls::peer_agent_id(&chain));
     let (sender, receiver) = split_connection(conn, control, mapping, settings.datagrams);
     if let Some(admission) = admission {

@@ -345,9 +345,17 @@ mod tests {
         let policy = AccessPolicy::from_json(&json).unwrap();
         let worker = policy.admit("worker-1", None, true).unwrap();
         assert!(worker.may_consume("jobs") && worker.send.is_empty());
-        assert!(policy.admit("worker-1", None, false).is_none(), "no certificate shown");
-        assert!(policy.admit("worker-1", Some("boss-token"), false).is_none());
-        assert!(policy.admit("boss", None, true).is_none(), "certificates do not name boss");
+        assert!(
+            policy.admit("worker-1", None, false).is_none(),
+            "no certificate shown"
+        );
+        assert!(policy
+            .admit("worker-1", Some("boss-token"), false)
+            .is_none());
+        assert!(
+            policy.admit("boss", None, true).is_none(),
+            "certificates do not name boss"
+        );
         let boss = policy.admit("boss", Some("boss-token"), true).unwrap();
         assert_eq!(boss.send, vec!["*".to_string()]);
     }

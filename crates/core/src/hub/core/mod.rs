@@ -676,9 +676,7 @@ impl<D, R> HubCore<D, R> {
                     "the agent certificate names {id:?}, not {agent_id:?}"
                 ))
             }
-            None if self.config.require_client_cert
-                && conn.transport() != TransportKind::Unix =>
-            {
+            None if self.config.require_client_cert && conn.transport() != TransportKind::Unix => {
                 return Err("this hub requires an agent certificate (mutual TLS)".into())
             }
             _ => {}

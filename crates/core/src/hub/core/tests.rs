@@ -1088,6 +1088,70 @@ fn an_agent_takes_only_the_ids_its_credential_names() {
     assert_eq!(sim.core.agent_count(), 3);
 }
 
+impl Sim {
+    /// Opens a connection on `transport` whose certificate names `certified` and says hello
+    /// as `id`; `Err` with the reject's code when the hub refuses.
+    fn connect_certified(
+        &mut self,
+        transport: TransportKind,
+        certified: Option<&str>,
+        id: &str,
+    ) -> Result<(), ErrorCode> {
+        let peer = Peer {
+            remote: None,
+            certified_id: certified.map(Arc::from),
+        };
+        let conn = self
+            .core
+            .open_from(transport, peer, (), self.now, &mut self.actions);
+        self.take_actions();
+        self.hello(&conn, Hello::new(id, "test"));
+        match self.drain_raw(&conn).first().map(|g| &g.frame) {
+            Some(Frame::Welcome(_)) => Ok(()),
+            Some(Frame::Reject(r)) => {
+                Err(ErrorCode::from_code(r.code).unwrap_or(ErrorCode::Internal))
+            }
+            other => panic!("{id}: expected a welcome or a reject, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_certificate_binds_the_id_and_a_hub_may_require_one() {
+    use TransportKind::{Quic, Unix, WebSocket};
+    let mut sim = Sim::new(config());
+    assert_eq!(
+        sim.connect_certified(Quic, Some("w1"), "w2"),
+        Err(ErrorCode::Unauthorized)
+    );
+    assert_eq!(sim.connect_certified(Quic, Some("w1"), "w1"), Ok(()));
+    assert_eq!(
+        sim.connect_certified(Quic, None, "free"),
+        Ok(()),
+        "not required"
+    );
+
+    let mut sim = Sim::new(CoreConfig {
+        require_client_cert: true,
+        ..config()
+    });
+    assert_eq!(
+        sim.connect_certified(WebSocket, None, "w3"),
+        Err(ErrorCode::Unauthorized)
+    );
+    assert_eq!(
+        sim.connect_certified(Quic, None, "w3"),
+        Err(ErrorCode::Unauthorized)
+    );
+    assert_eq!(
+        sim.connect_certified(Unix, None, "local"),
+        Ok(()),
+        "Unix sockets need none"
+    );
+    assert_eq!(sim.connect_certified(Quic, Some("w3"), "w3"), Ok(()));
+    assert_eq!(sim.core.agent_count(), 2);
+}
+
 #[test]
 fn forbidden_sends_subscribes_and_consumes_are_refused_and_nothing_is_delivered() {
     let mut sim = Sim::new(access_config());
@@ -1244,9 +1308,16 @@ fn connections_per_address_and_handshakes_per_second_are_bounded() {
     let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
     let other: std::net::IpAddr = "127.0.0.2".parse().unwrap();
     let open = |sim: &mut Sim, remote| {
-        let c = sim
-            .core
-            .open_from(TransportKind::Quic, Peer { remote, certified_id: None }, (), sim.now, &mut sim.actions);
+        let c = sim.core.open_from(
+            TransportKind::Quic,
+            Peer {
+                remote,
+                certified_id: None,
+            },
+            (),
+            sim.now,
+            &mut sim.actions,
+        );
         sim.take_actions();
         c
     };
