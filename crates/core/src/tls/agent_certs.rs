@@ -52,9 +52,10 @@ impl std::fmt::Debug for AgentCert {
 ///
 /// ```
 /// use agentwire::tls::{certified_agent_id, generate, issue_agent_cert};
+/// use rustls_pki_types::{pem::PemObject, CertificateDer};
 /// let ca = generate(&["localhost".into()])?;
 /// let cert = issue_agent_cert(&ca.ca_cert_pem, &ca.ca_key_pem, "worker-1", 365)?;
-/// let der = rustls_pki_types::pem::PemObject::from_pem_slice(cert.cert_pem.as_bytes())?;
+/// let der = CertificateDer::from_pem_slice(cert.cert_pem.as_bytes())?;
 /// assert_eq!(certified_agent_id(&der)?, "worker-1");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -282,7 +283,7 @@ mod tests {
         let cert_der = der(&cert.cert_pem);
         assert_eq!(certified_agent_id(&cert_der).unwrap(), "worker-7");
         assert_eq!(
-            peer_agent_id(&[cert_der.clone()]).as_deref(),
+            peer_agent_id(std::slice::from_ref(&cert_der)).as_deref(),
             Some("worker-7")
         );
         let (_, parsed) = x509_parser::parse_x509_certificate(&cert_der).unwrap();
