@@ -287,11 +287,7 @@ impl NativeAgent {
         task: u64,
         delay: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let delay = match delay {
-            Some(0.0) => Some(std::time::Duration::ZERO),
-            Some(d) => Some(self::timeout(d)?),
-            None => None,
-        };
+        let delay = delay.map(SdkAgent::delay).transpose().map_err(py_err)?;
         let agent = self.inner.clone();
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             agent.nack(task, delay).await.map_err(py_err)

@@ -52,6 +52,21 @@ impl SdkAgent {
             .min(LONGEST_WAIT))
     }
 
+    /// A delay given in seconds, checked: zero or positive, and finite.
+    ///
+    /// ```
+    /// use agentwire_sdk::SdkAgent;
+    /// assert!(SdkAgent::delay(0.0)?.is_zero());
+    /// assert!(SdkAgent::delay(-0.5).is_err());
+    /// # Ok::<(), agentwire_sdk::SdkError>(())
+    /// ```
+    pub fn delay(seconds: f64) -> Result<Duration, SdkError> {
+        if seconds == 0.0 {
+            return Ok(Duration::ZERO);
+        }
+        Self::timeout(seconds)
+    }
+
     /// The agent's id.
     pub fn id(&self) -> &str {
         self.handle.id()

@@ -1,0 +1,361 @@
+//! The native half of the `agentwire` Node package (`agentwire.node`): thin napi-rs wrappers
+//! over `agentwire-sdk`, each call returning a Promise that settles on napi's tokio runtime.
+//!
+//! It owns only the crossing between JavaScript and Rust: argument conversion, Promises, and
+//! errors, which cross as an `Error` whose message starts `agentwire|CLASS|CODE|NAME|` so that
+//! `index.js` can rethrow them as its own subclasses (`RemoteError`, …, with `code` and
+//! `codeName`). The idiomatic API (options objects, async iterators, the compatibility layer)
+//! is `index.js`. Nothing here may panic on a caller's input.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use agentwire_sdk::{ConnectConfig, EmbeddedHub, HubConfigSpec, SdkAgent, SdkError};
+use bytes::Bytes;
+use napi::bindgen_prelude::{Buffer, Either};
+use napi_derive::napi;
+
+fn js_err(err: SdkError) -> napi::Error {
+    let code = err.code_number().map(|c| c.to_string()).unwrap_or_default();
+    napi::Error::from_reason(format!(
+        "agentwire|{}|{}|{}|{}",
+        err.kind.class_name(),
+        code,
+        err.code_name().unwrap_or(""),
+        err.message
+    ))
+}
+
+fn seconds(what: &str, ms: f64) -> napi::Result<std::time::Duration> {
+    SdkAgent::timeout(ms / 1000.0)
+        .map_err(|e| js_err(SdkError::config(format!("{what}: {}", e.message))))
+}
+
+/// Connect options (see `index.d.ts`).
+#[napi(object)]
+pub struct NativeConnectOptions {
+    pub hubs: Vec<String>,
+    pub id: String,
+    pub ca: Option<String>,
+    pub ca_pem: Option<String>,
+    pub pin: Option<String>,
+    pub insecure: Option<bool>,
+    pub token: Option<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub role: Option<String>,
+    pub server_name: Option<String>,
+    pub connect_timeout_ms: Option<f64>,
+    pub fallback_timeout_ms: Option<f64>,
+    pub codecs: Option<Vec<String>>,
+}
+
+/// A received message.
+#[napi]
+pub struct NativeMessage {
+    inner: Arc<agentwire_sdk::Message>,
+}
+
+/// A connected agent.
+#[napi]
+pub struct NativeAgent {
+    inner: Arc<SdkAgent>,
+}
+
+/// A hub running in this process.
+#[napi]
+pub struct NativeHub {
+    inner: Arc<EmbeddedHub>,
+}
+
+#[napi]
+pub async fn connect(options: NativeConnectOptions) -> napi::Result<NativeAgent> {
+    let config = ConnectConfig {
+        hubs: options.hubs,
+        id: options.id,
+        ca: options.ca.map(Into::into),
+        ca_pem: options.ca_pem,
+        pin: options.pin,
+        insecure: options.insecure.unwrap_or(false),
+        token: options.token,
+        cert: options.cert.map(Into::into),
+        key: options.key.map(Into::into),
+        role: options.role,
+        server_name: options.server_name,
+        connect_timeout: options
+            .connect_timeout_ms
+            .map(|ms| seconds("connectTimeoutMs", ms))
+            .transpose()?,
+        fallback_timeout: options
+            .fallback_timeout_ms
+            .map(|ms| seconds("fallbackTimeoutMs", ms))
+            .transpose()?,
+        codecs: options.codecs.unwrap_or_default(),
+    };
+    let agent = SdkAgent::connect(config).await.map_err(js_err)?;
+    Ok(NativeAgent {
+        inner: Arc::new(agent),
+    })
+}
+
+#[napi]
+pub async fn start_hub(
+    listen: Vec<String>,
+    cert_dir: Option<String>,
+    token: Option<String>,
+    store: Option<String>,
+) -> napi::Result<NativeHub> {
+    let spec = HubConfigSpec {
+        listen,
+        cert_dir: cert_dir.map(Into::into),
+        token,
+        store: store.map(Into::into),
+    };
+    let hub = EmbeddedHub::start(spec).await.map_err(js_err)?;
+    Ok(NativeHub {
+        inner: Arc::new(hub),
+    })
+}
+
+fn body(b: Either<Buffer, String>) -> Bytes {
+    match b {
+        Either::A(buf) => Bytes::copy_from_slice(&buf),
+        Either::B(text) => Bytes::from(text),
+    }
+}
+
+fn pairs(headers: Option<HashMap<String, String>>) -> Vec<(String, String)> {
+    headers.map(|h| h.into_iter().collect()).unwrap_or_default()
+}
+
+#[napi]
+impl NativeAgent {
+    #[napi(getter)]
+    pub fn id(&self) -> String {
+        self.inner.id().to_owned()
+    }
+
+    #[napi(getter)]
+    pub fn transport(&self) -> String {
+        self.inner.transport().to_owned()
+    }
+
+    #[napi]
+    pub async fn send(
+        &self,
+        to: String,
+        payload: Either<Buffer, String>,
+        kind: String,
+        priority: String,
+        headers: Option<HashMap<String, String>>,
+    ) -> napi::Result<i64> {
+        let agent = self.inner.clone();
+        let (payload, headers) = (body(payload), pairs(headers));
+        let id = agent
+            .send(&to, payload, &kind, &priority, headers)
+            .await
+            .map_err(js_err)?;
+        Ok(id as i64)
+    }
+
+    #[napi]
+    pub async fn request(
+        &self,
+        to: String,
+        payload: Either<Buffer, String>,
+        timeout_ms: f64,
+        priority: String,
+        headers: Option<HashMap<String, String>>,
+    ) -> napi::Result<NativeMessage> {
+        let wait = seconds("timeoutMs", timeout_ms)?;
+        let agent = self.inner.clone();
+        let (payload, headers) = (body(payload), pairs(headers));
+        let answer = agent
+            .request(&to, payload, wait, &priority, headers)
+            .await
+            .map_err(js_err)?;
+        Ok(NativeMessage {
+            inner: Arc::new(answer),
+        })
+    }
+
+    #[napi]
+    pub async fn recv(&self) -> Option<NativeMessage> {
+        let agent = self.inner.clone();
+        agent
+            .recv()
+            .await
+            .map(|m| NativeMessage { inner: Arc::new(m) })
+    }
+
+    #[napi]
+    pub async fn subscribe(&self, topic: String) -> napi::Result<()> {
+        self.inner.clone().subscribe(&topic).await.map_err(js_err)
+    }
+
+    #[napi]
+    pub async fn unsubscribe(&self, topic: String) -> napi::Result<()> {
+        self.inner.clone().unsubscribe(&topic).await.map_err(js_err)
+    }
+
+    #[napi]
+    pub async fn publish(
+        &self,
+        topic: String,
+        payload: Either<Buffer, String>,
+    ) -> napi::Result<i64> {
+        let agent = self.inner.clone();
+        let id = agent.publish(&topic, body(payload)).await.map_err(js_err)?;
+        Ok(id as i64)
+    }
+
+    /// Resolves to `[task, duplicate]`.
+    #[napi]
+    pub async fn enqueue(
+        &self,
+        queue: String,
+        payload: Either<Buffer, String>,
+        timeout_ms: f64,
+        producer_id: Option<String>,
+    ) -> napi::Result<(i64, bool)> {
+        let wait = seconds("timeoutMs", timeout_ms)?;
+        let agent = self.inner.clone();
+        let receipt = agent
+            .enqueue(&queue, body(payload), producer_id.as_deref(), wait)
+            .await
+            .map_err(js_err)?;
+        Ok((receipt.task as i64, receipt.duplicate))
+    }
+
+    #[napi]
+    pub async fn consume(&self, queue: String, credit: u32) -> napi::Result<()> {
+        self.inner
+            .clone()
+            .consume(&queue, credit)
+            .await
+            .map_err(js_err)
+    }
+
+    #[napi]
+    pub async fn ack(&self, task: i64) -> napi::Result<()> {
+        let task = task_id(task)?;
+        self.inner.clone().ack(task).await.map_err(js_err)
+    }
+
+    #[napi]
+    pub async fn nack(&self, task: i64, delay_ms: Option<f64>) -> napi::Result<()> {
+        let task = task_id(task)?;
+        let delay = delay_ms
+            .map(|ms| SdkAgent::delay(ms / 1000.0))
+            .transpose()
+            .map_err(js_err)?;
+        self.inner.clone().nack(task, delay).await.map_err(js_err)
+    }
+
+    #[napi]
+    pub async fn queue_stats(&self, queue: String, timeout_ms: f64) -> napi::Result<String> {
+        let wait = seconds("timeoutMs", timeout_ms)?;
+        self.inner
+            .clone()
+            .queue_stats(&queue, wait)
+            .await
+            .map_err(js_err)
+    }
+
+    #[napi]
+    pub fn stats_json(&self) -> String {
+        self.inner.stats_json()
+    }
+
+    #[napi]
+    pub fn closed_reason(&self) -> Option<String> {
+        self.inner.closed_reason()
+    }
+
+    #[napi]
+    pub async fn close(&self) {
+        self.inner.clone().close().await
+    }
+}
+
+fn task_id(task: i64) -> napi::Result<u64> {
+    u64::try_from(task).map_err(|_| {
+        js_err(SdkError::config(format!(
+            "a task id is not negative: {task}"
+        )))
+    })
+}
+
+#[napi]
+impl NativeMessage {
+    #[napi(getter)]
+    pub fn id(&self) -> i64 {
+        self.inner.id as i64
+    }
+    #[napi(getter)]
+    pub fn sender(&self) -> String {
+        self.inner.sender.clone()
+    }
+    #[napi(getter)]
+    pub fn to(&self) -> String {
+        self.inner.to.clone()
+    }
+    #[napi(getter)]
+    pub fn kind(&self) -> String {
+        self.inner.kind.to_owned()
+    }
+    #[napi(getter)]
+    pub fn priority(&self) -> String {
+        self.inner.priority.to_owned()
+    }
+    #[napi(getter)]
+    pub fn correlation(&self) -> Option<i64> {
+        self.inner.correlation.map(|c| c as i64)
+    }
+    #[napi(getter)]
+    pub fn headers(&self) -> HashMap<String, String> {
+        self.inner.headers.clone().into_iter().collect()
+    }
+    #[napi(getter)]
+    pub fn body(&self) -> Buffer {
+        Buffer::from(self.inner.body.to_vec())
+    }
+    #[napi(getter)]
+    pub fn queue(&self) -> Option<String> {
+        self.inner.queue.clone()
+    }
+    #[napi(getter)]
+    pub fn attempt(&self) -> Option<u32> {
+        self.inner.attempt
+    }
+
+    #[napi]
+    pub async fn reply(&self, payload: Either<Buffer, String>) -> napi::Result<()> {
+        let message = self.inner.clone();
+        message.reply(body(payload)).await.map_err(js_err)
+    }
+}
+
+#[napi]
+impl NativeHub {
+    #[napi(getter)]
+    pub fn urls(&self) -> Vec<String> {
+        self.inner.urls.clone()
+    }
+    #[napi(getter)]
+    pub fn ca_pem(&self) -> Option<String> {
+        self.inner.ca_pem.clone()
+    }
+    #[napi(getter)]
+    pub fn pin(&self) -> String {
+        self.inner.pin.clone()
+    }
+    #[napi]
+    pub fn agent_count(&self) -> u32 {
+        u32::try_from(self.inner.agent_count()).unwrap_or(u32::MAX)
+    }
+    #[napi]
+    pub fn close(&self) {
+        self.inner.close()
+    }
+}
