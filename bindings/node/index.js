@@ -82,6 +82,41 @@ function invoke(fn) {
   }
 }
 
+// Calls in flight on the hot path (request, send, publish, recv, reply). The addon appends
+// each finished call to one queue and calls `settle` when the queue was empty, so a burst of
+// answers costs one crossing into JavaScript, not one each. While calls are in flight the
+// wake-up keeps the process alive; with none it does not.
+const pending = new Map();
+let nextTicket = 0;
+let completions = null;
+
+function settle() {
+  for (const done of completions.take()) {
+    const entry = pending.get(done.ticket);
+    if (entry === undefined) continue;
+    pending.delete(done.ticket);
+    if (done.error != null) entry.reject(convert(new Error(done.error)));
+    else entry.resolve(done.message ?? done.id ?? null);
+  }
+  if (pending.size === 0) completions.setBusy(false);
+}
+
+/** Starts a hot-path call: `start(completions, ticket)`; resolves to its result. */
+function dispatch(start) {
+  if (completions === null) completions = new native.Completions(() => settle());
+  const ticket = ++nextTicket;
+  return new Promise((resolve, reject) => {
+    try {
+      start(completions, ticket);
+    } catch (e) {
+      reject(convert(e));
+      return;
+    }
+    if (pending.size === 0) completions.setBusy(true);
+    pending.set(ticket, { resolve, reject });
+  });
+}
+
 const PRIORITIES = ['critical', 'high', 'medium', 'low'];
 
 function bodyOf(body) {
@@ -150,7 +185,9 @@ class Message {
   /** Whether it expects `reply`. */
   get isRequest() { return this._native.kind === 'request'; }
   /** Answers this request with `body`. */
-  reply(body) { return invoke(() => this._native.reply(bodyOf(body))); }
+  reply(body) {
+    return dispatch((c, t) => this._native.reply(c, t, bodyOf(body)));
+  }
   toJSON() {
     return { id: this.id, sender: this.sender, to: this.to, kind: this.kind, priority: this.priority,
       correlation: this.correlation, headers: this.headers, body: this.text };
@@ -173,20 +210,21 @@ class Agent {
 
   /** Sends `body` to `to` (an agent id, `topic:NAME`, `queue:NAME` or `*`); resolves to its id. */
   send(to, body, { priority, kind = 'event', headers } = {}) {
-    return invoke(() => this._native.send(text('to', to), bodyOf(body), text('kind', kind),
-      priorityOf(priority), headersOf(headers)));
+    return dispatch((c, t) => this._native.send(c, t, text('to', to), bodyOf(body),
+      text('kind', kind), priorityOf(priority), headersOf(headers)));
   }
 
   /** Sends a request to agent `to`; resolves to its answer (`{ body, sender, headers, … }`). */
   async request(to, body, { timeoutMs = 5000, priority, headers } = {}) {
-    const answer = await invoke(() => this._native.request(text('to', to), bodyOf(body),
-      milliseconds('timeoutMs', timeoutMs), priorityOf(priority), headersOf(headers)));
+    const answer = await dispatch((c, t) => this._native.request(c, t, text('to', to),
+      bodyOf(body), milliseconds('timeoutMs', timeoutMs), priorityOf(priority),
+      headersOf(headers)));
     return new Message(answer);
   }
 
   /** The next received message, or `null` once the connection has ended. */
   async recv() {
-    const m = await invoke(() => this._native.recv());
+    const m = await dispatch((c, t) => this._native.recv(c, t));
     return m ? new Message(m) : null;
   }
 
@@ -204,7 +242,9 @@ class Agent {
   /** Stops receiving `topic`. */
   unsubscribe(topic) { return invoke(() => this._native.unsubscribe(text('topic', topic))); }
   /** Sends `body` as an event to every subscriber of `topic`; resolves to its id. */
-  publish(topic, body) { return invoke(() => this._native.publish(text('topic', topic), bodyOf(body))); }
+  publish(topic, body) {
+    return dispatch((c, t) => this._native.publish(c, t, text('topic', topic), bodyOf(body)));
+  }
 
   /** Stores a task in work queue `queue`; resolves once the hub stored it. */
   async enqueue(queue, body, { producerId, timeoutMs = 10000 } = {}) {

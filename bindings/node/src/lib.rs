@@ -8,11 +8,15 @@
 //! is `index.js`. Nothing here may panic on a caller's input.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use agentwire_sdk::{ConnectConfig, EmbeddedHub, HubConfigSpec, SdkAgent, SdkError};
+use agentwire_sdk::{
+    CompletionQueue, ConnectConfig, EmbeddedHub, HubConfigSpec, SdkAgent, SdkError,
+};
 use bytes::Bytes;
 use napi::bindgen_prelude::{Buffer, Either};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::Env;
 use napi_derive::napi;
 
 fn js_err(err: SdkError) -> napi::Error {
@@ -29,6 +33,114 @@ fn js_err(err: SdkError) -> napi::Error {
 fn seconds(what: &str, ms: f64) -> napi::Result<std::time::Duration> {
     SdkAgent::timeout(ms / 1000.0)
         .map_err(|e| js_err(SdkError::config(format!("{what}: {}", e.message))))
+}
+
+/// What a finished hot-path call hands back.
+enum Done {
+    Unit,
+    Id(u64),
+    Message(agentwire_sdk::Message),
+    MaybeMessage(Option<agentwire_sdk::Message>),
+    Failed(SdkError),
+}
+
+/// One finished call, as `take` hands it to JavaScript: `error` set (the `agentwire|…`
+/// text) when it failed, else `id` or `message` (or neither) by what the call returns.
+#[napi(object, object_from_js = false)]
+pub struct Completion {
+    pub ticket: i64,
+    pub error: Option<String>,
+    pub id: Option<i64>,
+    pub message: Option<NativeMessage>,
+}
+
+/// Finished calls waiting for the main thread (see `agentwire_sdk::CompletionQueue`): the
+/// hot-path calls (request, send, publish, recv, reply) finish here, and `onReady` is called
+/// when the queue was empty, so that index.js settles every finished call in one `take`.
+/// `onReady` keeps the process alive only while `setBusy(true)` (calls in flight).
+#[napi]
+pub struct Completions {
+    queue: Arc<CompletionQueue<Done>>,
+    wake: Arc<Mutex<ThreadsafeFunction<u32>>>,
+}
+
+impl Completions {
+    fn spawn<F>(&self, ticket: i64, work: F)
+    where
+        F: std::future::Future<Output = Done> + Send + 'static,
+    {
+        let queue = self.queue.clone();
+        let ticket = ticket as u64;
+        napi::bindgen_prelude::spawn(async move {
+            let done = work.await;
+            queue.complete(ticket, done);
+        });
+    }
+
+    fn lock_wake(&self) -> std::sync::MutexGuard<'_, ThreadsafeFunction<u32>> {
+        self.wake.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[napi]
+impl Completions {
+    // `unref`/`refer` are deprecated in favour of counting clones, but what is wanted here is
+    // Node-API's own switch (napi_unref/ref_threadsafe_function): whether a pending wake-up
+    // keeps the event loop alive.
+    #[allow(deprecated)]
+    #[napi(constructor)]
+    pub fn new(env: Env, on_ready: ThreadsafeFunction<u32>) -> napi::Result<Self> {
+        let mut on_ready = on_ready;
+        on_ready.unref(&env)?;
+        let wake = Arc::new(Mutex::new(on_ready));
+        let waker = wake.clone();
+        let queue = CompletionQueue::new(move || {
+            let tsfn = waker.lock().unwrap_or_else(PoisonError::into_inner);
+            tsfn.call(Ok(0), ThreadsafeFunctionCallMode::NonBlocking);
+        });
+        Ok(Completions {
+            queue: Arc::new(queue),
+            wake,
+        })
+    }
+
+    /// Keeps the process alive (calls in flight) or lets it exit (none).
+    #[allow(deprecated)]
+    #[napi]
+    pub fn set_busy(&self, env: Env, busy: bool) -> napi::Result<()> {
+        let mut tsfn = self.lock_wake();
+        if busy {
+            tsfn.refer(&env)
+        } else {
+            tsfn.unref(&env)
+        }
+    }
+
+    /// Every call finished since the last `take`, oldest first.
+    #[napi]
+    pub fn take(&self) -> Vec<Completion> {
+        self.queue
+            .take()
+            .into_iter()
+            .map(|(ticket, done)| {
+                let mut c = Completion {
+                    ticket: ticket as i64,
+                    error: None,
+                    id: None,
+                    message: None,
+                };
+                match done {
+                    Done::Unit | Done::MaybeMessage(None) => {}
+                    Done::Id(id) => c.id = Some(id as i64),
+                    Done::Message(m) | Done::MaybeMessage(Some(m)) => {
+                        c.message = Some(NativeMessage { inner: Arc::new(m) })
+                    }
+                    Done::Failed(e) => c.error = Some(js_err(e).reason),
+                }
+                c
+            })
+            .collect()
+    }
 }
 
 /// Connect options (see `index.d.ts`).
@@ -140,52 +252,62 @@ impl NativeAgent {
         self.inner.transport().to_owned()
     }
 
+    /// Sends; the result (the message id) arrives through `completions` under `ticket`.
     #[napi]
-    pub async fn send(
+    #[allow(clippy::too_many_arguments)]
+    pub fn send(
         &self,
+        completions: &Completions,
+        ticket: i64,
         to: String,
         payload: Either<Buffer, String>,
         kind: String,
         priority: String,
         headers: Option<HashMap<String, String>>,
-    ) -> napi::Result<i64> {
+    ) {
         let agent = self.inner.clone();
         let (payload, headers) = (body(payload), pairs(headers));
-        let id = agent
-            .send(&to, payload, &kind, &priority, headers)
-            .await
-            .map_err(js_err)?;
-        Ok(id as i64)
+        completions.spawn(ticket, async move {
+            match agent.send(&to, payload, &kind, &priority, headers).await {
+                Ok(id) => Done::Id(id),
+                Err(e) => Done::Failed(e),
+            }
+        });
     }
 
+    /// Sends a request; its answer arrives through `completions` under `ticket`.
     #[napi]
-    pub async fn request(
+    #[allow(clippy::too_many_arguments)]
+    pub fn request(
         &self,
+        completions: &Completions,
+        ticket: i64,
         to: String,
         payload: Either<Buffer, String>,
         timeout_ms: f64,
         priority: String,
         headers: Option<HashMap<String, String>>,
-    ) -> napi::Result<NativeMessage> {
+    ) -> napi::Result<()> {
         let wait = seconds("timeoutMs", timeout_ms)?;
         let agent = self.inner.clone();
         let (payload, headers) = (body(payload), pairs(headers));
-        let answer = agent
-            .request(&to, payload, wait, &priority, headers)
-            .await
-            .map_err(js_err)?;
-        Ok(NativeMessage {
-            inner: Arc::new(answer),
-        })
+        completions.spawn(ticket, async move {
+            match agent.request(&to, payload, wait, &priority, headers).await {
+                Ok(answer) => Done::Message(answer),
+                Err(e) => Done::Failed(e),
+            }
+        });
+        Ok(())
     }
 
+    /// The next message (or none, once the connection ended) arrives through `completions`.
     #[napi]
-    pub async fn recv(&self) -> Option<NativeMessage> {
+    pub fn recv(&self, completions: &Completions, ticket: i64) {
         let agent = self.inner.clone();
-        agent
-            .recv()
-            .await
-            .map(|m| NativeMessage { inner: Arc::new(m) })
+        completions.spawn(
+            ticket,
+            async move { Done::MaybeMessage(agent.recv().await) },
+        );
     }
 
     #[napi]
@@ -198,15 +320,23 @@ impl NativeAgent {
         self.inner.clone().unsubscribe(&topic).await.map_err(js_err)
     }
 
+    /// Publishes; the message id arrives through `completions` under `ticket`.
     #[napi]
-    pub async fn publish(
+    pub fn publish(
         &self,
+        completions: &Completions,
+        ticket: i64,
         topic: String,
         payload: Either<Buffer, String>,
-    ) -> napi::Result<i64> {
+    ) {
         let agent = self.inner.clone();
-        let id = agent.publish(&topic, body(payload)).await.map_err(js_err)?;
-        Ok(id as i64)
+        let payload = body(payload);
+        completions.spawn(ticket, async move {
+            match agent.publish(&topic, payload).await {
+                Ok(id) => Done::Id(id),
+                Err(e) => Done::Failed(e),
+            }
+        });
     }
 
     /// Resolves to `[task, duplicate]`.
@@ -329,10 +459,16 @@ impl NativeMessage {
         self.inner.attempt
     }
 
+    /// Answers this request; done (or the error) arrives through `completions`.
     #[napi]
-    pub async fn reply(&self, payload: Either<Buffer, String>) -> napi::Result<()> {
-        let message = self.inner.clone();
-        message.reply(body(payload)).await.map_err(js_err)
+    pub fn reply(&self, completions: &Completions, ticket: i64, payload: Either<Buffer, String>) {
+        let (message, payload) = (self.inner.clone(), body(payload));
+        completions.spawn(ticket, async move {
+            match message.reply(payload).await {
+                Ok(()) => Done::Unit,
+                Err(e) => Done::Failed(e),
+            }
+        });
     }
 }
 

@@ -7,11 +7,16 @@
 //! API (keyword arguments, `async for`, `async with`, type hints) is the pure-Python layer in
 //! `python/agentwire/__init__.py`. Nothing here may panic on a caller's input.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use agentwire_sdk::{ConnectConfig, EmbeddedHub, HubConfigSpec, SdkAgent, SdkError};
+use agentwire_sdk::{
+    CompletionQueue, ConnectConfig, EmbeddedHub, HubConfigSpec, SdkAgent, SdkError,
+};
 use bytes::Bytes;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -50,6 +55,138 @@ fn timeout(seconds: f64) -> PyResult<std::time::Duration> {
     SdkAgent::timeout(seconds).map_err(py_err)
 }
 
+/// What a finished hot-path call hands back.
+enum Done {
+    Unit,
+    Id(u64),
+    Message(agentwire_sdk::Message),
+    MaybeMessage(Option<agentwire_sdk::Message>),
+    Failed(SdkError),
+}
+
+impl<E: Into<SdkError>> From<Result<(), E>> for Done {
+    fn from(r: Result<(), E>) -> Done {
+        match r {
+            Ok(()) => Done::Unit,
+            Err(e) => Done::Failed(e.into()),
+        }
+    }
+}
+
+/// One event loop's results in waiting (see `agentwire_sdk::CompletionQueue`): the Python
+/// side watches `fd` with `loop.add_reader` and calls `take` when it is readable. Calls on the
+/// hot path (request, send, publish, recv, reply) finish here instead of each taking the
+/// interpreter lock from a runtime thread.
+#[pyclass(module = "agentwire._agentwire", frozen)]
+struct Completions {
+    queue: Arc<CompletionQueue<Done>>,
+    reader: UnixStream,
+    /// Calls that can be cancelled (recv), by ticket.
+    running: Arc<Mutex<HashMap<u64, tokio::task::AbortHandle>>>,
+}
+
+impl Completions {
+    fn spawn<F>(&self, ticket: u64, work: F) -> PyResult<()>
+    where
+        F: std::future::Future<Output = Done> + Send + 'static,
+    {
+        let rt = agentwire_sdk::runtime().map_err(py_err)?;
+        let queue = self.queue.clone();
+        rt.spawn(async move {
+            let done = work.await;
+            queue.complete(ticket, done);
+        });
+        Ok(())
+    }
+
+    fn spawn_cancellable<F>(&self, ticket: u64, work: F) -> PyResult<()>
+    where
+        F: std::future::Future<Output = Done> + Send + 'static,
+    {
+        let rt = agentwire_sdk::runtime().map_err(py_err)?;
+        let (queue, running) = (self.queue.clone(), self.running.clone());
+        // Held while spawning, so that a task finishing at once removes its entry only after
+        // it was inserted.
+        let mut table = running.lock().unwrap_or_else(PoisonError::into_inner);
+        let task = rt.spawn({
+            let running = running.clone();
+            async move {
+                let done = work.await;
+                running
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&ticket);
+                queue.complete(ticket, done);
+            }
+        });
+        table.insert(ticket, task.abort_handle());
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl Completions {
+    #[new]
+    fn new() -> PyResult<Self> {
+        runtime_ready()?;
+        let (reader, writer) = UnixStream::pair()
+            .and_then(|(r, w)| {
+                r.set_nonblocking(true)?;
+                w.set_nonblocking(true)?;
+                Ok((r, w))
+            })
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot make a wake-up socket: {e}")))?;
+        // A full socket already holds a wake-up: a failed write loses nothing.
+        let queue = CompletionQueue::new(move || {
+            let _ = (&writer).write(&[1]);
+        });
+        Ok(Completions {
+            queue: Arc::new(queue),
+            reader,
+            running: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    /// The file descriptor that becomes readable when results are waiting.
+    #[getter]
+    fn fd(&self) -> i32 {
+        self.reader.as_raw_fd()
+    }
+
+    /// Every finished call as `(ticket, ok, value)`: `value` is the result, or the exception
+    /// when `ok` is false.
+    fn take(&self, py: Python<'_>) -> PyResult<Vec<(u64, bool, Py<PyAny>)>> {
+        let mut sink = [0u8; 256];
+        while matches!((&self.reader).read(&mut sink), Ok(n) if n > 0) {}
+        let mut out = Vec::new();
+        for (ticket, done) in self.queue.take() {
+            let (ok, value) = match done {
+                Done::Unit | Done::MaybeMessage(None) => (true, py.None()),
+                Done::Id(id) => (true, id.into_pyobject(py)?.into_any().unbind()),
+                Done::Message(m) | Done::MaybeMessage(Some(m)) => (true, message(py, m)?),
+                Done::Failed(e) => (false, py_err(e).into_value(py).into_any()),
+            };
+            out.push((ticket, ok, value));
+        }
+        Ok(out)
+    }
+
+    /// Stops call `ticket` if it is still running (a cancelled `recv`).
+    fn cancel(&self, ticket: u64) {
+        let task = self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&ticket);
+        if let Some(task) = task {
+            task.abort();
+        }
+    }
+}
+
+fn message(py: Python<'_>, m: agentwire_sdk::Message) -> PyResult<Py<PyAny>> {
+    Ok(Py::new(py, NativeMessage { inner: Arc::new(m) })?.into_any())
+}
 /// A connected agent (use `agentwire.connect`, which wraps it).
 #[pyclass(module = "agentwire._agentwire", frozen)]
 struct NativeAgent {
@@ -155,64 +292,68 @@ impl NativeAgent {
         self.inner.transport()
     }
 
-    #[pyo3(signature = (to, body, kind, priority, headers=None))]
-    fn send<'py>(
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (completions, ticket, to, body, kind, priority, headers=None))]
+    fn send(
         &self,
-        py: Python<'py>,
+        completions: &Completions,
+        ticket: u64,
         to: String,
         body: &[u8],
         kind: String,
         priority: String,
         headers: Option<BTreeMap<String, String>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> PyResult<()> {
         let (agent, body, headers) = (
             self.inner.clone(),
             Bytes::copy_from_slice(body),
             self::headers(headers),
         );
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            agent
-                .send(&to, body, &kind, &priority, headers)
-                .await
-                .map_err(py_err)
+        completions.spawn(ticket, async move {
+            match agent.send(&to, body, &kind, &priority, headers).await {
+                Ok(id) => Done::Id(id),
+                Err(e) => Done::Failed(e),
+            }
         })
     }
 
-    #[pyo3(signature = (to, body, timeout, priority, headers=None))]
-    fn request<'py>(
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (completions, ticket, to, body, timeout, priority, headers=None))]
+    fn request(
         &self,
-        py: Python<'py>,
+        completions: &Completions,
+        ticket: u64,
         to: String,
         body: &[u8],
         timeout: f64,
         priority: String,
         headers: Option<BTreeMap<String, String>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> PyResult<()> {
         let wait = self::timeout(timeout)?;
         let (agent, body, headers) = (
             self.inner.clone(),
             Bytes::copy_from_slice(body),
             self::headers(headers),
         );
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let answer = agent
-                .request(&to, body, wait, &priority, headers)
-                .await
-                .map_err(py_err)?;
-            Ok(NativeMessage {
-                inner: Arc::new(answer),
-            })
+        completions.spawn(ticket, async move {
+            match agent.request(&to, body, wait, &priority, headers).await {
+                Ok(answer) => Done::Message(answer),
+                Err(e) => Done::Failed(e),
+            }
         })
     }
 
-    fn recv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn recv(&self, completions: &Completions, ticket: u64) -> PyResult<()> {
         let agent = self.inner.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            Ok(agent
-                .recv()
-                .await
-                .map(|m| NativeMessage { inner: Arc::new(m) }))
-        })
+        completions.spawn_cancellable(
+            ticket,
+            async move { Done::MaybeMessage(agent.recv().await) },
+        )
+    }
+
+    /// Gives back a message `recv` delivered to a cancelled caller.
+    fn unrecv(&self, message: &NativeMessage) {
+        self.inner.unrecv((*message.inner).clone());
     }
 
     fn subscribe<'py>(&self, py: Python<'py>, topic: String) -> PyResult<Bound<'py, PyAny>> {
@@ -229,15 +370,19 @@ impl NativeAgent {
         })
     }
 
-    fn publish<'py>(
+    fn publish(
         &self,
-        py: Python<'py>,
+        completions: &Completions,
+        ticket: u64,
         topic: String,
         body: &[u8],
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> PyResult<()> {
         let (agent, body) = (self.inner.clone(), Bytes::copy_from_slice(body));
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            agent.publish(&topic, body).await.map_err(py_err)
+        completions.spawn(ticket, async move {
+            match agent.publish(&topic, body).await {
+                Ok(id) => Done::Id(id),
+                Err(e) => Done::Failed(e),
+            }
         })
     }
 
@@ -367,11 +512,9 @@ impl NativeMessage {
         self.inner.attempt
     }
 
-    fn reply<'py>(&self, py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    fn reply(&self, completions: &Completions, ticket: u64, body: &[u8]) -> PyResult<()> {
         let (message, body) = (self.inner.clone(), Bytes::copy_from_slice(body));
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            message.reply(body).await.map_err(py_err)
-        })
+        completions.spawn(ticket, async move { message.reply(body).await.into() })
     }
 }
 
@@ -404,6 +547,7 @@ fn _agentwire(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeAgent>()?;
     m.add_class::<NativeMessage>()?;
     m.add_class::<NativeHub>()?;
+    m.add_class::<Completions>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

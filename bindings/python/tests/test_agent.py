@@ -202,3 +202,30 @@ def test_closed_agent_raises_closed_error_and_iteration_ends():
             assert a.closed_reason is not None
 
     run(main())
+
+
+def test_a_cancelled_recv_loses_no_message():
+    async def main():
+        async with await agentwire.Hub.start() as hub:
+            async with agentwire.connect(hub.url, id="a", pin=hub.pin) as a, \
+                    agentwire.connect(hub.url, id="b", pin=hub.pin) as b:
+                got = []
+                for i in range(20):
+                    # A wait that times out, then one cancelled at once: either may be the
+                    # one a message was on its way to.
+                    try:
+                        got.append((await asyncio.wait_for(a.recv(), timeout=0.01)).text)
+                    except asyncio.TimeoutError:
+                        pass
+                    await b.send("a", f"m{i}")
+                    waiter = asyncio.ensure_future(a.recv())
+                    await asyncio.sleep(0)
+                    waiter.cancel()
+                    await asyncio.sleep(0)
+                    if waiter.done() and not waiter.cancelled():
+                        got.append(waiter.result().text)
+                while len(got) < 20:
+                    got.append((await asyncio.wait_for(a.recv(), timeout=5)).text)
+                assert got == [f"m{i}" for i in range(20)]
+
+    run(main())

@@ -15,6 +15,9 @@ use crate::{ConnectConfig, Message, SdkError};
 pub struct SdkAgent {
     handle: AgentHandle,
     inbox: tokio::sync::Mutex<Inbox>,
+    /// Messages received for a caller that had stopped waiting ([`unrecv`](Self::unrecv)),
+    /// handed out again before the inbox.
+    returned: std::sync::Mutex<std::collections::VecDeque<Message>>,
 }
 
 /// The longest wait a binding may ask for (a year): longer ones are treated as this.
@@ -29,6 +32,7 @@ impl SdkAgent {
         Ok(SdkAgent {
             handle,
             inbox: tokio::sync::Mutex::new(inbox),
+            returned: std::sync::Mutex::new(std::collections::VecDeque::new()),
         })
     }
 
@@ -129,8 +133,27 @@ impl SdkAgent {
     /// The next received message; `None` once the connection has ended and everything
     /// received was taken. Callers waiting at once are served one after another.
     pub async fn recv(&self) -> Option<Message> {
+        if let Some(m) = self.lock_returned().pop_front() {
+            return Some(m);
+        }
         let mut inbox = self.inbox.lock().await;
+        if let Some(m) = self.lock_returned().pop_front() {
+            return Some(m);
+        }
         inbox.recv().await.map(Message::from_incoming)
+    }
+
+    /// Gives back a message [`recv`](Self::recv) returned to a caller that had stopped
+    /// waiting (a cancelled task): `recv` returns it before anything still in the inbox, so
+    /// nothing is lost. Messages given back in the order they were received keep that order.
+    pub fn unrecv(&self, message: Message) {
+        self.lock_returned().push_back(message);
+    }
+
+    fn lock_returned(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Message>> {
+        self.returned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Subscribes to `topic`.

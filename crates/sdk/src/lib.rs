@@ -1,7 +1,8 @@
 //! What agentwire's language bindings share (`bindings/python`, PyO3; `bindings/node`,
 //! napi-rs), so that both expose one behaviour and neither repeats the other.
 //!
-//! It owns: turning a binding's plain options into [`agentwire::AgentOptions`]
+//! It owns: handing results back to the binding's host thread in batches
+//! ([`CompletionQueue`]); turning a binding's plain options into [`agentwire::AgentOptions`]
 //! ([`ConnectConfig`]); the one tokio runtime the bindings' futures run on ([`runtime`]); a
 //! connected agent that many callers can use at once ([`SdkAgent`]), whose received messages
 //! are plain data ([`Message`]); errors as a kind, a protocol code and a sentence
@@ -12,12 +13,14 @@
 //! is owned, `Send` and `'static`, so a binding can move it across its runtime boundary.
 
 mod agent;
+mod completions;
 mod config;
 mod error;
 mod hub;
 mod message;
 
 pub use agent::SdkAgent;
+pub use completions::CompletionQueue;
 pub use config::ConnectConfig;
 pub use error::{ErrorKind, SdkError};
 pub use hub::{EmbeddedHub, HubConfigSpec};

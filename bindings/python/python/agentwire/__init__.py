@@ -19,12 +19,15 @@ Failures raise the classes of :mod:`agentwire.errors`, which carry the protocol'
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import weakref
 from typing import (
     Any,
     AsyncIterator,
     Awaitable,
+    Callable,
     Dict,
     Generator,
     List,
@@ -121,6 +124,67 @@ def _headers(headers: Optional[Dict[str, str]]) -> Optional[Dict[str, str]]:
     return headers
 
 
+class _Dispatcher:
+    """One event loop's calls in flight. The native side appends finished calls to a queue and
+    makes ``fd`` readable when the queue was empty; the loop then settles every finished call
+    in one go. No runtime thread ever takes the interpreter lock for a result."""
+
+    __slots__ = ("_loop", "_native", "_pending", "_next", "__weakref__")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._native = _agentwire.Completions()
+        # ticket -> (future, what to do with a result nobody waits for any more)
+        self._pending: Dict[int, Any] = {}
+        self._next = 0
+        loop.add_reader(self._native.fd, self._settle)
+
+    def call(self, start: Callable[[Any, int], None],
+             orphan: Optional[Callable[[Any], None]] = None) -> "asyncio.Future[Any]":
+        self._next += 1
+        ticket = self._next
+        start(self._native, ticket)
+        future = self._loop.create_future()
+        self._pending[ticket] = (future, orphan)
+        if orphan is not None:
+            native = self._native
+
+            def cancelled(f: "asyncio.Future[Any]", ticket: int = ticket) -> None:
+                if f.cancelled():
+                    native.cancel(ticket)
+
+            future.add_done_callback(cancelled)
+        return future
+
+    def _settle(self) -> None:
+        pending = self._pending
+        for ticket, ok, value in self._native.take():
+            entry = pending.pop(ticket, None)
+            if entry is None:
+                continue
+            future, orphan = entry
+            if future.done():
+                if ok and value is not None and orphan is not None:
+                    orphan(value)
+            elif ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+
+_dispatchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Dispatcher]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _dispatcher() -> _Dispatcher:
+    loop = asyncio.get_running_loop()
+    d = _dispatchers.get(loop)
+    if d is None:
+        d = _dispatchers[loop] = _Dispatcher(loop)
+    return d
+
+
 class Message:
     """A received message: a request to answer, an event, a queue task, or an answer."""
 
@@ -195,7 +259,8 @@ class Message:
 
     async def reply(self, body: Body) -> None:
         """Answers this request with ``body`` (at the request's priority)."""
-        await self._native.reply(_bytes(body))
+        body = _bytes(body)
+        await _dispatcher().call(lambda c, t: self._native.reply(c, t, body))
 
     def __repr__(self) -> str:
         return (
@@ -238,10 +303,9 @@ class Agent:
     ) -> int:
         """Sends ``body`` to ``to`` (an agent id, ``topic:NAME``, ``queue:NAME`` or ``*``) and
         returns its id once it is queued for the network."""
-        return await self._native.send(
-            _text("to", to), _bytes(body), _text("kind", kind), _priority(priority),
-            _headers(headers),
-        )
+        args = (_text("to", to), _bytes(body), _text("kind", kind), _priority(priority),
+                _headers(headers))
+        return await _dispatcher().call(lambda c, t: self._native.send(c, t, *args))
 
     async def request(
         self,
@@ -255,15 +319,15 @@ class Agent:
         """Sends a request to agent ``to`` and returns its answer; raises
         :class:`TimeoutError` after ``timeout`` seconds and :class:`RemoteError` (with the
         code) if the hub or the peer answers with an error."""
-        native = await self._native.request(
-            _text("to", to), _bytes(body), _seconds("timeout", timeout), _priority(priority),
-            _headers(headers),
-        )
+        args = (_text("to", to), _bytes(body), _seconds("timeout", timeout),
+                _priority(priority), _headers(headers))
+        native = await _dispatcher().call(lambda c, t: self._native.request(c, t, *args))
         return Message(native)
 
     async def recv(self) -> Optional[Message]:
         """The next received message, or ``None`` once the connection has ended."""
-        native = await self._native.recv()
+        agent = self._native
+        native = await _dispatcher().call(agent.recv, agent.unrecv)
         return None if native is None else Message(native)
 
     def __aiter__(self) -> AsyncIterator[Message]:
@@ -286,7 +350,8 @@ class Agent:
 
     async def publish(self, topic: str, body: Body) -> int:
         """Sends ``body`` as an event to every subscriber of ``topic``; returns its id."""
-        return await self._native.publish(_text("topic", topic), _bytes(body))
+        args = (_text("topic", topic), _bytes(body))
+        return await _dispatcher().call(lambda c, t: self._native.publish(c, t, *args))
 
     async def enqueue(
         self,

@@ -1,0 +1,46 @@
+//! Echo agents for `scripts/sdk-bench.sh`: N agents in one process (`echo-0` … `echo-{N-1}`)
+//! that answer every request with its body, until SECONDS have passed.
+//!
+//! usage: echo_agents HUB_URL CA_PEM N SECONDS
+//!
+//! Prints `ready` on stdout once every agent is connected.
+
+use std::time::{Duration, Instant};
+
+use agentwire::{Agent, AgentOptions, HubTrust, Kind};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 5 {
+        anyhow::bail!("usage: echo_agents HUB_URL CA_PEM N SECONDS");
+    }
+    let trust = HubTrust::ca_file(std::path::Path::new(&args[2]))?;
+    let n: usize = args[3].parse()?;
+    let stop = Instant::now() + Duration::from_secs(args[4].parse()?);
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let mut opts = AgentOptions::new(format!("echo-{i}"), args[1].clone(), trust.clone());
+        opts.connect_timeout = Duration::from_secs(30);
+        let mut agent = Agent::connect(opts).await?;
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let left = stop.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(left, agent.recv()).await {
+                    Ok(Some(msg)) if msg.envelope.kind == Kind::Request => {
+                        let body = msg.envelope.body.clone();
+                        let _ = msg.reply(body).await;
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            agent.close().await;
+        }));
+    }
+    println!("ready");
+    for t in tasks {
+        let _ = t.await;
+    }
+    Ok(())
+}
