@@ -1,13 +1,21 @@
 //! The native half of the `agentwire` Python package (`agentwire._agentwire`): thin PyO3
-//! wrappers over `agentwire-sdk`, each call returning an asyncio awaitable that runs on the
-//! SDK's tokio runtime.
+//! wrappers over `agentwire-sdk`.
 //!
-//! It owns only the crossing between Python and Rust: argument conversion, awaitables, and
-//! turning [`SdkError`]s into the exception classes of `agentwire/errors.py`. The idiomatic
-//! API (keyword arguments, `async for`, `async with`, type hints) is the pure-Python layer in
-//! `python/agentwire/__init__.py`. Nothing here may panic on a caller's input.
+//! Every call that waits takes a [`Completions`] (one per asyncio event loop) and a ticket,
+//! starts its work on the SDK's tokio runtime and returns at once; the result lands in the
+//! completion queue, and the Python side (`agentwire._Dispatcher`), woken through a socket
+//! the loop watches, settles its futures with everything that finished. So no runtime thread
+//! ever takes the interpreter lock, and a call still running when the interpreter exits
+//! touches nothing of Python's.
+//!
+//! This module owns only the crossing between Python and Rust: argument conversion, the
+//! completion queue, and turning [`SdkError`]s into the exception classes of
+//! `agentwire/errors.py`. The idiomatic API (keyword arguments, `async for`, `async with`,
+//! type hints) is the pure-Python layer in `python/agentwire/__init__.py`. Nothing here may
+//! panic on a caller's input.
 
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::io::{Read, Write};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -22,7 +30,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-/// Raises `err` as the exception class its kind names in `agentwire.errors`.
+/// `err` as an instance of the exception class its kind names in `agentwire.errors`.
 fn py_err(err: SdkError) -> PyErr {
     Python::attach(|py| {
         let class = py
@@ -36,47 +44,52 @@ fn py_err(err: SdkError) -> PyErr {
     })
 }
 
-fn runtime_ready() -> PyResult<()> {
-    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    READY
-        .get_or_init(|| match agentwire_sdk::runtime() {
-            Ok(rt) => {
-                // Already set (a second import of the module): the same runtime is in place.
-                let _ = pyo3_async_runtimes::tokio::init_with_runtime(rt);
-                Ok(())
-            }
-            Err(e) => Err(e.message),
-        })
-        .clone()
-        .map_err(PyRuntimeError::new_err)
-}
-
 fn timeout(seconds: f64) -> PyResult<std::time::Duration> {
     SdkAgent::timeout(seconds).map_err(py_err)
 }
 
-/// What a finished hot-path call hands back.
+/// What a finished call hands back.
 enum Done {
     Unit,
     Id(u64),
+    Text(String),
+    Receipt(u64, bool),
     Message(agentwire_sdk::Message),
     MaybeMessage(Option<agentwire_sdk::Message>),
+    Agent(SdkAgent),
+    Hub(EmbeddedHub),
     Failed(SdkError),
 }
 
-impl<E: Into<SdkError>> From<Result<(), E>> for Done {
-    fn from(r: Result<(), E>) -> Done {
+impl<T: Into<Done>> From<Result<T, SdkError>> for Done {
+    fn from(r: Result<T, SdkError>) -> Done {
         match r {
-            Ok(()) => Done::Unit,
-            Err(e) => Done::Failed(e.into()),
+            Ok(v) => v.into(),
+            Err(e) => Done::Failed(e),
         }
     }
 }
 
-/// One event loop's results in waiting (see `agentwire_sdk::CompletionQueue`): the Python
-/// side watches `fd` with `loop.add_reader` and calls `take` when it is readable. Calls on the
-/// hot path (request, send, publish, recv, reply) finish here instead of each taking the
-/// interpreter lock from a runtime thread.
+impl From<()> for Done {
+    fn from(_: ()) -> Done {
+        Done::Unit
+    }
+}
+
+impl From<u64> for Done {
+    fn from(id: u64) -> Done {
+        Done::Id(id)
+    }
+}
+
+impl From<String> for Done {
+    fn from(text: String) -> Done {
+        Done::Text(text)
+    }
+}
+
+/// One event loop's calls in flight (see `agentwire_sdk::CompletionQueue`): the Python side
+/// watches `fd` with `loop.add_reader` and calls `take` when it is readable.
 #[pyclass(module = "agentwire._agentwire", frozen)]
 struct Completions {
     queue: Arc<CompletionQueue<Done>>,
@@ -86,22 +99,26 @@ struct Completions {
 }
 
 impl Completions {
-    fn spawn<F>(&self, ticket: u64, work: F) -> PyResult<()>
+    /// Runs `work` on the runtime; its result is handed back under `ticket`.
+    fn spawn<F, T>(&self, ticket: u64, work: F) -> PyResult<()>
     where
-        F: std::future::Future<Output = Done> + Send + 'static,
+        F: Future<Output = T> + Send + 'static,
+        T: Into<Done>,
     {
         let rt = agentwire_sdk::runtime().map_err(py_err)?;
         let queue = self.queue.clone();
         rt.spawn(async move {
-            let done = work.await;
+            let done = work.await.into();
             queue.complete(ticket, done);
         });
         Ok(())
     }
 
-    fn spawn_cancellable<F>(&self, ticket: u64, work: F) -> PyResult<()>
+    /// [`spawn`](Self::spawn) for work that [`cancel`](Completions::cancel) may stop.
+    fn spawn_cancellable<F, T>(&self, ticket: u64, work: F) -> PyResult<()>
     where
-        F: std::future::Future<Output = Done> + Send + 'static,
+        F: Future<Output = T> + Send + 'static,
+        T: Into<Done>,
     {
         let rt = agentwire_sdk::runtime().map_err(py_err)?;
         let (queue, running) = (self.queue.clone(), self.running.clone());
@@ -111,7 +128,7 @@ impl Completions {
         let task = rt.spawn({
             let running = running.clone();
             async move {
-                let done = work.await;
+                let done = work.await.into();
                 running
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -128,7 +145,7 @@ impl Completions {
 impl Completions {
     #[new]
     fn new() -> PyResult<Self> {
-        runtime_ready()?;
+        agentwire_sdk::runtime().map_err(py_err)?;
         let (reader, writer) = UnixStream::pair()
             .and_then(|(r, w)| {
                 r.set_nonblocking(true)?;
@@ -163,7 +180,20 @@ impl Completions {
             let (ok, value) = match done {
                 Done::Unit | Done::MaybeMessage(None) => (true, py.None()),
                 Done::Id(id) => (true, id.into_pyobject(py)?.into_any().unbind()),
+                Done::Text(text) => (true, text.into_pyobject(py)?.into_any().unbind()),
+                Done::Receipt(task, duplicate) => (
+                    true,
+                    (task, duplicate).into_pyobject(py)?.into_any().unbind(),
+                ),
                 Done::Message(m) | Done::MaybeMessage(Some(m)) => (true, message(py, m)?),
+                Done::Agent(a) => {
+                    let agent = NativeAgent { inner: Arc::new(a) };
+                    (true, Py::new(py, agent)?.into_any())
+                }
+                Done::Hub(h) => {
+                    let hub = NativeHub { inner: Arc::new(h) };
+                    (true, Py::new(py, hub)?.into_any())
+                }
                 Done::Failed(e) => (false, py_err(e).into_value(py).into_any()),
             };
             out.push((ticket, ok, value));
@@ -182,11 +212,87 @@ impl Completions {
             task.abort();
         }
     }
+
+    /// Connects an agent; the result is a `NativeAgent`.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (ticket, hubs, id, ca=None, ca_pem=None, pin=None, insecure=false,
+        token=None, cert=None, key=None, role=None, server_name=None, connect_timeout=None,
+        fallback_timeout=None, codecs=Vec::new()))]
+    fn connect(
+        &self,
+        ticket: u64,
+        hubs: Vec<String>,
+        id: String,
+        ca: Option<PathBuf>,
+        ca_pem: Option<String>,
+        pin: Option<String>,
+        insecure: bool,
+        token: Option<String>,
+        cert: Option<PathBuf>,
+        key: Option<PathBuf>,
+        role: Option<String>,
+        server_name: Option<String>,
+        connect_timeout: Option<f64>,
+        fallback_timeout: Option<f64>,
+        codecs: Vec<String>,
+    ) -> PyResult<()> {
+        let config = ConnectConfig {
+            hubs,
+            id,
+            ca,
+            ca_pem,
+            pin,
+            insecure,
+            token,
+            cert,
+            key,
+            role,
+            server_name,
+            connect_timeout: connect_timeout.map(timeout).transpose()?,
+            fallback_timeout: fallback_timeout.map(timeout).transpose()?,
+            codecs,
+        };
+        self.spawn(ticket, async move {
+            match SdkAgent::connect(config).await {
+                Ok(agent) => Done::Agent(agent),
+                Err(e) => Done::Failed(e),
+            }
+        })
+    }
+
+    /// Starts a hub in this process; the result is a `NativeHub`.
+    #[pyo3(signature = (ticket, listen, cert_dir=None, token=None, store=None))]
+    fn start_hub(
+        &self,
+        ticket: u64,
+        listen: Vec<String>,
+        cert_dir: Option<PathBuf>,
+        token: Option<String>,
+        store: Option<PathBuf>,
+    ) -> PyResult<()> {
+        let spec = HubConfigSpec {
+            listen,
+            cert_dir,
+            token,
+            store,
+        };
+        self.spawn(ticket, async move {
+            match EmbeddedHub::start(spec).await {
+                Ok(hub) => Done::Hub(hub),
+                Err(e) => Done::Failed(e),
+            }
+        })
+    }
 }
 
 fn message(py: Python<'_>, m: agentwire_sdk::Message) -> PyResult<Py<PyAny>> {
     Ok(Py::new(py, NativeMessage { inner: Arc::new(m) })?.into_any())
 }
+
+fn headers(pairs: Option<BTreeMap<String, String>>) -> Vec<(String, String)> {
+    pairs.map(|h| h.into_iter().collect()).unwrap_or_default()
+}
+
 /// A connected agent (use `agentwire.connect`, which wraps it).
 #[pyclass(module = "agentwire._agentwire", frozen)]
 struct NativeAgent {
@@ -203,81 +309,6 @@ struct NativeMessage {
 #[pyclass(module = "agentwire._agentwire", frozen)]
 struct NativeHub {
     inner: Arc<EmbeddedHub>,
-}
-
-#[allow(clippy::too_many_arguments)]
-#[pyfunction]
-#[pyo3(signature = (hubs, id, ca=None, ca_pem=None, pin=None, insecure=false, token=None,
-    cert=None, key=None, role=None, server_name=None, connect_timeout=None,
-    fallback_timeout=None, codecs=Vec::new()))]
-fn connect<'py>(
-    py: Python<'py>,
-    hubs: Vec<String>,
-    id: String,
-    ca: Option<PathBuf>,
-    ca_pem: Option<String>,
-    pin: Option<String>,
-    insecure: bool,
-    token: Option<String>,
-    cert: Option<PathBuf>,
-    key: Option<PathBuf>,
-    role: Option<String>,
-    server_name: Option<String>,
-    connect_timeout: Option<f64>,
-    fallback_timeout: Option<f64>,
-    codecs: Vec<String>,
-) -> PyResult<Bound<'py, PyAny>> {
-    runtime_ready()?;
-    let config = ConnectConfig {
-        hubs,
-        id,
-        ca,
-        ca_pem,
-        pin,
-        insecure,
-        token,
-        cert,
-        key,
-        role,
-        server_name,
-        connect_timeout: connect_timeout.map(timeout).transpose()?,
-        fallback_timeout: fallback_timeout.map(timeout).transpose()?,
-        codecs,
-    };
-    pyo3_async_runtimes::tokio::future_into_py(py, async move {
-        let agent = SdkAgent::connect(config).await.map_err(py_err)?;
-        Ok(NativeAgent {
-            inner: Arc::new(agent),
-        })
-    })
-}
-
-#[pyfunction]
-#[pyo3(signature = (listen, cert_dir=None, token=None, store=None))]
-fn start_hub<'py>(
-    py: Python<'py>,
-    listen: Vec<String>,
-    cert_dir: Option<PathBuf>,
-    token: Option<String>,
-    store: Option<PathBuf>,
-) -> PyResult<Bound<'py, PyAny>> {
-    runtime_ready()?;
-    let spec = HubConfigSpec {
-        listen,
-        cert_dir,
-        token,
-        store,
-    };
-    pyo3_async_runtimes::tokio::future_into_py(py, async move {
-        let hub = EmbeddedHub::start(spec).await.map_err(py_err)?;
-        Ok(NativeHub {
-            inner: Arc::new(hub),
-        })
-    })
-}
-
-fn headers(pairs: Option<BTreeMap<String, String>>) -> Vec<(String, String)> {
-    pairs.map(|h| h.into_iter().collect()).unwrap_or_default()
 }
 
 #[pymethods]
@@ -310,10 +341,7 @@ impl NativeAgent {
             self::headers(headers),
         );
         completions.spawn(ticket, async move {
-            match agent.send(&to, body, &kind, &priority, headers).await {
-                Ok(id) => Done::Id(id),
-                Err(e) => Done::Failed(e),
-            }
+            agent.send(&to, body, &kind, &priority, headers).await
         })
     }
 
@@ -356,18 +384,14 @@ impl NativeAgent {
         self.inner.unrecv((*message.inner).clone());
     }
 
-    fn subscribe<'py>(&self, py: Python<'py>, topic: String) -> PyResult<Bound<'py, PyAny>> {
+    fn subscribe(&self, completions: &Completions, ticket: u64, topic: String) -> PyResult<()> {
         let agent = self.inner.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            agent.subscribe(&topic).await.map_err(py_err)
-        })
+        completions.spawn(ticket, async move { agent.subscribe(&topic).await })
     }
 
-    fn unsubscribe<'py>(&self, py: Python<'py>, topic: String) -> PyResult<Bound<'py, PyAny>> {
+    fn unsubscribe(&self, completions: &Completions, ticket: u64, topic: String) -> PyResult<()> {
         let agent = self.inner.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            agent.unsubscribe(&topic).await.map_err(py_err)
-        })
+        completions.spawn(ticket, async move { agent.unsubscribe(&topic).await })
     }
 
     fn publish(
@@ -378,78 +402,71 @@ impl NativeAgent {
         body: &[u8],
     ) -> PyResult<()> {
         let (agent, body) = (self.inner.clone(), Bytes::copy_from_slice(body));
+        completions.spawn(ticket, async move { agent.publish(&topic, body).await })
+    }
+
+    #[pyo3(signature = (completions, ticket, queue, body, timeout, producer_id=None))]
+    fn enqueue(
+        &self,
+        completions: &Completions,
+        ticket: u64,
+        queue: String,
+        body: &[u8],
+        timeout: f64,
+        producer_id: Option<String>,
+    ) -> PyResult<()> {
+        let wait = self::timeout(timeout)?;
+        let (agent, body) = (self.inner.clone(), Bytes::copy_from_slice(body));
         completions.spawn(ticket, async move {
-            match agent.publish(&topic, body).await {
-                Ok(id) => Done::Id(id),
+            match agent
+                .enqueue(&queue, body, producer_id.as_deref(), wait)
+                .await
+            {
+                Ok(receipt) => Done::Receipt(receipt.task, receipt.duplicate),
                 Err(e) => Done::Failed(e),
             }
         })
     }
 
-    #[pyo3(signature = (queue, body, timeout, producer_id=None))]
-    fn enqueue<'py>(
+    fn consume(
         &self,
-        py: Python<'py>,
-        queue: String,
-        body: &[u8],
-        timeout: f64,
-        producer_id: Option<String>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let wait = self::timeout(timeout)?;
-        let (agent, body) = (self.inner.clone(), Bytes::copy_from_slice(body));
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let receipt = agent
-                .enqueue(&queue, body, producer_id.as_deref(), wait)
-                .await
-                .map_err(py_err)?;
-            Ok((receipt.task, receipt.duplicate))
-        })
-    }
-
-    fn consume<'py>(
-        &self,
-        py: Python<'py>,
+        completions: &Completions,
+        ticket: u64,
         queue: String,
         credit: u32,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> PyResult<()> {
         let agent = self.inner.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            agent.consume(&queue, credit).await.map_err(py_err)
-        })
+        completions.spawn(ticket, async move { agent.consume(&queue, credit).await })
     }
 
-    fn ack<'py>(&self, py: Python<'py>, task: u64) -> PyResult<Bound<'py, PyAny>> {
+    fn ack(&self, completions: &Completions, ticket: u64, task: u64) -> PyResult<()> {
         let agent = self.inner.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            agent.ack(task).await.map_err(py_err)
-        })
+        completions.spawn(ticket, async move { agent.ack(task).await })
     }
 
-    #[pyo3(signature = (task, delay=None))]
-    fn nack<'py>(
+    #[pyo3(signature = (completions, ticket, task, delay=None))]
+    fn nack(
         &self,
-        py: Python<'py>,
+        completions: &Completions,
+        ticket: u64,
         task: u64,
         delay: Option<f64>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> PyResult<()> {
         let delay = delay.map(SdkAgent::delay).transpose().map_err(py_err)?;
         let agent = self.inner.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            agent.nack(task, delay).await.map_err(py_err)
-        })
+        completions.spawn(ticket, async move { agent.nack(task, delay).await })
     }
 
-    fn queue_stats<'py>(
+    fn queue_stats(
         &self,
-        py: Python<'py>,
+        completions: &Completions,
+        ticket: u64,
         queue: String,
         timeout: f64,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> PyResult<()> {
         let wait = self::timeout(timeout)?;
         let agent = self.inner.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            agent.queue_stats(&queue, wait).await.map_err(py_err)
-        })
+        completions.spawn(ticket, async move { agent.queue_stats(&queue, wait).await })
     }
 
     fn stats_json(&self) -> String {
@@ -460,12 +477,9 @@ impl NativeAgent {
         self.inner.closed_reason()
     }
 
-    fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn close(&self, completions: &Completions, ticket: u64) -> PyResult<()> {
         let agent = self.inner.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            agent.close().await;
-            Ok(())
-        })
+        completions.spawn(ticket, async move { agent.close().await })
     }
 }
 
@@ -514,7 +528,7 @@ impl NativeMessage {
 
     fn reply(&self, completions: &Completions, ticket: u64, body: &[u8]) -> PyResult<()> {
         let (message, body) = (self.inner.clone(), Bytes::copy_from_slice(body));
-        completions.spawn(ticket, async move { message.reply(body).await.into() })
+        completions.spawn(ticket, async move { message.reply(body).await })
     }
 }
 
@@ -542,12 +556,10 @@ impl NativeHub {
 
 #[pymodule]
 fn _agentwire(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(connect, m)?)?;
-    m.add_function(wrap_pyfunction!(start_hub, m)?)?;
+    m.add_class::<Completions>()?;
     m.add_class::<NativeAgent>()?;
     m.add_class::<NativeMessage>()?;
     m.add_class::<NativeHub>()?;
-    m.add_class::<Completions>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

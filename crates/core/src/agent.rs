@@ -484,6 +484,9 @@ struct Outgoing {
     class: SendClass,
     /// For an answer: the stream its request arrived on.
     reply: Option<ReplySlot>,
+    /// Written only once the peer has everything written before it (the goodbye: on QUIC it
+    /// travels on the control stream and could otherwise overtake messages on their own).
+    after_delivery: bool,
 }
 
 /// A connected agent: a sending handle plus the inbox of received messages.
@@ -723,6 +726,7 @@ impl AgentHandle {
                     frame,
                     class,
                     reply,
+                    after_delivery: false,
                 },
                 priority,
             )
@@ -822,6 +826,15 @@ impl AgentHandle {
         frame: Frame,
         priority: Priority,
     ) -> Result<(), AgentError> {
+        self.control_with(frame, priority, false).await
+    }
+
+    async fn control_with(
+        &self,
+        frame: Frame,
+        priority: Priority,
+        after_delivery: bool,
+    ) -> Result<(), AgentError> {
         let frame = frame
             .encode(self.inner.session.codec)
             .map_err(AgentError::Encode)?;
@@ -832,6 +845,7 @@ impl AgentHandle {
                     frame,
                     class: SendClass::Control,
                     reply: None,
+                    after_delivery,
                 },
                 priority,
             )
@@ -881,14 +895,16 @@ impl AgentHandle {
         }
     }
 
-    /// Sends what is queued (waiting at most 5 s), says goodbye and closes the connection.
+    /// Sends what is queued and waits until the hub has it (at most 5 s), says goodbye and
+    /// closes the connection: a message sent before `close` is not lost to it.
     pub async fn close(&self) {
-        // Low priority: the goodbye goes out after everything already queued.
+        // Low priority: the goodbye goes out after everything already queued, and only once
+        // the transport has delivered all of it.
         let goodbye = Frame::Goodbye(Goodbye {
             code: ErrorCode::Normal,
             reason: "agent closing".into(),
         });
-        let _ = self.control_at(goodbye, Priority::Low).await;
+        let _ = self.control_with(goodbye, Priority::Low, true).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while !self.inner.queue.is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -940,6 +956,11 @@ fn remote_error(env: &Envelope) -> AgentError {
 
 async fn agent_writer<S: FrameSender>(queue: Arc<PriorityQueue<Outgoing>>, sender: S) {
     while let Some(out) = queue.pop().await {
+        if out.after_delivery {
+            // Everything popped before was written (this loop waits for each write); wait,
+            // within the close's own bound, until the peer has acknowledged it.
+            let _ = tokio::time::timeout(Duration::from_secs(5), sender.delivered()).await;
+        }
         let result = match out.reply {
             Some(slot) => {
                 sender

@@ -267,6 +267,38 @@ async fn ordering(f: Flavor) {
     }
 }
 
+/// What an agent sent just before `close` still arrives: on QUIC the goodbye travels on the
+/// control stream and must not overtake messages on streams of their own.
+async fn messages_sent_before_close_arrive(f: Flavor) {
+    let kind = f.kind;
+    let r = rig(f, HubConfig::default()).await;
+    let mut rx = r.agent(kind, "rx").await;
+    for round in 0..5 {
+        let tx = r.agent(kind, "tx").await;
+        const N: usize = 50;
+        for i in 0..N {
+            tx.send(
+                Destination::agent("rx"),
+                Kind::Event,
+                format!("{round}-{i}"),
+            )
+            .await
+            .unwrap();
+        }
+        tx.close().await;
+        let mut seen = HashSet::new();
+        while seen.len() < N {
+            let env = next(&mut rx).await.envelope;
+            seen.insert(String::from_utf8(env.body.to_vec()).unwrap());
+        }
+        assert!(
+            (0..N).all(|i| seen.contains(&format!("{round}-{i}"))),
+            "{kind} round {round}"
+        );
+        r.wait_agents(1).await;
+    }
+}
+
 async fn timeout_and_cancellation(f: Flavor) {
     let kind = f.kind;
     let r = rig(f, HubConfig::default()).await;
@@ -477,6 +509,8 @@ macro_rules! conformance {
             async fn ordering() { super::ordering($kind).await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn timeout_and_cancellation() { super::timeout_and_cancellation($kind).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn messages_sent_before_close_arrive() { super::messages_sent_before_close_arrive($kind).await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn bad_input_is_isolated() { super::bad_input_is_isolated($kind).await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -342,11 +342,13 @@ class Agent:
     async def subscribe(self, topic: str) -> None:
         """Receives what is published to ``topic`` from now on (``$presence``: joins and
         leaves)."""
-        await self._native.subscribe(_text("topic", topic))
+        topic = _text("topic", topic)
+        await _dispatcher().call(lambda c, t: self._native.subscribe(c, t, topic))
 
     async def unsubscribe(self, topic: str) -> None:
         """Stops receiving ``topic``."""
-        await self._native.unsubscribe(_text("topic", topic))
+        topic = _text("topic", topic)
+        await _dispatcher().call(lambda c, t: self._native.unsubscribe(c, t, topic))
 
     async def publish(self, topic: str, body: Body) -> int:
         """Sends ``body`` as an event to every subscriber of ``topic``; returns its id."""
@@ -363,10 +365,10 @@ class Agent:
     ) -> Receipt:
         """Stores a task in the work queue ``queue`` and returns once the hub has stored it.
         A ``producer_id`` seen before (within the queue's duplicate window) is stored once."""
-        task, duplicate = await self._native.enqueue(
-            _text("queue", queue), _bytes(body), _seconds("timeout", timeout),
-            None if producer_id is None else _text("producer_id", producer_id),
-        )
+        args = (_text("queue", queue), _bytes(body), _seconds("timeout", timeout),
+                None if producer_id is None else _text("producer_id", producer_id))
+        task, duplicate = await _dispatcher().call(
+            lambda c, t: self._native.enqueue(c, t, *args))
         return Receipt(task, duplicate)
 
     async def consume(self, queue: str, *, credit: int = 1) -> None:
@@ -374,26 +376,32 @@ class Agent:
         ``task`` (``message.queue`` set). Ack each with :meth:`ack`."""
         if isinstance(credit, bool) or not isinstance(credit, int) or not 0 < credit < 2**32:
             raise ConfigError(f"credit must be a positive int, not {credit!r}")
-        await self._native.consume(_text("queue", queue), credit)
+        await self._consume(queue, credit)
+
+    async def _consume(self, queue: str, credit: int) -> None:
+        queue = _text("queue", queue)
+        await _dispatcher().call(lambda c, t: self._native.consume(c, t, queue, credit))
 
     async def stop_consuming(self, queue: str) -> None:
         """Takes no more tasks from ``queue`` (those held stay held until acked)."""
-        await self._native.consume(_text("queue", queue), 0)
+        await self._consume(queue, 0)
 
     async def ack(self, task: Union[int, Message]) -> None:
         """Marks a task done: it is never delivered again."""
-        await self._native.ack(task.id if isinstance(task, Message) else task)
+        task_id = task.id if isinstance(task, Message) else task
+        await _dispatcher().call(lambda c, t: self._native.ack(c, t, task_id))
 
     async def nack(self, task: Union[int, Message], *, delay: Optional[float] = None) -> None:
         """Gives a task back, to be delivered again after ``delay`` seconds (the queue's
         backoff when ``None``)."""
-        await self._native.nack(
-            task.id if isinstance(task, Message) else task, _seconds("delay", delay)
-        )
+        task_id = task.id if isinstance(task, Message) else task
+        seconds = _seconds("delay", delay)
+        await _dispatcher().call(lambda c, t: self._native.nack(c, t, task_id, seconds))
 
     async def queue_stats(self, queue: str, *, timeout: float = 5.0) -> Dict[str, Any]:
         """A queue's counts: ``ready``, ``in_flight``, ``dead``, ``consumers``..."""
-        text = await self._native.queue_stats(_text("queue", queue), _seconds("timeout", timeout))
+        args = (_text("queue", queue), _seconds("timeout", timeout))
+        text = await _dispatcher().call(lambda c, t: self._native.queue_stats(c, t, *args))
         return json.loads(text)
 
     def stats(self) -> Dict[str, Any]:
@@ -408,7 +416,7 @@ class Agent:
 
     async def close(self) -> None:
         """Says goodbye to the hub and closes the connection."""
-        await self._native.close()
+        await _dispatcher().call(self._native.close)
 
     async def __aenter__(self) -> "Agent":
         return self
@@ -424,12 +432,16 @@ class _Connecting(Awaitable[Agent]):
     """What :func:`connect` returns: await it for an :class:`Agent`, or use it in
     ``async with`` to close the agent at the end."""
 
-    def __init__(self, native: Awaitable["_agentwire.NativeAgent"]) -> None:
-        self._native = native
+    def __init__(self, hubs: List[str], id: str, options: Dict[str, Any]) -> None:
+        self._args = (hubs, id)
+        self._options = options
         self._agent: Optional[Agent] = None
 
     async def _connect(self) -> Agent:
-        self._agent = Agent(await self._native)
+        hubs, id = self._args
+        options = self._options
+        native = await _dispatcher().call(lambda c, t: c.connect(t, hubs, id, **options))
+        self._agent = Agent(native)
         return self._agent
 
     def __await__(self) -> Generator[Any, None, Agent]:
@@ -473,9 +485,9 @@ def connect(
     for h in hubs:
         _text("hub", h)
     return _Connecting(
-        _agentwire.connect(
-            hubs,
-            _text("id", id),
+        hubs,
+        _text("id", id),
+        dict(
             ca=_path("ca", ca),
             ca_pem=ca_pem,
             pin=pin,
@@ -488,7 +500,7 @@ def connect(
             connect_timeout=_seconds("connect_timeout", connect_timeout),
             fallback_timeout=_seconds("fallback_timeout", fallback_timeout),
             codecs=list(codecs or []),
-        )
+        ),
     )
 
 
@@ -518,12 +530,9 @@ class Hub:
         with ``pin=hub.pin`` or ``ca_pem=hub.ca_pem``. ``store``: keep work queues in that
         directory."""
         addresses = [listen] if isinstance(listen, str) else list(listen)
-        native = await _agentwire.start_hub(
-            [_text("listen", a) for a in addresses],
-            _path("cert_dir", cert_dir),
-            token,
-            _path("store", store),
-        )
+        args = ([_text("listen", a) for a in addresses], _path("cert_dir", cert_dir), token,
+                _path("store", store))
+        native = await _dispatcher().call(lambda c, t: c.start_hub(t, *args))
         return cls(native)
 
     @property

@@ -79,6 +79,9 @@ impl FrameSender for AnySender {
     async fn flush(&self) -> Result<(), TransportError> {
         each_sender!(self, s => FrameSender::flush(s).await)
     }
+    async fn delivered(&self) {
+        each_sender!(self, s => s.delivered().await)
+    }
     fn set_peer_max_frame_size(&self, max: u32) {
         each_sender!(self, s => s.set_peer_max_frame_size(max))
     }

@@ -106,6 +106,9 @@ struct Core {
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
     streams_opened: AtomicU64,
+    /// Agent side: message streams the hub has not answered yet (it answers once it has read
+    /// the frame), and the signal that the count reached zero.
+    unanswered: watch::Sender<usize>,
 }
 
 impl Core {
@@ -133,6 +136,7 @@ impl Core {
             bytes_sent: AtomicU64::new(0),
             bytes_received: AtomicU64::new(0),
             streams_opened: AtomicU64::new(0),
+            unanswered: watch::channel(0).0,
         });
         (core, tx, rx)
     }
@@ -907,8 +911,11 @@ impl H2Sender {
             .map_err(|e| self.core.write_error(&e))?;
         drop(requests);
         self.core.streams_opened.fetch_add(1, Ordering::Relaxed);
+        self.core.unanswered.send_modify(|n| *n += 1);
+        let core = self.core.clone();
         // Let the stream complete: read (and discard) the hub's answer.
         tokio::spawn(async move {
+            let _answered = Answered(core);
             match response.await {
                 Ok(response) => {
                     if !response.status().is_success() {
@@ -925,6 +932,15 @@ impl H2Sender {
         write_body(&mut stream, frame, true)
             .await
             .map_err(|e| self.core.write_error(&e))
+    }
+}
+
+/// Counts a message stream as answered when its answer task ends, however it ends.
+struct Answered(Arc<Core>);
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.0.unanswered.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -1022,6 +1038,13 @@ impl FrameSender for H2Sender {
             streams_opened: self.core.streams_opened.load(Ordering::Relaxed),
             ..ConnectionStats::default()
         }
+    }
+
+    /// Waits until the hub has answered every message stream (it answers once it has read
+    /// the frame), so that a goodbye on the session stream cannot be read before them.
+    async fn delivered(&self) {
+        let mut unanswered = self.core.unanswered.subscribe();
+        let _ = unanswered.wait_for(|n| *n == 0).await;
     }
 
     fn kind(&self) -> TransportKind {

@@ -206,6 +206,14 @@ pub trait FrameSender: Clone + Send + Sync + 'static {
         self.send_frame(frame, class)
     }
 
+    /// Resolves once the peer has acknowledged everything sent so far, so that a frame sent
+    /// next (a goodbye) cannot overtake it. Byte-stream transports deliver in order and
+    /// resolve at once; QUIC, whose messages travel on streams of their own, waits for their
+    /// acknowledgements where the connection keeps track of them (agents' connections do).
+    fn delivered(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
     /// Writes out what [`feed_frame`](FrameSender::feed_frame) held back.
     fn flush(&self) -> impl Future<Output = Result<(), TransportError>> + Send {
         async { Ok(()) }

@@ -403,6 +403,7 @@ pub fn split_connection(
             replies_on_request_streams: AtomicU64::new(0),
             reader,
             admission: std::sync::Mutex::new(None),
+            sent: std::sync::OnceLock::new(),
         }),
     };
     let receiver = QuicReceiver {
@@ -435,9 +436,47 @@ struct SenderInner {
     reader: StreamReader,
     /// The connection's share of the hub's receive budget, held as long as the connection.
     admission: std::sync::Mutex<Option<Admission>>,
+    /// Message streams finished but perhaps not yet acknowledged, kept (by agents'
+    /// connections: [`QuicSender::keep_sent_streams`]) so that `delivered` can wait for them.
+    sent: std::sync::OnceLock<std::sync::Mutex<SentStreams>>,
+}
+
+/// Finished message streams whose acknowledgement may still be outstanding. Those already
+/// acknowledged are dropped whenever the list has doubled since the last look, so it stays
+/// about as long as the data in flight, at a cost per message that does not grow with it.
+#[derive(Default)]
+struct SentStreams {
+    streams: Vec<SendStream>,
+    look_at: usize,
+}
+
+impl SentStreams {
+    fn keep(&mut self, stream: SendStream) {
+        if self.streams.len() >= self.look_at {
+            self.streams
+                .retain(|s| futures_util::FutureExt::now_or_never(s.stopped()).is_none());
+            self.look_at = (self.streams.len() * 2).max(64);
+        }
+        self.streams.push(stream);
+    }
 }
 
 impl QuicSender {
+    /// Keeps every finished message stream until the peer acknowledges it, so that
+    /// [`FrameSender::delivered`] can wait for all of them (agents do, before their goodbye).
+    pub fn keep_sent_streams(&self) {
+        let _ = self
+            .inner
+            .sent
+            .set(std::sync::Mutex::new(SentStreams::default()));
+    }
+
+    fn finished(&self, stream: SendStream) {
+        if let Some(sent) = self.inner.sent.get() {
+            sent.lock().unwrap_or_else(|p| p.into_inner()).keep(stream);
+        }
+    }
+
     /// Keeps the connection's place in a receive budget until the last sender is dropped.
     fn hold_admission(&self, admission: Admission) {
         *self
@@ -483,6 +522,7 @@ impl QuicSender {
                 tokio::spawn(inner.reader.clone().pump(answers, None, None, Vec::new()));
                 stream.write_chunk(frame).await.map_err(map_write_error)?;
                 let _ = stream.finish();
+                self.finished(stream);
                 Ok(())
             }
             (StreamMapping::Lanes, SendClass::Message(p) | SendClass::Request(p)) => {
@@ -498,6 +538,7 @@ impl QuicSender {
                 stream.write_chunk(frame).await.map_err(map_write_error)?;
                 // Ends the stream; the bytes still go out (and are retransmitted) after this.
                 let _ = stream.finish();
+                self.finished(stream);
                 Ok(())
             }
         }
@@ -554,6 +595,7 @@ impl FrameSender for QuicSender {
         match stream.write_chunk(frame.clone()).await {
             Ok(()) => {
                 let _ = stream.finish();
+                self.finished(stream);
                 self.inner
                     .replies_on_request_streams
                     .fetch_add(1, Ordering::Relaxed);
@@ -603,6 +645,24 @@ impl FrameSender for QuicSender {
                 .load(Ordering::Relaxed),
             mtu: s.path.current_mtu,
             congestion_events: s.path.congestion_events,
+        }
+    }
+
+    async fn delivered(&self) {
+        let Some(sent) = self.inner.sent.get() else {
+            return;
+        };
+        // A lane stays open for the next message: end it, so that its data can be awaited
+        // like a finished stream's (the next message on that lane opens a new one).
+        for lane in &self.inner.lanes {
+            if let Some(mut stream) = lane.lock().await.take() {
+                let _ = stream.finish();
+                self.finished(stream);
+            }
+        }
+        let streams = std::mem::take(&mut sent.lock().unwrap_or_else(|p| p.into_inner()).streams);
+        for stream in &streams {
+            let _ = stream.stopped().await;
         }
     }
 
@@ -1279,6 +1339,7 @@ impl super::dial::Dial for QuicDial {
         }
         let (sender, receiver) =
             split_connection(conn, control, target.mapping, self.settings.datagrams);
+        sender.keep_sent_streams();
         Ok(super::dial::Dialed {
             sender: super::any::AnySender::Quic(sender),
             receiver: super::any::AnyReceiver::Quic(receiver),
