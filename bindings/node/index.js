@@ -262,7 +262,7 @@ class Agent {
     return invoke(() => this._native.consume(text('queue', queue), credit));
   }
   /** Takes no more tasks from `queue`. */
-  stopConsuming(queue) { return invoke(() => this._native.consume(text('queue', queue), 0)); }
+  stopConsuming(queue) { return invoke(() => this._native.stopConsuming(text('queue', queue))); }
   /** Marks a task (its id, or the message) done. */
   ack(task) { return invoke(() => this._native.ack(taskId(task))); }
   /** Gives a task back, delivered again after `delayMs` (the queue's backoff if left out). */

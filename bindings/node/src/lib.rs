@@ -367,6 +367,15 @@ impl NativeAgent {
     }
 
     #[napi]
+    pub async fn stop_consuming(&self, queue: String) -> napi::Result<()> {
+        self.inner
+            .clone()
+            .stop_consuming(&queue)
+            .await
+            .map_err(js_err)
+    }
+
+    #[napi]
     pub async fn ack(&self, task: i64) -> napi::Result<()> {
         let task = task_id(task)?;
         self.inner.clone().ack(task).await.map_err(js_err)

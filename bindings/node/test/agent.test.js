@@ -99,12 +99,16 @@ test('durable queue: enqueue, duplicates, consume, ack, nack', async () => {
     const again = await worker.recv();
     assert.deepEqual([again.text, again.attempt], [got[1].text, 2]);
     await worker.ack(again.id);
+    await worker.stopConsuming('jobs');
+    await boss.enqueue('jobs', 't3');
+    const nothing = await Promise.race([worker.recv(), new Promise((r) => setTimeout(() => r('none'), 300))]);
+    assert.equal(nothing, 'none');
     let stats = await boss.queueStats('jobs');
     for (let i = 0; i < 50 && stats.in_flight !== 0; i++) {
       await new Promise((r) => setTimeout(r, 50));
       stats = await boss.queueStats('jobs');
     }
-    assert.deepEqual([stats.ready, stats.in_flight], [0, 0]);
+    assert.deepEqual([stats.ready, stats.in_flight], [1, 0]); // t3 waits
     await boss.close();
     await worker.close();
   } finally {

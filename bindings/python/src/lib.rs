@@ -439,6 +439,16 @@ impl NativeAgent {
         completions.spawn(ticket, async move { agent.consume(&queue, credit).await })
     }
 
+    fn stop_consuming(
+        &self,
+        completions: &Completions,
+        ticket: u64,
+        queue: String,
+    ) -> PyResult<()> {
+        let agent = self.inner.clone();
+        completions.spawn(ticket, async move { agent.stop_consuming(&queue).await })
+    }
+
     fn ack(&self, completions: &Completions, ticket: u64, task: u64) -> PyResult<()> {
         let agent = self.inner.clone();
         completions.spawn(ticket, async move { agent.ack(task).await })

@@ -106,13 +106,17 @@ def test_durable_queue_enqueue_consume_ack_nack():
                     redelivered = await worker.recv()
                     assert (redelivered.body, redelivered.attempt) == (got[1].body, 2)
                     await worker.ack(redelivered.id)
+                    await worker.stop_consuming("jobs")
+                    await boss.enqueue("jobs", b"t3")
+                    with pytest.raises(asyncio.TimeoutError):
+                        await asyncio.wait_for(worker.recv(), timeout=0.3)
                     stats = await boss.queue_stats("jobs")
                     for _ in range(50):
                         if stats["in_flight"] == 0:
                             break
                         await asyncio.sleep(0.05)
                         stats = await boss.queue_stats("jobs")
-                    assert stats["ready"] == 0 and stats["in_flight"] == 0
+                    assert stats["ready"] == 1 and stats["in_flight"] == 0  # t3 waits
 
     run(main())
 

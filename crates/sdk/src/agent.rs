@@ -195,6 +195,14 @@ impl SdkAgent {
             .await?)
     }
 
+    /// Takes no more tasks from `queue` (those held stay held until acked or nacked).
+    pub async fn stop_consuming(&self, queue: &str) -> Result<(), SdkError> {
+        Ok(self
+            .handle
+            .stop_consuming(non_empty("queue", queue)?)
+            .await?)
+    }
+
     /// Acknowledges task `task`: done, never delivered again.
     pub async fn ack(&self, task: u64) -> Result<(), SdkError> {
         Ok(self.handle.ack(task).await?)

@@ -376,15 +376,13 @@ class Agent:
         ``task`` (``message.queue`` set). Ack each with :meth:`ack`."""
         if isinstance(credit, bool) or not isinstance(credit, int) or not 0 < credit < 2**32:
             raise ConfigError(f"credit must be a positive int, not {credit!r}")
-        await self._consume(queue, credit)
-
-    async def _consume(self, queue: str, credit: int) -> None:
         queue = _text("queue", queue)
         await _dispatcher().call(lambda c, t: self._native.consume(c, t, queue, credit))
 
     async def stop_consuming(self, queue: str) -> None:
         """Takes no more tasks from ``queue`` (those held stay held until acked)."""
-        await self._consume(queue, 0)
+        queue = _text("queue", queue)
+        await _dispatcher().call(lambda c, t: self._native.stop_consuming(c, t, queue))
 
     async def ack(self, task: Union[int, Message]) -> None:
         """Marks a task done: it is never delivered again."""
