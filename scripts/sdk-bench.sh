@@ -26,22 +26,8 @@ VENV=target/sdk-bench-venv
 "$VENV/bin/pip" install -q ./bindings/python
 (cd bindings/node && npm install --no-audit --no-fund --silent && npm run --silent build)
 
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-target/release/agentwire cert --out "$WORK/certs" >/dev/null
-CA="$WORK/certs/ca.pem"
-
-target/release/agentwire hub --listen quic://127.0.0.1:0 --cert-dir "$WORK/certs" \
-  >"$WORK/hub.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do grep -q "hub listening on quic://" "$WORK/hub.log" && break; sleep 0.1; done
-HUB=$(grep -o "quic://127.0.0.1:[0-9]*" "$WORK/hub.log" | head -1)
-[ -n "$HUB" ] || { cat "$WORK/hub.log"; exit 1; }
+source scripts/lib/hub.sh
+start_hub target/release/agentwire
 CELLS=$(wc -w <<<"$WINDOWS")
 LIFE=$(( ROUNDS * CELLS * 3 * (DURATION + WARMUP + 5) + 60 ))
 target/release/examples/echo_agents "$HUB" "$CA" "$TARGETS" "$LIFE" >"$WORK/echo.log" 2>&1 &

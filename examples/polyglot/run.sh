@@ -20,13 +20,7 @@ cargo build --locked -q --profile "$PROFILE" -p agentwire-cli
 (cd bindings/node && { [ -d node_modules ] || npm install --no-audit --no-fund --silent; } \
   && { [ -f agentwire.node ] || node scripts/build.js $([ "$PROFILE" = release ] && echo --release); })
 
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source scripts/lib/hub.sh
 # The TypeScript worker, compiled with the package's own TypeScript; `agentwire` resolves to
 # bindings/node through a link in the work directory's node_modules.
 mkdir -p "$WORK/ts/node_modules"
@@ -36,12 +30,7 @@ node bindings/node/node_modules/typescript/bin/tsc --strict --target es2022 --mo
   --moduleResolution node16 --types node --typeRoots bindings/node/node_modules/@types \
   --outDir "$WORK/ts" "$WORK/ts/worker.ts"
 
-target/$DIR/agentwire cert --out "$WORK/certs" >/dev/null
-CA="$WORK/certs/ca.pem"
-target/$DIR/agentwire hub --listen quic://127.0.0.1:0 --cert-dir "$WORK/certs" >"$WORK/hub.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do grep -q "hub listening on quic://" "$WORK/hub.log" && break; sleep 0.1; done
-HUB=$(grep -o "quic://127.0.0.1:[0-9]*" "$WORK/hub.log" | head -1)
+start_hub "target/$DIR/agentwire"
 
 timeout 60 node "$WORK/ts/worker.js" "$HUB" "$CA" &
 PIDS+=($!)

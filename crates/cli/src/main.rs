@@ -33,25 +33,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", error_text(&e));
+            eprintln!("error: {}", agentwire::error_chain(e.as_ref()));
             ExitCode::FAILURE
         }
     }
-}
-
-/// The error and its causes, `: `-separated, leaving out a cause whose text the message
-/// before already holds (our errors put their cause's sentence in their own text, and the
-/// typed source behind it would otherwise be printed twice).
-fn error_text(e: &anyhow::Error) -> String {
-    let mut text = e.to_string();
-    for cause in e.chain().skip(1) {
-        let next = cause.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-    }
-    text
 }
 
 /// Runs the subcommands that share one multi-threaded runtime.

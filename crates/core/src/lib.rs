@@ -35,6 +35,7 @@
 pub mod agent;
 pub mod agent_queues;
 mod clock;
+mod error_text;
 pub mod hub;
 pub mod metrics;
 pub mod qlog;
@@ -48,6 +49,7 @@ pub use agent::{
     Agent, AgentError, AgentHandle, AgentOptions, AgentStats, Connector, Inbox, Incoming,
 };
 pub use agentwire_proto::{Codec, Destination, Envelope, ErrorCode, Kind, Priority};
+pub use error_text::error_chain;
 pub use settings::{CongestionControl, QuicSettings, SocketBuffers, StreamMapping};
 pub use tls::HubTrust;
 pub use url::HubUrl;

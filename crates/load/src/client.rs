@@ -604,7 +604,7 @@ pub(crate) fn describe_tls(text: &str) -> String {
 
 /// Classifies a hyper error by what it and its sources say.
 pub(crate) fn classify_hyper(e: &hyper::Error) -> LoadError {
-    let message = error_chain(e);
+    let message = agentwire::error_chain(e);
     let kind = hyper_kind(e);
     LoadError::new(kind, message)
 }
@@ -636,20 +636,6 @@ pub(crate) fn io_kind(io: &std::io::Error) -> ErrorKind {
         K::TimedOut => ErrorKind::Timeout,
         _ => ErrorKind::Closed,
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    text
 }
 
 /// QUIC transport settings for both sides: agentwire's defaults, no datagrams, the given

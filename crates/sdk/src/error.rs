@@ -82,24 +82,9 @@ impl SdkError {
     }
 }
 
-/// The error and its causes, `: `-separated, each cause once.
-fn full_text(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        next = cause.source();
-    }
-    text
-}
-
 impl From<AgentError> for SdkError {
     fn from(e: AgentError) -> Self {
-        let message = full_text(&e);
+        let message = agentwire::error_chain(&e);
         let (kind, code) = match &e {
             AgentError::Config(_) | AgentError::Tls(_) | AgentError::Encode(_) => {
                 (ErrorKind::Config, None)
@@ -123,7 +108,7 @@ impl From<AgentError> for SdkError {
 
 impl From<agentwire::tls::TlsError> for SdkError {
     fn from(e: agentwire::tls::TlsError) -> Self {
-        SdkError::config(full_text(&e))
+        SdkError::config(agentwire::error_chain(&e))
     }
 }
 
