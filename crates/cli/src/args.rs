@@ -513,6 +513,19 @@ pub struct HubArgs {
     /// certificate names. Plain ws:// agents are then refused; Unix-socket agents need none.
     #[arg(long)]
     pub client_ca: Option<PathBuf>,
+    /// Join a cluster of hubs through NATS: agents of every hub reach each other, topics and
+    /// `$presence` span them (comma-separated or repeated: nats://HOST:PORT).
+    #[arg(long, value_delimiter = ',')]
+    pub cluster: Vec<String>,
+    /// The cluster's name (hubs with the same name on the same NATS form one agent space).
+    #[arg(long, default_value = "default")]
+    pub cluster_name: String,
+    /// This hub's id in the cluster (letters, digits, '-', '_'; default: hub- and random hex).
+    #[arg(long)]
+    pub hub_id: Option<String>,
+    /// When NATS cannot be reached at start, serve this hub's agents alone instead of exiting.
+    #[arg(long)]
+    pub cluster_optional: bool,
     /// Permission bits of Unix socket files, in octal.
     #[arg(long, default_value = "600", value_parser = parse_octal)]
     pub socket_mode: u32,

@@ -319,6 +319,46 @@ fn cert(a: CertArgs) -> Result<()> {
     Ok(())
 }
 
+/// Joins the cluster `--cluster` names, if any.
+async fn join_cluster(a: &HubArgs, hub: &Hub) -> Result<Option<agentwire_cluster::Cluster>> {
+    if a.cluster.is_empty() {
+        return Ok(None);
+    }
+    let hub_id = match &a.hub_id {
+        Some(id) => id.clone(),
+        None => format!("hub-{:08x}", rand_u32()),
+    };
+    let mut config = agentwire_cluster::ClusterConfig::new(a.cluster.clone(), hub_id.clone());
+    config.name.clone_from(&a.cluster_name);
+    match agentwire_cluster::Cluster::join(hub.clone(), config).await {
+        Ok(cluster) => {
+            println!(
+                "hub {hub_id} joined cluster {} through {}",
+                a.cluster_name,
+                a.cluster.join(",")
+            );
+            Ok(Some(cluster))
+        }
+        Err(e) if a.cluster_optional => {
+            eprintln!(
+                "warning: {}; serving this hub's agents alone (--cluster-optional)",
+                agentwire::error_chain(&e)
+            );
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A random number from the system (for a default hub id).
+fn rand_u32() -> u32 {
+    let mut bytes = [0u8; 4];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut f, &mut bytes);
+    }
+    u32::from_le_bytes(bytes) ^ std::process::id()
+}
+
 fn cert_agent(a: CertAgentArgs) -> Result<()> {
     let ca = tls::CertFiles::in_dir(&a.ca_dir);
     let read = |path: &std::path::Path| {
@@ -389,6 +429,7 @@ async fn hub(a: HubArgs) -> Result<()> {
     if let Some(identity) = &identity {
         println!("hub key pin: {}", identity.spki_pin()?);
     }
+    let cluster = join_cluster(&a, &hub).await?;
     let stats = a.stats_interval.map(Duration::from_secs);
     until_stopped(stats, || {
         for info in hub.agents() {
@@ -398,6 +439,9 @@ async fn hub(a: HubArgs) -> Result<()> {
     })
     .await?;
     println!("shutting down");
+    if let Some(cluster) = cluster {
+        cluster.leave().await;
+    }
     hub.shutdown();
     for l in &listeners {
         l.close();

@@ -160,6 +160,8 @@ impl HubUrl {
             (TransportKind::WebSocket, true) => "wss",
             (TransportKind::WebSocket, false) => "ws",
             (TransportKind::Unix, _) => "unix",
+            // Never parsed from a URL: a hub URL names a transport agents dial.
+            (TransportKind::Cluster, _) => "cluster",
         }
     }
 }

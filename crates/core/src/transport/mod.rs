@@ -49,10 +49,14 @@ pub enum TransportKind {
     WebSocket,
     /// Unix domain socket (same host, no TLS).
     Unix,
+    /// Not a transport agents dial: an agent connected to another hub of the same cluster,
+    /// stood in for on this hub (agentwire-cluster, over NATS). Its own hub checked its
+    /// credentials and permissions.
+    Cluster,
 }
 
 impl TransportKind {
-    /// Every transport.
+    /// Every transport agents connect over.
     pub const ALL: [TransportKind; 4] = [
         TransportKind::Quic,
         TransportKind::Http2,
@@ -67,6 +71,7 @@ impl TransportKind {
             TransportKind::Http2 => "http2",
             TransportKind::WebSocket => "websocket",
             TransportKind::Unix => "unix",
+            TransportKind::Cluster => "cluster",
         }
     }
 }

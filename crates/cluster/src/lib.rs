@@ -1,0 +1,26 @@
+//! Several agentwire hubs that behave as one agent space, over a NATS cluster
+//! (`agentwire hub --cluster nats://HOST:PORT[,…]`).
+//!
+//! Every hub publishes the state of its own agents (ids and topics) on
+//! `agentwire.<cluster>.presence` and listens for the others'. For each agent of another hub it
+//! runs a stand-in connection on its own hub core (transport `cluster`: [`link`]), so the core
+//! routes to remote agents exactly as to local ones: a direct message, a request and its answer,
+//! a topic message for a remote subscriber, a broadcast. What the core hands a stand-in is
+//! published to the agent's hub on `agentwire.<cluster>.hub.<id>`, which feeds it to its core as
+//! coming from the sender's stand-in there. `$presence` shows every hub's agents, because each
+//! hub sees the stand-ins join and leave.
+//!
+//! This crate owns the subjects, the presence messages and the directory of remote agents
+//! ([`presence`], sans-IO), the stand-in connections ([`link`]) and the NATS wiring
+//! ([`node`]). It must not route: that stays the hub core's.
+//!
+//! Not done yet (issue 18 continues): durable queues on JetStream, the hub's own errors (an
+//! unknown agent, a timeout) travelling back to a requester on another hub (the requester's hub
+//! times the request out itself), duplicate ids across hubs beyond the first hub's stand-in
+//! being refused, and failure tests with a 3-node NATS cluster.
+
+pub mod link;
+pub mod node;
+pub mod presence;
+
+pub use node::{Cluster, ClusterConfig, ClusterError};

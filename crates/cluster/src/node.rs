@@ -1,0 +1,420 @@
+//! One hub's membership of a cluster: the NATS connection, the presence it publishes and
+//! reads, and the stand-ins it runs on its hub for the other hubs' agents.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use agentwire::hub::Hub;
+use futures_util::StreamExt;
+use tokio::task::JoinHandle;
+
+use crate::link::{stand_in, Shared, StandInFeed, StandInSender, FROM_HEADER, HUB_HEADER};
+use crate::presence::{AgentEntry, Change, Directory, PresenceMessage};
+
+/// How a hub joins a cluster.
+///
+/// ```
+/// let c = agentwire_cluster::ClusterConfig::new(vec!["nats://127.0.0.1:4222".into()], "hub-1");
+/// assert_eq!(c.name, "default");
+/// ```
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// NATS server URLs (`nats://HOST:PORT`), any of the cluster's.
+    pub servers: Vec<String>,
+    /// The cluster's name: hubs with the same name on the same NATS form one agent space.
+    pub name: String,
+    /// This hub's id, unique in the cluster.
+    pub hub_id: String,
+    /// How often the hub announces its agents even when nothing changed.
+    pub beat: Duration,
+    /// A hub not heard from for this long is taken as gone (its agents leave).
+    pub expiry: Duration,
+    /// How often the hub looks for changes among its own agents.
+    pub poll: Duration,
+    /// How long connecting to NATS may take.
+    pub connect_timeout: Duration,
+}
+
+impl ClusterConfig {
+    /// Defaults: cluster `default`, a beat each second, expiry after 3.5 s, changes looked
+    /// for every 50 ms, 5 s to connect.
+    pub fn new(servers: Vec<String>, hub_id: impl Into<String>) -> Self {
+        ClusterConfig {
+            servers,
+            name: "default".into(),
+            hub_id: hub_id.into(),
+            beat: Duration::from_secs(1),
+            expiry: Duration::from_millis(3500),
+            poll: Duration::from_millis(50),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why a hub could not join its cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// A setting is unusable (a name with characters NATS subjects cannot hold, no server).
+    #[error("invalid cluster setting: {0}")]
+    Config(String),
+    /// NATS did not answer in time.
+    #[error("cannot reach NATS at {servers}: no answer within {timeout:?}")]
+    ConnectTimeout {
+        /// The servers tried.
+        servers: String,
+        /// The time allowed.
+        timeout: Duration,
+    },
+    /// NATS could not be reached.
+    #[error("cannot reach NATS at {servers}")]
+    Connect {
+        /// The servers tried.
+        servers: String,
+        /// Why.
+        #[source]
+        source: async_nats::ConnectError,
+    },
+    /// NATS refused a subscription.
+    #[error("cannot subscribe to {subject}")]
+    Subscribe {
+        /// The subject.
+        subject: String,
+        /// Why.
+        #[source]
+        source: async_nats::SubscribeError,
+    },
+}
+
+fn subject_safe(what: &str, s: &str) -> Result<(), ClusterError> {
+    if s.is_empty()
+        || !s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(ClusterError::Config(format!(
+            "{what} {s:?} must be letters, digits, '-' or '_'"
+        )));
+    }
+    Ok(())
+}
+
+/// A hub in a cluster. Dropping it (or [`leave`](Self::leave)) stops the membership.
+pub struct Cluster {
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+struct StandIn {
+    feed: StandInFeed,
+    sender: StandInSender,
+    /// Tells this stand-in from a later one for the same agent.
+    generation: u64,
+}
+
+struct State {
+    hub: Hub,
+    shared: Arc<Shared>,
+    directory: Mutex<Directory>,
+    stand_ins: Mutex<HashMap<String, StandIn>>,
+    generations: std::sync::atomic::AtomicU64,
+    heartbeat: Duration,
+}
+
+impl Cluster {
+    /// Joins: connects to NATS, asks the other hubs for their agents, and from then on keeps
+    /// `hub`'s view of them and publishes its own.
+    pub async fn join(hub: Hub, config: ClusterConfig) -> Result<Cluster, ClusterError> {
+        subject_safe("the cluster name", &config.name)?;
+        subject_safe("the hub id", &config.hub_id)?;
+        if config.servers.is_empty() {
+            return Err(ClusterError::Config("no NATS server given".into()));
+        }
+        let servers = config.servers.join(",");
+        let nats = tokio::time::timeout(
+            config.connect_timeout,
+            async_nats::ConnectOptions::new()
+                .name(format!("agentwire hub {}", config.hub_id))
+                .connect(servers.as_str()),
+        )
+        .await
+        .map_err(|_| ClusterError::ConnectTimeout {
+            servers: servers.clone(),
+            timeout: config.connect_timeout,
+        })?
+        .map_err(|source| ClusterError::Connect {
+            servers: servers.clone(),
+            source,
+        })?;
+        let prefix = format!("agentwire.{}", config.name);
+        let shared = Arc::new(Shared::new(
+            config.hub_id.clone(),
+            nats.clone(),
+            prefix.clone(),
+        ));
+        let subscribe = |subject: String| {
+            let nats = nats.clone();
+            async move {
+                nats.subscribe(subject.clone())
+                    .await
+                    .map_err(|source| ClusterError::Subscribe { subject, source })
+            }
+        };
+        let mut frames = subscribe(shared.hub_subject(&config.hub_id)).await?;
+        let presence_subject = format!("{prefix}.presence");
+        let mut presence = subscribe(presence_subject.clone()).await?;
+        let heartbeat =
+            Duration::from_millis(u64::from(hub.config().policy.heartbeat_interval_ms.max(10)));
+        let state = Arc::new(State {
+            hub,
+            shared: shared.clone(),
+            directory: Mutex::new(Directory::new(config.hub_id.clone(), config.expiry)),
+            stand_ins: Mutex::new(HashMap::new()),
+            generations: std::sync::atomic::AtomicU64::new(0),
+            heartbeat,
+        });
+        let mut tasks = Vec::new();
+        // Frames for this hub's agents, from agents of other hubs.
+        tasks.push(tokio::spawn({
+            let state = state.clone();
+            async move {
+                while let Some(msg) = frames.next().await {
+                    let header = |name: &str| {
+                        msg.headers
+                            .as_ref()
+                            .and_then(|h| h.get(name))
+                            .map(|v| v.as_str().to_owned())
+                    };
+                    let (Some(from), Some(hub)) = (header(FROM_HEADER), header(HUB_HEADER)) else {
+                        continue;
+                    };
+                    let feed = state.feed_for(&hub, &from);
+                    if let Some(feed) = feed {
+                        feed.frame(msg.payload.clone()).await;
+                    }
+                }
+            }
+        }));
+        // The other hubs' presence.
+        tasks.push(tokio::spawn({
+            let state = state.clone();
+            let subject = presence_subject.clone();
+            async move {
+                while let Some(msg) = presence.next().await {
+                    let Ok(message) = serde_json::from_slice::<PresenceMessage>(&msg.payload)
+                    else {
+                        continue;
+                    };
+                    let changes =
+                        match message {
+                            PresenceMessage::State { hub, agents } => state
+                                .lock_directory()
+                                .on_state(&hub, agents, Instant::now()),
+                            PresenceMessage::Gone { hub } => state.lock_directory().on_gone(&hub),
+                            PresenceMessage::Sync { hub } if hub != state.shared.hub => {
+                                state.announce(&subject).await;
+                                Vec::new()
+                            }
+                            PresenceMessage::Sync { .. } => Vec::new(),
+                        };
+                    state.apply(changes).await;
+                }
+            }
+        }));
+        // This hub's own agents, and hubs that went silent.
+        tasks.push(tokio::spawn({
+            let state = state.clone();
+            let subject = presence_subject.clone();
+            let (poll, beat) = (config.poll, config.beat);
+            async move {
+                let mut last: Option<Vec<AgentEntry>> = None;
+                let mut last_sent = Instant::now();
+                let mut tick = tokio::time::interval(poll);
+                loop {
+                    tick.tick().await;
+                    let now_agents = state.local_agents();
+                    if last.as_ref() != Some(&now_agents) || last_sent.elapsed() >= beat {
+                        state.publish(&subject, &now_agents).await;
+                        last = Some(now_agents);
+                        last_sent = Instant::now();
+                    }
+                    let expired = state.lock_directory().expire(Instant::now());
+                    state.apply(expired).await;
+                }
+            }
+        }));
+        let sync = PresenceMessage::Sync {
+            hub: config.hub_id.clone(),
+        };
+        if let Ok(body) = serde_json::to_vec(&sync) {
+            let _ = nats.publish(presence_subject, body.into()).await;
+        }
+        tracing::info!(hub = %config.hub_id, cluster = %config.name, %servers, "hub joined the cluster");
+        Ok(Cluster { shared, tasks })
+    }
+
+    /// This hub's id in the cluster.
+    pub fn hub_id(&self) -> &str {
+        &self.shared.hub
+    }
+
+    /// Tells the other hubs this one is going (its agents leave there at once) and stops.
+    pub async fn leave(self) {
+        let gone = PresenceMessage::Gone {
+            hub: self.shared.hub.clone(),
+        };
+        if let Ok(body) = serde_json::to_vec(&gone) {
+            let subject = format!("{}.presence", self.shared.prefix);
+            let _ = self.shared.nats.publish(subject, body.into()).await;
+            let _ = self.shared.nats.flush().await;
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl State {
+    fn lock_directory(&self) -> std::sync::MutexGuard<'_, Directory> {
+        self.directory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_stand_ins(&self) -> std::sync::MutexGuard<'_, HashMap<String, StandIn>> {
+        self.stand_ins
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// This hub's own agents (stand-ins left out), sorted.
+    fn local_agents(&self) -> Vec<AgentEntry> {
+        self.hub
+            .agents()
+            .into_iter()
+            .filter(|a| a.transport != agentwire::transport::TransportKind::Cluster.name())
+            .map(|a| AgentEntry {
+                id: a.id,
+                topics: a.topics.into_iter().collect::<BTreeSet<_>>(),
+            })
+            .collect()
+    }
+
+    async fn publish(&self, subject: &str, agents: &[AgentEntry]) {
+        let state = PresenceMessage::State {
+            hub: self.shared.hub.clone(),
+            agents: agents.to_vec(),
+        };
+        if let Ok(body) = serde_json::to_vec(&state) {
+            if let Err(e) = self
+                .shared
+                .nats
+                .publish(subject.to_owned(), body.into())
+                .await
+            {
+                tracing::warn!("cannot publish this hub's agents: {e}");
+            }
+        }
+    }
+
+    async fn announce(&self, subject: &str) {
+        let agents = self.local_agents();
+        self.publish(subject, &agents).await;
+    }
+
+    /// The stand-in of `agent` (of `hub`), made now if a frame from it arrives before its
+    /// hub's presence does.
+    fn feed_for(self: &Arc<Self>, hub: &str, agent: &str) -> Option<StandInFeed> {
+        if let Some(s) = self.lock_stand_ins().get(agent) {
+            return Some(s.feed.clone());
+        }
+        self.start_stand_in(hub, agent)
+    }
+
+    fn start_stand_in(self: &Arc<Self>, hub: &str, agent: &str) -> Option<StandInFeed> {
+        let (sender, receiver, feed) =
+            match stand_in(self.shared.clone(), hub, agent, self.heartbeat) {
+                Ok(parts) => parts,
+                Err(e) => {
+                    tracing::warn!("cannot stand in for {agent} of {hub}: {e}");
+                    return None;
+                }
+            };
+        self.shared
+            .remote
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(agent.to_owned());
+        let generation = self
+            .generations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.lock_stand_ins().insert(
+            agent.to_owned(),
+            StandIn {
+                feed: feed.clone(),
+                sender: sender.clone(),
+                generation,
+            },
+        );
+        let (hub_handle, state, id) = (self.hub.clone(), self.clone(), agent.to_owned());
+        tokio::spawn(async move {
+            hub_handle.serve_connection(sender, receiver).await;
+            // Gone from this hub (its hub stopped announcing it, or this hub refused it).
+            let mut stand_ins = state.lock_stand_ins();
+            let ours = stand_ins
+                .get(&id)
+                .is_some_and(|s| s.generation == generation);
+            if ours {
+                stand_ins.remove(&id);
+                state
+                    .shared
+                    .remote
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&id);
+            }
+        });
+        Some(feed)
+    }
+
+    async fn mirror(&self, agent: &str, topic: &str, subscribe: bool) {
+        let feed = self.lock_stand_ins().get(agent).map(|s| s.feed.clone());
+        if let Some(feed) = feed {
+            feed.subscription(topic, subscribe).await;
+        }
+    }
+
+    async fn apply(self: &Arc<Self>, changes: Vec<Change>) {
+        for change in changes {
+            match change {
+                Change::Join { hub, agent } => {
+                    if !self.lock_stand_ins().contains_key(&agent) {
+                        self.start_stand_in(&hub, &agent);
+                    }
+                }
+                Change::Leave { agent } => {
+                    let gone = self.lock_stand_ins().remove(&agent);
+                    if let Some(s) = gone {
+                        agentwire::transport::FrameSender::close(
+                            &s.sender,
+                            agentwire::ErrorCode::Normal,
+                            "its hub no longer announces it",
+                        );
+                    }
+                    self.shared
+                        .remote
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&agent);
+                }
+                Change::Subscribe { agent, topic } => self.mirror(&agent, &topic, true).await,
+                Change::Unsubscribe { agent, topic } => self.mirror(&agent, &topic, false).await,
+            }
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Hubs joined through a real nats-server (from `NATS_SERVER`, `target/peers-nats/nats-server`
+//! as scripts/peers/nats.sh installs it, or `PATH`), on loopback: agents on different hubs
+//! reach each other by request/reply, topics reach every hub's subscribers once, and an agent
+//! that leaves its hub leaves the others. Without a nats-server the tests say so and pass,
+//! except under CI (`CI` set), which installs one.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use agentwire::hub::{Hub, HubConfig, QuicListener};
+use agentwire::metrics::HubMetrics;
+use agentwire::tls::{self, CertBundle, HubIdentity};
+use agentwire::{Agent, AgentOptions, Destination, HubTrust, Kind};
+use agentwire_cluster::{Cluster, ClusterConfig};
+
+struct Nats(Child, String);
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn nats_server() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("NATS_SERVER") {
+        return Some(PathBuf::from(p));
+    }
+    let local =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers-nats/nats-server");
+    if local.exists() {
+        return Some(local);
+    }
+    let on_path = Command::new("nats-server").arg("--version").output();
+    on_path
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|_| PathBuf::from("nats-server"))
+}
+
+/// A nats-server on a free loopback port, or `None` (with the reason printed) when there is none.
+fn start_nats() -> Option<Nats> {
+    let Some(bin) = nats_server() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install nats-server (scripts/peers/nats.sh installs it)"
+        );
+        eprintln!("skipped: no nats-server (set NATS_SERVER, or run scripts/peers/nats.sh)");
+        return None;
+    };
+    let mut child = Command::new(bin)
+        .args(["-a", "127.0.0.1", "-p", "-1"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("nats-server starts");
+    let stderr = child.stderr.take().expect("piped");
+    let mut lines = BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("nats-server says where it listens")
+            .unwrap();
+        if let Some(addr) = line.split("Listening for client connections on ").nth(1) {
+            break format!("nats://{}", addr.trim());
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Some(Nats(child, url))
+}
+
+struct TestHub {
+    hub: Hub,
+    _listener: QuicListener,
+    url: String,
+    _cluster: Cluster,
+}
+
+async fn hub_in_cluster(nats: &str, id: &str, certs: &CertBundle) -> TestHub {
+    let identity = HubIdentity::from_pem(&certs.hub_cert_pem, &certs.hub_key_pem).unwrap();
+    let mut config = HubConfig::default();
+    config.policy.heartbeat_interval_ms = 500;
+    let hub = Hub::new(config, HubMetrics::new());
+    let listener = hub
+        .listen_quic("127.0.0.1:0".parse().unwrap(), &identity)
+        .unwrap();
+    let url = format!("quic://127.0.0.1:{}", listener.local_addr.port());
+    let mut cluster = ClusterConfig::new(vec![nats.to_owned()], id);
+    cluster.name = "test".into();
+    cluster.beat = Duration::from_millis(200);
+    cluster.expiry = Duration::from_millis(1500);
+    let cluster = Cluster::join(hub.clone(), cluster).await.unwrap();
+    TestHub {
+        hub,
+        _listener: listener,
+        url,
+        _cluster: cluster,
+    }
+}
+
+async fn agent(hub: &TestHub, certs: &CertBundle, id: &str) -> Agent {
+    let trust = HubTrust::ca_pem(&certs.ca_cert_pem).unwrap();
+    Agent::connect(AgentOptions::new(id, hub.url.clone(), trust))
+        .await
+        .unwrap()
+}
+
+/// Waits until `hub` sees exactly `ids` (local agents and stand-ins alike).
+async fn wait_for_agents(hub: &Hub, ids: &[&str]) {
+    for _ in 0..500 {
+        let mut now: Vec<String> = hub.agents().into_iter().map(|a| a.id).collect();
+        now.sort();
+        if now == ids {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let now: Vec<String> = hub.agents().into_iter().map(|a| a.id).collect();
+    panic!("hub has {now:?}, expected {ids:?}");
+}
+
+async fn recv(agent: &mut Agent) -> agentwire::Incoming {
+    tokio::time::timeout(Duration::from_secs(10), agent.recv())
+        .await
+        .expect("a message within 10 s")
+        .expect("connected")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_on_different_hubs_talk_through_nats() {
+    let Some(nats) = start_nats() else { return };
+    let certs = tls::generate(&tls::default_hub_names()).unwrap();
+    let a = hub_in_cluster(&nats.1, "hub-a", &certs).await;
+    let b = hub_in_cluster(&nats.1, "hub-b", &certs).await;
+
+    let alice = agent(&a, &certs, "alice").await;
+    let mut bob = agent(&b, &certs, "bob").await;
+    wait_for_agents(&a.hub, &["alice", "bob"]).await;
+    wait_for_agents(&b.hub, &["alice", "bob"]).await;
+    let cluster_peer = a.hub.agents().into_iter().find(|x| x.id == "bob").unwrap();
+    assert_eq!(cluster_peer.transport, "cluster");
+    assert_eq!(cluster_peer.role, "cluster:hub-b");
+
+    // Request/reply across hubs, both ways, many at once.
+    let echo = tokio::spawn(async move {
+        while let Some(msg) = bob.recv().await {
+            if msg.envelope.kind == Kind::Request {
+                let body = msg.envelope.body.clone();
+                let _ = msg.reply(body).await;
+            }
+        }
+    });
+    let mut asks = Vec::new();
+    for i in 0..200 {
+        let alice = alice.handle().clone();
+        asks.push(tokio::spawn(async move {
+            alice
+                .request("bob", format!("q{i}"), Duration::from_secs(10))
+                .await
+        }));
+    }
+    for (i, ask) in asks.into_iter().enumerate() {
+        let answer = ask.await.unwrap().unwrap();
+        assert_eq!(answer.from, "bob");
+        assert_eq!(&answer.body[..], format!("q{i}").as_bytes());
+    }
+
+    // A topic message reaches each subscriber once, whichever hub it is on.
+    let mut carol = agent(&a, &certs, "carol").await;
+    let mut dave = agent(&b, &certs, "dave").await;
+    let mut erin = agent(&b, &certs, "erin").await;
+    for s in [&carol, &dave, &erin] {
+        s.subscribe("news").await.unwrap();
+    }
+    wait_for_agents(&a.hub, &["alice", "bob", "carol", "dave", "erin"]).await;
+    // The stand-ins on hub-a subscribe once hub-b has announced the subscriptions.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    for n in 0..3 {
+        alice
+            .send(Destination::topic("news"), Kind::Event, format!("n{n}"))
+            .await
+            .unwrap();
+    }
+    for subscriber in [&mut carol, &mut dave, &mut erin] {
+        for n in 0..3 {
+            let msg = recv(subscriber).await;
+            assert_eq!(&msg.envelope.body[..], format!("n{n}").as_bytes());
+        }
+        let extra = tokio::time::timeout(Duration::from_millis(300), subscriber.recv()).await;
+        assert!(extra.is_err(), "a second copy arrived: {extra:?}");
+    }
+
+    // An agent that leaves its hub leaves the other hub too.
+    erin.close().await;
+    wait_for_agents(&a.hub, &["alice", "bob", "carol", "dave"]).await;
+    echo.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_that_stops_announcing_takes_its_agents_away() {
+    let Some(nats) = start_nats() else { return };
+    let certs = tls::generate(&tls::default_hub_names()).unwrap();
+    let a = hub_in_cluster(&nats.1, "hub-a", &certs).await;
+    let b = hub_in_cluster(&nats.1, "hub-b", &certs).await;
+    let _alice = agent(&a, &certs, "alice").await;
+    let _bob = agent(&b, &certs, "bob").await;
+    wait_for_agents(&a.hub, &["alice", "bob"]).await;
+    // hub-b dies without a word: its announcements stop, and hub-a lets bob go after the
+    // expiry (1.5 s here).
+    drop(b);
+    wait_for_agents(&a.hub, &["alice"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_unreachable_is_a_clear_error() {
+    let hub = Hub::new(HubConfig::default(), HubMetrics::new());
+    let mut config = ClusterConfig::new(vec!["nats://127.0.0.1:9".into()], "hub-a");
+    config.connect_timeout = Duration::from_secs(2);
+    let err = Cluster::join(hub, config)
+        .await
+        .err()
+        .expect("no NATS there");
+    assert!(err.to_string().contains("nats://127.0.0.1:9"), "{err}");
+    let bad = ClusterConfig::new(vec!["nats://127.0.0.1:9".into()], "hub a");
+    let hub = Hub::new(HubConfig::default(), HubMetrics::new());
+    let err = Cluster::join(hub, bad).await.err().unwrap();
+    assert!(err.to_string().contains("hub id"), "{err}");
+}
