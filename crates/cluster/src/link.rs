@@ -40,11 +40,18 @@ pub struct Shared {
     pub prefix: String,
     /// Agents of other hubs (their frames are never forwarded again).
     pub remote: Mutex<HashSet<String>>,
-    /// Topic messages and broadcasts already published to a hub, as (hub, sender, id).
-    sent_once: Mutex<(
-        HashSet<(String, String, u64)>,
-        VecDeque<(String, String, u64)>,
-    )>,
+    /// Topic messages and broadcasts already published to a hub.
+    sent_once: Mutex<SentOnce>,
+}
+
+/// A topic message or broadcast published to a hub: (hub, sender, id).
+type SentKey = (String, String, u64);
+
+/// The last [`SENT_ONCE_MEMORY`] topic messages and broadcasts published, per hub.
+#[derive(Default)]
+struct SentOnce {
+    seen: HashSet<SentKey>,
+    order: VecDeque<SentKey>,
 }
 
 /// How many (hub, sender, id) keys the topic de-duplication remembers.
@@ -58,7 +65,7 @@ impl Shared {
             nats,
             prefix,
             remote: Mutex::new(HashSet::new()),
-            sent_once: Mutex::new((HashSet::new(), VecDeque::new())),
+            sent_once: Mutex::new(SentOnce::default()),
         }
     }
 
