@@ -84,18 +84,17 @@ impl Shared {
     /// True the first time (hub, sender, id) is seen.
     fn first_time(&self, hub: &str, from: &str, id: u64) -> bool {
         let key = (hub.to_owned(), from.to_owned(), id);
-        let mut guard = self
+        let mut sent = self
             .sent_once
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let (seen, order) = &mut *guard;
-        if !seen.insert(key.clone()) {
+        if !sent.seen.insert(key.clone()) {
             return false;
         }
-        order.push_back(key);
-        if order.len() > SENT_ONCE_MEMORY {
-            if let Some(old) = order.pop_front() {
-                seen.remove(&old);
+        sent.order.push_back(key);
+        if sent.order.len() > SENT_ONCE_MEMORY {
+            if let Some(old) = sent.order.pop_front() {
+                sent.seen.remove(&old);
             }
         }
         true
