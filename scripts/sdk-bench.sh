@@ -20,7 +20,8 @@ WINDOWS=${WINDOWS:-"16 1"}
 AGENTS=10 SIZE=1024 TARGETS=10 WARMUP=1
 mkdir -p "$OUT"
 
-cargo build --release --locked -q -p agentwire-cli -p agentwire-bench --examples
+cargo build --release --locked -q -p agentwire-cli
+cargo build --release --locked -q -p agentwire-bench --examples
 VENV=target/sdk-bench-venv
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q ./bindings/python

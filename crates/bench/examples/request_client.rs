@@ -3,9 +3,10 @@
 //! through agentwire's Rust API, so the three are compared on one hub in one run.
 //!
 //! usage: request_client HUB_URL CA_PEM AGENTS WINDOW SIZE SECONDS WARMUP_SECONDS TARGETS
+//!        [TARGET_PREFIX]
 //!
 //! AGENTS agents each keep WINDOW requests of SIZE bytes in flight to the echo agents
-//! (`echo-{k % TARGETS}`), for WARMUP_SECONDS unmeasured and then SECONDS measured; prints
+//! (`{TARGET_PREFIX}{k % TARGETS}`, prefix `echo-` by default), for WARMUP_SECONDS unmeasured and then SECONDS measured; prints
 //! one JSON line: requests, errors, msg/s, latency percentiles (µs) and the process's CPU
 //! seconds (and µs of CPU per request) over the measured part.
 
@@ -20,11 +21,12 @@ use agentwire_measure::stats::{new_histogram, record_us, summarize};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 9 {
+    if !(9..=10).contains(&args.len()) {
         anyhow::bail!(
-            "usage: request_client HUB_URL CA_PEM AGENTS WINDOW SIZE SECONDS WARMUP_SECONDS TARGETS"
+            "usage: request_client HUB_URL CA_PEM AGENTS WINDOW SIZE SECONDS WARMUP_SECONDS TARGETS [TARGET_PREFIX]"
         );
     }
+    let prefix = args.get(9).cloned().unwrap_or_else(|| "echo-".into());
     let trust = HubTrust::ca_file(std::path::Path::new(&args[2]))?;
     let [agents, window, size, seconds, warmup, targets]: [u64; 6] = [
         args[3].parse()?,
@@ -51,7 +53,7 @@ async fn main() -> anyhow::Result<()> {
     let mut loops = Vec::new();
     for (a, handle) in handles.iter().enumerate() {
         for w in 0..window {
-            let target = format!("echo-{}", (a as u64 * window + w) % targets);
+            let target = format!("{prefix}{}", (a as u64 * window + w) % targets);
             let (handle, body) = (handle.clone(), body.clone());
             let (done, errors, hist) = (done.clone(), errors.clone(), hist.clone());
             loops.push(tokio::spawn(async move {
@@ -94,6 +96,7 @@ async fn main() -> anyhow::Result<()> {
     let line = serde_json::json!({
         "client": "rust",
         "agents": agents, "window": window, "size": size, "seconds": seconds,
+        "target_prefix": prefix,
         "requests": requests,
         "errors": errors.load(Ordering::Relaxed),
         "msg_per_s": requests as f64 / seconds as f64,

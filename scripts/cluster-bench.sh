@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Issue 18's benchmark: request/reply between agents on two hubs joined through NATS, beside
+# the same between agents on one hub, in the same run, in interleaved rounds.
+#
+# usage: scripts/cluster-bench.sh [OUT_DIR]     (default docs/benchmarks/DATE-cluster)
+#   env: ROUNDS (5), DURATION (5 s measured per cell), WINDOWS ("1 16"), AGENTS (100)
+#
+# A nats-server (target/peers-nats, installed with Go if missing), hub A and hub B (both
+# `agentwire hub --cluster`), 10 echo agents on each (local-echo-* on A, remote-echo-* on
+# B), and the Rust request client (crates/bench/examples/request_client.rs) on hub A with
+# AGENTS agents keeping WINDOW requests of 1 KiB in flight: to local-echo-* (one hub) or to
+# remote-echo-* (across hubs, one hop through NATS each way). Raw JSON lines in OUT/raw.jsonl,
+# machine and versions in OUT/env.json, tables in OUT/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-docs/benchmarks/$(date -u +%F)-cluster}
+ROUNDS=${ROUNDS:-5}
+DURATION=${DURATION:-5}
+WINDOWS=${WINDOWS:-"1 16"}
+AGENTS=${AGENTS:-100}
+SIZE=1024 TARGETS=10 WARMUP=1
+NATS_VERSION=v2.15.2
+mkdir -p "$OUT"
+
+cargo build --release --locked -q -p agentwire-cli
+cargo build --release --locked -q -p agentwire-bench --examples
+if [ ! -x target/peers-nats/nats-server ]; then
+  mkdir -p target/peers-nats
+  GOBIN="$PWD/target/peers-nats" go install "github.com/nats-io/nats-server/v2@$NATS_VERSION"
+fi
+source scripts/lib/hub.sh
+BIN=target/release/agentwire
+"$BIN" cert --out "$WORK/certs" >/dev/null
+CA="$WORK/certs/ca.pem"
+target/peers-nats/nats-server -a 127.0.0.1 -p -1 >"$WORK/nats.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q "Listening for client connections" "$WORK/nats.log" && break; sleep 0.1; done
+NATS="nats://$(grep -o 'Listening for client connections on [0-9.:]*' "$WORK/nats.log" | awk '{print $NF}')"
+
+start_member() { # NAME -> prints the hub's quic:// address
+  "$BIN" hub --listen quic://127.0.0.1:0 --cert-dir "$WORK/certs" --cluster "$NATS" \
+    --hub-id "$1" >"$WORK/$1.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 100); do grep -q "joined cluster" "$WORK/$1.log" && break; sleep 0.1; done
+  grep -o "quic://127.0.0.1:[0-9]*" "$WORK/$1.log" | head -1
+}
+HUB_A=$(start_member hub-a)
+HUB_B=$(start_member hub-b)
+CELLS=$(wc -w <<<"$WINDOWS")
+LIFE=$(( ROUNDS * CELLS * 2 * (DURATION + WARMUP + 5) + 60 ))
+target/release/examples/echo_agents "$HUB_A" "$CA" "$TARGETS" "$LIFE" local-echo- >"$WORK/echo-a.log" 2>&1 &
+PIDS+=($!)
+target/release/examples/echo_agents "$HUB_B" "$CA" "$TARGETS" "$LIFE" remote-echo- >"$WORK/echo-b.log" 2>&1 &
+PIDS+=($!)
+for f in echo-a echo-b; do
+  for _ in $(seq 300); do grep -q ready "$WORK/$f.log" && break; sleep 0.1; done
+done
+sleep 2 # both hubs see the other's echo agents (presence every second)
+
+: >"$OUT/raw.jsonl"
+for round in $(seq "$ROUNDS"); do
+  for window in $WINDOWS; do
+    order=("local-echo-" "remote-echo-")
+    [ $((round % 2)) -eq 0 ] && order=("remote-echo-" "local-echo-")
+    for prefix in "${order[@]}"; do
+      line=$(target/release/examples/request_client "$HUB_A" "$CA" "$AGENTS" "$window" "$SIZE" \
+        "$DURATION" "$WARMUP" "$TARGETS" "$prefix")
+      echo "{\"round\": $round, \"result\": $line}" | tee -a "$OUT/raw.jsonl"
+    done
+  done
+done
+
+python3 - "$OUT/env.json" <<PY
+import json, os, platform, subprocess, sys
+def out(*cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+    except Exception as e:
+        return f"unavailable: {e}"
+model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+json.dump({
+    "command": "scripts/cluster-bench.sh $OUT (ROUNDS=$ROUNDS DURATION=$DURATION WINDOWS='$WINDOWS' AGENTS=$AGENTS)",
+    "git_sha": out("git", "rev-parse", "HEAD"),
+    "git_dirty": bool(out("git", "status", "--porcelain", "--untracked-files=no")),
+    "cpus": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
+    "rustc": out("rustc", "--version"),
+    "nats_server": out("target/peers-nats/nats-server", "--version"),
+    "shape": {"agents": $AGENTS, "size": $SIZE, "targets": $TARGETS, "warmup_s": $WARMUP,
+              "duration_s": $DURATION, "rounds": $ROUNDS, "transport": "quic, loopback"},
+}, open(sys.argv[1], "w"), indent=2)
+PY
+python3 scripts/cluster_bench_summary.py "$OUT"
