@@ -66,7 +66,7 @@ model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.sta
 json.dump({
     "command": "scripts/sdk-bench.sh $OUT (ROUNDS=$ROUNDS DURATION=$DURATION WINDOWS='$WINDOWS')",
     "git_sha": out("git", "rev-parse", "HEAD"),
-    "git_dirty": bool(out("git", "status", "--porcelain", "--untracked-files=no")),
+    "git_dirty": bool(out("git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!$OUT")),
     "cpus": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
     "rustc": out("rustc", "--version"),
     "python": out("$VENV/bin/python", "--version"),
