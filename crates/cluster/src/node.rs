@@ -20,7 +20,8 @@ use crate::presence::{AgentEntry, Change, Directory, PresenceMessage};
 /// ```
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
-    /// NATS server URLs (`nats://HOST:PORT`), any of the cluster's.
+    /// NATS server URLs (`nats://HOST:PORT`), tried in order: the hub's own node first, then
+    /// where to go when it fails.
     pub servers: Vec<String>,
     /// The cluster's name: hubs with the same name on the same NATS form one agent space.
     pub name: String,
@@ -131,11 +132,23 @@ impl Cluster {
             return Err(ClusterError::Config("no NATS server given".into()));
         }
         let servers = config.servers.join(",");
+        let addresses = config
+            .servers
+            .iter()
+            .map(|s| {
+                s.trim().parse::<async_nats::ServerAddr>().map_err(|e| {
+                    ClusterError::Config(format!("the NATS address {s:?} is not valid: {e}"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let nats = tokio::time::timeout(
             config.connect_timeout,
             async_nats::ConnectOptions::new()
                 .name(format!("agentwire hub {}", config.hub_id))
-                .connect(servers.as_str()),
+                // The first server given is this hub's own (nearest) node; the others are
+                // where it goes when that one fails.
+                .retain_servers_order()
+                .connect(addresses),
         )
         .await
         .map_err(|_| ClusterError::ConnectTimeout {
@@ -256,6 +269,11 @@ impl Cluster {
     /// This hub's id in the cluster.
     pub fn hub_id(&self) -> &str {
         &self.shared.hub
+    }
+
+    /// The name of the NATS server this hub is connected to now.
+    pub fn nats_server(&self) -> String {
+        self.shared.nats.server_info().server_name
     }
 
     /// Tells the other hubs this one is going (its agents leave there at once) and stops.

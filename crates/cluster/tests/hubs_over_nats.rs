@@ -228,3 +228,152 @@ async fn nats_unreachable_is_a_clear_error() {
     let err = Cluster::join(hub, bad).await.err().unwrap();
     assert!(err.to_string().contains("hub id"), "{err}");
 }
+
+/// Three free loopback TCP ports (for a NATS cluster's client and route listeners).
+fn free_ports(n: usize) -> Vec<u16> {
+    let sockets: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    sockets
+        .iter()
+        .map(|s| s.local_addr().unwrap().port())
+        .collect()
+}
+
+/// A 3-node NATS cluster on loopback (each node routes to the other two), or `None`.
+fn start_nats_cluster() -> Option<Vec<(Nats, String)>> {
+    let bin = nats_server().or_else(|| {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install nats-server"
+        );
+        eprintln!("skipped: no nats-server");
+        None
+    })?;
+    let ports = free_ports(6);
+    let (clients, routes) = ports.split_at(3);
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let others: Vec<String> = (0..3)
+            .filter(|&j| j != i)
+            .map(|j| format!("nats://127.0.0.1:{}", routes[j]))
+            .collect();
+        let mut child = Command::new(&bin)
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &clients[i].to_string(),
+                "-n",
+                &format!("node-{i}"),
+            ])
+            .args([
+                "--cluster_name",
+                "aw",
+                "--cluster",
+                &format!("nats://127.0.0.1:{}", routes[i]),
+            ])
+            .args(["--routes", &others.join(",")])
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        let stderr = child.stderr.take().expect("piped");
+        let mut lines = BufReader::new(stderr).lines();
+        loop {
+            let line = lines.next().expect("nats-server starts up").unwrap();
+            if line.contains("Server is ready") {
+                break;
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        let url = format!("nats://127.0.0.1:{}", clients[i]);
+        nodes.push((Nats(child, url.clone()), url));
+    }
+    Some(nodes)
+}
+
+async fn ask_until_answered(from: &agentwire::AgentHandle, to: &str) {
+    for _ in 0..100 {
+        if let Ok(answer) = from.request(to, "ping", Duration::from_millis(500)).await {
+            assert_eq!(answer.from, to);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{} never got an answer from {to}", from.id());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hubs_on_a_three_node_nats_cluster_survive_a_node() {
+    let Some(mut nodes) = start_nats_cluster() else {
+        return;
+    };
+    let certs = tls::generate(&tls::default_hub_names()).unwrap();
+    // Each hub knows every node, its own first.
+    let mut hubs = Vec::new();
+    for i in 0..3 {
+        let mut servers: Vec<String> = nodes.iter().map(|(_, url)| url.clone()).collect();
+        servers.rotate_left(i);
+        let identity = HubIdentity::from_pem(&certs.hub_cert_pem, &certs.hub_key_pem).unwrap();
+        let mut config = HubConfig::default();
+        config.policy.heartbeat_interval_ms = 500;
+        let hub = Hub::new(config, HubMetrics::new());
+        let listener = hub
+            .listen_quic("127.0.0.1:0".parse().unwrap(), &identity)
+            .unwrap();
+        let url = format!("quic://127.0.0.1:{}", listener.local_addr.port());
+        let mut cluster = ClusterConfig::new(servers, format!("hub-{i}"));
+        cluster.name = "three".into();
+        cluster.beat = Duration::from_millis(200);
+        cluster.expiry = Duration::from_secs(3);
+        let cluster = Cluster::join(hub.clone(), cluster).await.unwrap();
+        hubs.push(TestHub {
+            hub,
+            _listener: listener,
+            url,
+            _cluster: cluster,
+        });
+    }
+    let mut agents = Vec::new();
+    for (i, hub) in hubs.iter().enumerate() {
+        let mut a = agent(hub, &certs, &format!("agent-{i}")).await;
+        a.subscribe("$presence").await.unwrap();
+        let handle = a.handle().clone();
+        tokio::spawn(async move {
+            while let Some(msg) = a.recv().await {
+                if msg.envelope.kind == Kind::Request {
+                    let _ = msg.reply("pong").await;
+                }
+            }
+        });
+        agents.push(handle);
+    }
+    for hub in &hubs {
+        wait_for_agents(&hub.hub, &["agent-0", "agent-1", "agent-2"]).await;
+    }
+    for from in &agents {
+        for to in ["agent-0", "agent-1", "agent-2"] {
+            if from.id() != to {
+                let answer = from
+                    .request(to, "ping", Duration::from_secs(5))
+                    .await
+                    .unwrap();
+                assert_eq!(&answer.body[..], b"pong");
+            }
+        }
+    }
+    // A NATS node dies: the hub connected to it moves to another node, and every agent still
+    // reaches every other.
+    assert_eq!(hubs[0]._cluster.nats_server(), "node-0");
+    let (node, _) = nodes.remove(0);
+    drop(node);
+    for from in &agents {
+        for to in ["agent-0", "agent-1", "agent-2"] {
+            if from.id() != to {
+                ask_until_answered(from, to).await;
+            }
+        }
+    }
+    assert_ne!(hubs[0]._cluster.nats_server(), "node-0");
+}
