@@ -192,6 +192,16 @@ async fn agents_on_different_hubs_talk_through_nats() {
         assert!(extra.is_err(), "a second copy arrived: {extra:?}");
     }
 
+    // An id taken on one hub is taken on every hub: the default policy refuses the newcomer.
+    let trust = HubTrust::ca_pem(&certs.ca_cert_pem).unwrap();
+    match Agent::connect(AgentOptions::new("alice", b.url.clone(), trust)).await {
+        Err(agentwire::AgentError::Rejected { code, .. }) => {
+            assert_eq!(code, agentwire::ErrorCode::DuplicateAgentId)
+        }
+        Err(e) => panic!("a second alice on hub-b: {e}"),
+        Ok(_) => panic!("a second alice got in on hub-b"),
+    }
+
     // An agent that leaves its hub leaves the other hub too.
     erin.close().await;
     wait_for_agents(&a.hub, &["alice", "bob", "carol", "dave"]).await;
