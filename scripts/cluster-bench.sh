@@ -70,23 +70,9 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$OUT/env.json" <<PY
-import json, os, platform, subprocess, sys
-def out(*cmd):
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
-    except Exception as e:
-        return f"unavailable: {e}"
-model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-json.dump({
-    "command": "scripts/cluster-bench.sh $OUT (ROUNDS=$ROUNDS DURATION=$DURATION WINDOWS='$WINDOWS' AGENTS=$AGENTS)",
-    "git_sha": out("git", "rev-parse", "HEAD"),
-    "git_dirty": bool(out("git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!$OUT")),
-    "cpus": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
-    "rustc": out("rustc", "--version"),
-    "nats_server": out("target/peers-nats/nats-server", "--version"),
-    "shape": {"agents": $AGENTS, "size": $SIZE, "targets": $TARGETS, "warmup_s": $WARMUP,
-              "duration_s": $DURATION, "rounds": $ROUNDS, "transport": "quic, loopback"},
-}, open(sys.argv[1], "w"), indent=2)
-PY
+python3 scripts/lib/bench_env.py "$OUT" \
+  "scripts/cluster-bench.sh $OUT (ROUNDS=$ROUNDS DURATION=$DURATION WINDOWS='$WINDOWS' AGENTS=$AGENTS)" \
+  "{\"agents\": $AGENTS, \"size\": $SIZE, \"targets\": $TARGETS, \"warmup_s\": $WARMUP,
+    \"duration_s\": $DURATION, \"rounds\": $ROUNDS, \"transport\": \"quic, loopback\"}" \
+  rustc="rustc --version" nats_server="target/peers-nats/nats-server --version"
 python3 scripts/cluster_bench_summary.py "$OUT"

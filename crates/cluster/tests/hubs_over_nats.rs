@@ -79,6 +79,25 @@ struct TestHub {
 }
 
 async fn hub_in_cluster(nats: &str, id: &str, certs: &CertBundle) -> TestHub {
+    hub_on_servers(
+        vec![nats.to_owned()],
+        "test",
+        id,
+        Duration::from_millis(1500),
+        certs,
+    )
+    .await
+}
+
+/// A hub on QUIC in cluster `name` through `servers`, announcing every 200 ms and taking
+/// other hubs as gone after `expiry`.
+async fn hub_on_servers(
+    servers: Vec<String>,
+    name: &str,
+    id: &str,
+    expiry: Duration,
+    certs: &CertBundle,
+) -> TestHub {
     let identity = HubIdentity::from_pem(&certs.hub_cert_pem, &certs.hub_key_pem).unwrap();
     let mut config = HubConfig::default();
     config.policy.heartbeat_interval_ms = 500;
@@ -87,10 +106,10 @@ async fn hub_in_cluster(nats: &str, id: &str, certs: &CertBundle) -> TestHub {
         .listen_quic("127.0.0.1:0".parse().unwrap(), &identity)
         .unwrap();
     let url = format!("quic://127.0.0.1:{}", listener.local_addr.port());
-    let mut cluster = ClusterConfig::new(vec![nats.to_owned()], id);
-    cluster.name = "test".into();
+    let mut cluster = ClusterConfig::new(servers, id);
+    cluster.name = name.into();
     cluster.beat = Duration::from_millis(200);
-    cluster.expiry = Duration::from_millis(1500);
+    cluster.expiry = expiry;
     let cluster = Cluster::join(hub.clone(), cluster).await.unwrap();
     TestHub {
         hub,
@@ -325,25 +344,8 @@ async fn three_hubs_on_a_three_node_nats_cluster_survive_a_node() {
     for i in 0..3 {
         let mut servers: Vec<String> = nodes.iter().map(|(_, url)| url.clone()).collect();
         servers.rotate_left(i);
-        let identity = HubIdentity::from_pem(&certs.hub_cert_pem, &certs.hub_key_pem).unwrap();
-        let mut config = HubConfig::default();
-        config.policy.heartbeat_interval_ms = 500;
-        let hub = Hub::new(config, HubMetrics::new());
-        let listener = hub
-            .listen_quic("127.0.0.1:0".parse().unwrap(), &identity)
-            .unwrap();
-        let url = format!("quic://127.0.0.1:{}", listener.local_addr.port());
-        let mut cluster = ClusterConfig::new(servers, format!("hub-{i}"));
-        cluster.name = "three".into();
-        cluster.beat = Duration::from_millis(200);
-        cluster.expiry = Duration::from_secs(3);
-        let cluster = Cluster::join(hub.clone(), cluster).await.unwrap();
-        hubs.push(TestHub {
-            hub,
-            _listener: listener,
-            url,
-            _cluster: cluster,
-        });
+        let id = format!("hub-{i}");
+        hubs.push(hub_on_servers(servers, "three", &id, Duration::from_secs(3), &certs).await);
     }
     let mut agents = Vec::new();
     for (i, hub) in hubs.iter().enumerate() {
