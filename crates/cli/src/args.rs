@@ -523,6 +523,13 @@ pub struct HubArgs {
     /// This hub's id in the cluster (letters, digits, '-', '_'; default: hub- and random hex).
     #[arg(long)]
     pub hub_id: Option<String>,
+    /// Talk to NATS over TLS, trusting this CA certificate (PEM). A user and password or a token
+    /// go in the --cluster URL (nats://user:pass@host:4222).
+    #[arg(long)]
+    pub cluster_ca: Option<PathBuf>,
+    /// A NATS credentials file (.creds) for the cluster connection.
+    #[arg(long)]
+    pub cluster_creds: Option<PathBuf>,
     /// When NATS cannot be reached at start, serve this hub's agents alone instead of exiting.
     #[arg(long)]
     pub cluster_optional: bool,

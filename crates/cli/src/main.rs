@@ -330,12 +330,19 @@ async fn join_cluster(a: &HubArgs, hub: &Hub) -> Result<Option<agentwire_cluster
     };
     let mut config = agentwire_cluster::ClusterConfig::new(a.cluster.clone(), hub_id.clone());
     config.name.clone_from(&a.cluster_name);
+    config.tls_ca.clone_from(&a.cluster_ca);
+    config.credentials.clone_from(&a.cluster_creds);
     match agentwire_cluster::Cluster::join(hub.clone(), config).await {
         Ok(cluster) => {
+            let servers: Vec<String> = a
+                .cluster
+                .iter()
+                .map(|s| agentwire_cluster::node::redacted(s))
+                .collect();
             println!(
                 "hub {hub_id} joined cluster {} through {}",
                 a.cluster_name,
-                a.cluster.join(",")
+                servers.join(",")
             );
             Ok(Some(cluster))
         }

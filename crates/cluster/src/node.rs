@@ -35,6 +35,11 @@ pub struct ClusterConfig {
     pub poll: Duration,
     /// How long connecting to NATS may take.
     pub connect_timeout: Duration,
+    /// Talk to NATS over TLS, trusting the CA certificate(s) in this PEM file.
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// A NATS credentials file (`.creds`: a user JWT and its NKey seed). A user and password
+    /// or a token may instead be given in the server URL (`nats://user:pass@host:4222`).
+    pub credentials: Option<std::path::PathBuf>,
 }
 
 impl ClusterConfig {
@@ -49,6 +54,8 @@ impl ClusterConfig {
             expiry: Duration::from_millis(3500),
             poll: Duration::from_millis(50),
             connect_timeout: Duration::from_secs(5),
+            tls_ca: None,
+            credentials: None,
         }
     }
 }
@@ -76,6 +83,15 @@ pub enum ClusterError {
         #[source]
         source: async_nats::ConnectError,
     },
+    /// The credentials file cannot be used.
+    #[error("cannot use the NATS credentials file {path}")]
+    Credentials {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// NATS refused a subscription.
     #[error("cannot subscribe to {subject}")]
     Subscribe {
@@ -85,6 +101,23 @@ pub enum ClusterError {
         #[source]
         source: async_nats::SubscribeError,
     },
+}
+
+/// A NATS URL without the user, password or token it may carry, for messages and logs.
+///
+/// ```
+/// use agentwire_cluster::node::redacted;
+/// assert_eq!(redacted("nats://aw:s3cret@127.0.0.1:4222"), "nats://***@127.0.0.1:4222");
+/// assert_eq!(redacted("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
+/// ```
+pub fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}***{}", &url[..scheme + 3], &url[at..])
+        }
+        (None, Some(at)) => format!("***{}", &url[at..]),
+        _ => url.to_owned(),
+    }
 }
 
 fn subject_safe(what: &str, s: &str) -> Result<(), ClusterError> {
@@ -131,34 +164,57 @@ impl Cluster {
         if config.servers.is_empty() {
             return Err(ClusterError::Config("no NATS server given".into()));
         }
-        let servers = config.servers.join(",");
+        let servers = config
+            .servers
+            .iter()
+            .map(|s| redacted(s))
+            .collect::<Vec<_>>()
+            .join(",");
         let addresses = config
             .servers
             .iter()
             .map(|s| {
                 s.trim().parse::<async_nats::ServerAddr>().map_err(|e| {
+                    let s = redacted(s);
                     ClusterError::Config(format!("the NATS address {s:?} is not valid: {e}"))
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let nats = tokio::time::timeout(
-            config.connect_timeout,
-            async_nats::ConnectOptions::new()
-                .name(format!("agentwire hub {}", config.hub_id))
-                // The first server given is this hub's own (nearest) node; the others are
-                // where it goes when that one fails.
-                .retain_servers_order()
-                .connect(addresses),
-        )
-        .await
-        .map_err(|_| ClusterError::ConnectTimeout {
-            servers: servers.clone(),
-            timeout: config.connect_timeout,
-        })?
-        .map_err(|source| ClusterError::Connect {
-            servers: servers.clone(),
-            source,
-        })?;
+        let mut options = async_nats::ConnectOptions::new()
+            .name(format!("agentwire hub {}", config.hub_id))
+            // The first server given is this hub's own (nearest) node; the others are where it
+            // goes when that one fails.
+            .retain_servers_order();
+        // A user and password (or a token, as the user part) in the URL: async-nats reads
+        // them from its options only.
+        if let Some(addr) = addresses.iter().find(|a| a.username().is_some()) {
+            let user = addr.username().unwrap_or_default().to_owned();
+            options = match addr.password() {
+                Some(pass) => options.user_and_password(user, pass.to_owned()),
+                None => options.token(user),
+            };
+        }
+        if let Some(ca) = &config.tls_ca {
+            options = options.add_root_certificates(ca.clone()).require_tls(true);
+        }
+        if let Some(path) = &config.credentials {
+            options = options.credentials_file(path).await.map_err(|source| {
+                ClusterError::Credentials {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
+        }
+        let nats = tokio::time::timeout(config.connect_timeout, options.connect(addresses))
+            .await
+            .map_err(|_| ClusterError::ConnectTimeout {
+                servers: servers.clone(),
+                timeout: config.connect_timeout,
+            })?
+            .map_err(|source| ClusterError::Connect {
+                servers: servers.clone(),
+                source,
+            })?;
         let prefix = format!("agentwire.{}", config.name);
         let shared = Arc::new(Shared::new(
             config.hub_id.clone(),

@@ -389,3 +389,73 @@ async fn three_hubs_on_a_three_node_nats_cluster_survive_a_node() {
     }
     assert_ne!(hubs[0]._cluster.nats_server(), "node-0");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_with_tls_and_a_password() {
+    let Some(bin) = nats_server().or_else(|| {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install nats-server"
+        );
+        None
+    }) else {
+        return;
+    };
+    // The NATS server's certificate from an agentwire CA (names localhost, 127.0.0.1, ::1).
+    let dir = std::env::temp_dir().join(format!("aw-nats-tls-{}", std::process::id()));
+    let certs = tls::generate(&tls::default_hub_names()).unwrap();
+    let files = tls::write_cert_dir(&dir, &certs, true).unwrap();
+    let port = free_ports(1)[0];
+    let mut child = Command::new(bin)
+        .args([
+            "-a",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "--user",
+            "aw",
+            "--pass",
+            "s3cret",
+        ])
+        .arg("--tls")
+        .arg("--tlscert")
+        .arg(&files.hub_cert)
+        .arg("--tlskey")
+        .arg(&files.hub_key)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("nats-server starts");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    while !lines.next().unwrap().unwrap().contains("Server is ready") {}
+    std::thread::spawn(move || for _ in lines {});
+    let _nats = Nats(child, String::new());
+
+    let join = |url: String, ca: Option<PathBuf>| async move {
+        let hub = Hub::new(HubConfig::default(), HubMetrics::new());
+        let mut config = ClusterConfig::new(vec![url], "hub-t");
+        config.tls_ca = ca;
+        config.connect_timeout = Duration::from_secs(5);
+        Cluster::join(hub, config).await
+    };
+    let good = format!("nats://aw:s3cret@127.0.0.1:{port}");
+    let cluster = join(good.clone(), Some(files.ca_cert.clone()))
+        .await
+        .unwrap();
+    assert_eq!(cluster.hub_id(), "hub-t");
+    let wrong = format!("nats://aw:guess@127.0.0.1:{port}");
+    let err = join(wrong, Some(files.ca_cert.clone()))
+        .await
+        .err()
+        .expect("a wrong password is refused");
+    let text = agentwire::error_chain(&err);
+    assert!(
+        !text.contains("guess"),
+        "the password stays out of messages: {text}"
+    );
+    assert!(
+        join(good, None).await.is_err(),
+        "TLS without a CA to trust the server with"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
