@@ -194,8 +194,17 @@ impl Cluster {
                 None => options.token(user),
             };
         }
+        // async-nats builds its own TLS settings from rustls's process-wide crypto provider
+        // when a server insists on TLS; a build with two providers has none by default, so
+        // name one (a provider the application installed first stays).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         if let Some(ca) = &config.tls_ca {
-            options = options.add_root_certificates(ca.clone()).require_tls(true);
+            // agentwire's own TLS settings (TLS 1.3), trusting this CA.
+            let trust = agentwire::HubTrust::ca_file(ca)
+                .map_err(|e| ClusterError::Config(format!("the NATS CA: {e}")))?;
+            let tls = agentwire::tls::client_config(&trust, &[])
+                .map_err(|e| ClusterError::Config(format!("TLS for NATS: {e}")))?;
+            options = options.tls_client_config(tls).require_tls(true);
         }
         if let Some(path) = &config.credentials {
             options = options.credentials_file(path).await.map_err(|source| {
