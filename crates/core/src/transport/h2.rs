@@ -504,14 +504,19 @@ fn read_message_inline(
             let Some((inbound, status)) = state.settle(core, result) else {
                 return;
             };
-            if status == StatusCode::NO_CONTENT {
-                answers.push(respond);
-            } else {
-                respond_status(&mut respond, status);
-            }
-            if let Err(mpsc::error::TrySendError::Full(inbound)) = tx.try_send(inbound) {
-                let tx = tx.clone();
-                tokio::spawn(async move { tx.send(inbound).await });
+            // The answer goes out only once the frame is queued for the hub: an agent that has
+            // every answer knows its frames are ahead of anything it sends next (its goodbye
+            // on the session stream).
+            match tx.try_send(inbound) {
+                Err(mpsc::error::TrySendError::Full(inbound)) => {
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        let _ = tx.send(inbound).await;
+                        respond_status(&mut respond, status);
+                    });
+                }
+                _ if status == StatusCode::NO_CONTENT => answers.push(respond),
+                _ => respond_status(&mut respond, status),
             }
             return;
         }
@@ -562,8 +567,9 @@ async fn message_pump(
     };
     drop(body);
     if let Some((inbound, status)) = state.settle(&core, result) {
-        respond_status(&mut respond, status);
+        // Queued for the hub first, then answered (see `read_message_inline`).
         let _ = tx.send(inbound).await;
+        respond_status(&mut respond, status);
     }
 }
 

@@ -411,6 +411,7 @@ pub fn split_connection(
         max_frame_size: max_in,
         done: false,
         last_reply: None,
+        goodbye: None,
     };
     (sender, receiver)
 }
@@ -678,7 +679,16 @@ pub struct QuicReceiver {
     max_frame_size: Arc<AtomicU32>,
     done: bool,
     last_reply: Option<ReplySlot>,
+    /// A goodbye held back while the frames of other streams, sent before it, come in.
+    goodbye: Option<(Inbound, tokio::time::Instant)>,
 }
+
+/// A goodbye is handed on once no other frame has come for this long...
+const GOODBYE_QUIET: std::time::Duration = std::time::Duration::from_millis(25);
+/// ...or this long after it arrived. (The peer's goodbye travels on the control stream; the
+/// messages it sent before travel on streams of their own, which its transport has delivered
+/// and the peer acknowledged, but which this side's readers may not have taken in yet.)
+const GOODBYE_HOLD_MAX: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// A frame read from a stream, with the stream's reply direction if it arrived as the first
 /// frame of a peer-opened bidirectional (request) stream.
@@ -690,7 +700,33 @@ impl FrameReceiver for QuicReceiver {
         if self.done {
             return Ok(None);
         }
-        match self.rx.recv().await {
+        let next = loop {
+            let next = match &self.goodbye {
+                None => self.rx.recv().await,
+                Some((_, since)) => {
+                    let quiet = tokio::time::Instant::now() + GOODBYE_QUIET;
+                    let until = quiet.min(*since + GOODBYE_HOLD_MAX);
+                    match tokio::time::timeout_at(until, self.rx.recv()).await {
+                        Ok(next) => next,
+                        // Quiet (or held long enough): the goodbye now.
+                        Err(_) => break self.goodbye.take().map(|(inbound, _)| Ok(inbound)),
+                    }
+                }
+            };
+            match next {
+                Some(Ok((frame, reply)))
+                    if frame.type_byte == FrameType::Goodbye as u8 && self.goodbye.is_none() =>
+                {
+                    self.goodbye = Some(((frame, reply), tokio::time::Instant::now()));
+                }
+                // The connection ended while a goodbye was held: the goodbye first.
+                Some(Err(_)) | None if self.goodbye.is_some() => {
+                    break self.goodbye.take().map(|(inbound, _)| Ok(inbound));
+                }
+                other => break other,
+            }
+        };
+        match next {
             Some(Ok((frame, reply))) => {
                 self.last_reply = reply;
                 Ok(Some(frame))
