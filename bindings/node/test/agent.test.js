@@ -100,6 +100,10 @@ test('durable queue: enqueue, duplicates, consume, ack, nack', async () => {
     assert.deepEqual([again.text, again.attempt], [got[1].text, 2]);
     await worker.ack(again.id);
     await worker.stopConsuming('jobs');
+    // The stop travels like any frame: wait until the hub has taken it.
+    for (let i = 0; i < 100 && (await boss.queueStats('jobs')).consumers !== 0; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
     await boss.enqueue('jobs', 't3');
     const nothing = await Promise.race([worker.recv(), new Promise((r) => setTimeout(() => r('none'), 300))]);
     assert.equal(nothing, 'none');

@@ -107,6 +107,11 @@ def test_durable_queue_enqueue_consume_ack_nack():
                     assert (redelivered.body, redelivered.attempt) == (got[1].body, 2)
                     await worker.ack(redelivered.id)
                     await worker.stop_consuming("jobs")
+                    # The stop travels like any frame: wait until the hub has taken it.
+                    for _ in range(100):
+                        if (await boss.queue_stats("jobs"))["consumers"] == 0:
+                            break
+                        await asyncio.sleep(0.02)
                     await boss.enqueue("jobs", b"t3")
                     with pytest.raises(asyncio.TimeoutError):
                         await asyncio.wait_for(worker.recv(), timeout=0.3)
