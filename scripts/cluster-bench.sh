@@ -19,15 +19,11 @@ DURATION=${DURATION:-5}
 WINDOWS=${WINDOWS:-"1 16"}
 AGENTS=${AGENTS:-100}
 SIZE=1024 TARGETS=10 WARMUP=1
-NATS_VERSION=v2.15.2
 mkdir -p "$OUT"
 
 cargo build --release --locked -q -p agentwire-cli
 cargo build --release --locked -q -p agentwire-bench --examples
-if [ ! -x target/peers-nats/nats-server ]; then
-  mkdir -p target/peers-nats
-  GOBIN="$PWD/target/peers-nats" go install "github.com/nats-io/nats-server/v2@$NATS_VERSION"
-fi
+scripts/lib/nats-server.sh target/peers-nats
 source scripts/lib/hub.sh
 BIN=target/release/agentwire
 "$BIN" cert --out "$WORK/certs" >/dev/null

@@ -32,9 +32,7 @@ out=$(cd "$out" && pwd)
 
 [ -x "$aw" ] || { echo "no agentwire binary at $aw (cargo build --release -p agentwire-cli)" >&2; exit 1; }
 command -v go >/dev/null || { echo "needs Go (the Go toolchain) to install nats-server and the client" >&2; exit 1; }
-if [ ! -x "$tools/nats-server" ]; then
-  GOBIN=$tools go install "github.com/nats-io/nats-server/v2@$nats_version"
-fi
+NATS_VERSION=$nats_version "$root/scripts/lib/nats-server.sh" "$tools"
 (cd "$here/jetstream" && go build -o "$tools/jsbench" .)
 
 work=$(mktemp -d)
