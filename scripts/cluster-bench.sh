@@ -28,7 +28,7 @@ source scripts/lib/hub.sh
 BIN=target/release/agentwire
 "$BIN" cert --out "$WORK/certs" >/dev/null
 CA="$WORK/certs/ca.pem"
-target/peers-nats/nats-server -a 127.0.0.1 -p -1 >"$WORK/nats.log" 2>&1 &
+target/peers-nats/nats-server -a 127.0.0.1 -p -1 -js -sd "$WORK/jetstream" >"$WORK/nats.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 100); do grep -q "Listening for client connections" "$WORK/nats.log" && break; sleep 0.1; done
 NATS="nats://$(grep -o 'Listening for client connections on [0-9.:]*' "$WORK/nats.log" | awk '{print $NF}')"
@@ -37,7 +37,7 @@ start_member() { # NAME -> prints the hub's quic:// address
   "$BIN" hub --listen quic://127.0.0.1:0 --cert-dir "$WORK/certs" --cluster "$NATS" \
     --hub-id "$1" >"$WORK/$1.log" 2>&1 &
   PIDS+=($!)
-  for _ in $(seq 100); do grep -q "joined cluster" "$WORK/$1.log" && break; sleep 0.1; done
+  for _ in $(seq 100); do grep -q "hub listening on" "$WORK/$1.log" && break; sleep 0.1; done
   grep -o "quic://127.0.0.1:[0-9]*" "$WORK/$1.log" | head -1
 }
 HUB_A=$(start_member hub-a)

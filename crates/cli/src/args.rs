@@ -533,6 +533,15 @@ pub struct HubArgs {
     /// When NATS cannot be reached at start, serve this hub's agents alone instead of exiting.
     #[arg(long)]
     pub cluster_optional: bool,
+    /// Where a cluster's work queues live: `jetstream` (one hub at a time keeps them all in a
+    /// JetStream stream, any hub's consumers compete for their tasks, another hub takes over
+    /// when it stops; nats-server must run with -js) or `per-hub` (each hub its own, in
+    /// memory or its --store).
+    #[arg(long, default_value = "jetstream", value_parser = ["jetstream", "per-hub"])]
+    pub cluster_queues: String,
+    /// JetStream replicas of the queues' stream (fewer when the NATS cluster is smaller).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=5))]
+    pub cluster_replicas: u64,
     /// Permission bits of Unix socket files, in octal.
     #[arg(long, default_value = "600", value_parser = parse_octal)]
     pub socket_mode: u32,

@@ -332,6 +332,18 @@ async fn join_cluster(a: &HubArgs, hub: &Hub) -> Result<Option<agentwire_cluster
     config.name.clone_from(&a.cluster_name);
     config.tls_ca.clone_from(&a.cluster_ca);
     config.credentials.clone_from(&a.cluster_creds);
+    config.queues = match a.cluster_queues.as_str() {
+        "per-hub" => agentwire_cluster::QueuePlacement::PerHub,
+        _ => agentwire_cluster::QueuePlacement::JetStream {
+            replicas: a.cluster_replicas as usize,
+        },
+    };
+    if a.store.is_some() && config.queues != agentwire_cluster::QueuePlacement::PerHub {
+        anyhow::bail!(
+            "--store keeps one hub's queues on its disk; a cluster keeps them in JetStream \
+             (leave --store out, or pass --cluster-queues per-hub)"
+        );
+    }
     match agentwire_cluster::Cluster::join(hub.clone(), config).await {
         Ok(cluster) => {
             let servers: Vec<String> = a
@@ -344,6 +356,9 @@ async fn join_cluster(a: &HubArgs, hub: &Hub) -> Result<Option<agentwire_cluster
                 a.cluster_name,
                 servers.join(",")
             );
+            if cluster.owns_queues() {
+                println!("hub {hub_id} keeps the cluster's work queues (JetStream)");
+            }
             Ok(Some(cluster))
         }
         Err(e) if a.cluster_optional => {
@@ -411,6 +426,9 @@ async fn hub(a: HubArgs) -> Result<()> {
         }
         None => Hub::new(config, metrics.clone()),
     };
+    // Joined before agents can connect: their queue work then goes where the cluster keeps
+    // the queues from the first task on.
+    let cluster = join_cluster(&a, &hub).await?;
     let mut listeners = Vec::new();
     for url in &a.listen {
         let url = HubUrl::parse(url).map_err(anyhow::Error::msg)?;
@@ -436,7 +454,6 @@ async fn hub(a: HubArgs) -> Result<()> {
     if let Some(identity) = &identity {
         println!("hub key pin: {}", identity.spki_pin()?);
     }
-    let cluster = join_cluster(&a, &hub).await?;
     let stats = a.stats_interval.map(Duration::from_secs);
     until_stopped(stats, || {
         for info in hub.agents() {
@@ -446,10 +463,10 @@ async fn hub(a: HubArgs) -> Result<()> {
     })
     .await?;
     println!("shutting down");
+    hub.shutdown();
     if let Some(cluster) = cluster {
         cluster.leave().await;
     }
-    hub.shutdown();
     for l in &listeners {
         l.close();
     }

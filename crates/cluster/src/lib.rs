@@ -21,6 +21,8 @@
 
 pub mod link;
 pub mod node;
+mod owner;
 pub mod presence;
+pub mod store;
 
-pub use node::{Cluster, ClusterConfig, ClusterError};
+pub use node::{Cluster, ClusterConfig, ClusterError, QueuePlacement};

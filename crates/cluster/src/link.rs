@@ -10,6 +10,7 @@
 //! same hub (that hub fans it out to its own subscribers). It must not decide routes.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ use agentwire::transport::{
     TransportKind,
 };
 use agentwire::{ErrorCode, Priority};
+use agentwire_proto::Kind;
 use agentwire_proto::{
     AgentHandshake, Codec, DestinationRef, EnvelopeView, Frame, FrameDecoder, FrameType, Heartbeat,
     Hello, RawFrame,
@@ -29,6 +31,12 @@ use tokio::sync::{mpsc, watch};
 pub const FROM_HEADER: &str = "Agentwire-From";
 /// The NATS header naming the hub that published a frame.
 pub const HUB_HEADER: &str = "Agentwire-Hub";
+/// The NATS header of a task the queue owner delivers: the consumer's agent id. The frame
+/// goes to that agent as it is, not through the receiving hub's routing.
+pub const DELIVER_HEADER: &str = "Agentwire-Deliver";
+/// The NATS header of the queue owner's answer to a queue request (value `1`): the
+/// receiving hub takes it as coming from its queue-owner connection.
+pub const OWNER_ANSWER_HEADER: &str = "Agentwire-Owner-Answer";
 
 /// What this hub shares among its stand-ins.
 pub struct Shared {
@@ -40,6 +48,10 @@ pub struct Shared {
     pub prefix: String,
     /// Agents of other hubs (their frames are never forwarded again).
     pub remote: Mutex<HashSet<String>>,
+    /// The hub keeping the queues, when another one does.
+    pub queue_owner: Mutex<Option<String>>,
+    /// Whether this hub keeps the queues.
+    pub owns_queues: std::sync::atomic::AtomicBool,
     /// Topic messages and broadcasts already published to a hub.
     sent_once: Mutex<SentOnce>,
 }
@@ -65,6 +77,8 @@ impl Shared {
             nats,
             prefix,
             remote: Mutex::new(HashSet::new()),
+            queue_owner: Mutex::new(None),
+            owns_queues: std::sync::atomic::AtomicBool::new(false),
             sent_once: Mutex::new(SentOnce::default()),
         }
     }
@@ -105,8 +119,17 @@ impl Shared {
 #[derive(Clone)]
 pub struct StandInSender {
     shared: Arc<Shared>,
-    hub: Arc<str>,
+    target: Target,
     closed: watch::Sender<Option<TransportError>>,
+}
+
+/// Where a stand-in's frames go.
+#[derive(Clone)]
+enum Target {
+    /// An agent of this hub.
+    Agent { hub: Arc<str>, agent: Arc<str> },
+    /// Whichever hub keeps the queues ([`Shared::queue_owner`]).
+    QueueOwner,
 }
 
 /// The receiving half of a stand-in.
@@ -135,7 +158,36 @@ pub fn stand_in(
     agent: &str,
     heartbeat: Duration,
 ) -> Result<(StandInSender, StandInReceiver, StandInFeed), TransportError> {
-    let mut hello = Hello::new(agent, format!("cluster:{hub}"));
+    let target = Target::Agent {
+        hub: Arc::from(hub),
+        agent: Arc::from(agent),
+    };
+    make(
+        shared,
+        target,
+        Hello::new(agent, format!("cluster:{hub}")),
+        heartbeat,
+    )
+}
+
+/// The stand-in for the hub that keeps the queues (agent id
+/// [`QUEUE_OWNER_ID`](agentwire::hub::QUEUE_OWNER_ID)): the hub core sends it the queue work
+/// of this hub's agents, and it publishes that to the owner named in
+/// [`Shared::queue_owner`] (to none while there is none: requests then time out).
+pub fn queue_owner_stand_in(
+    shared: Arc<Shared>,
+    heartbeat: Duration,
+) -> Result<(StandInSender, StandInReceiver, StandInFeed), TransportError> {
+    let hello = Hello::new(agentwire::hub::QUEUE_OWNER_ID, "cluster:queues");
+    make(shared, Target::QueueOwner, hello, heartbeat)
+}
+
+fn make(
+    shared: Arc<Shared>,
+    target: Target,
+    mut hello: Hello,
+    heartbeat: Duration,
+) -> Result<(StandInSender, StandInReceiver, StandInFeed), TransportError> {
     hello.codecs = vec![Codec::MsgPack.name().to_owned()];
     let first = AgentHandshake::new(hello)
         .hello_frame()
@@ -147,7 +199,7 @@ pub fn stand_in(
     Ok((
         StandInSender {
             shared,
-            hub: Arc::from(hub),
+            target,
             closed: closed_tx,
         },
         StandInReceiver {
@@ -191,22 +243,74 @@ impl StandInSender {
         let Some(view) = EnvelopeView::parse_with(Codec::MsgPack, &raw.payload) else {
             return Ok(());
         };
-        if view.from == agentwire::hub::HUB_ID || self.shared.is_remote(view.from) {
+        let (hub, agent) = match &self.target {
+            Target::QueueOwner => {
+                // Queue work of this hub's agents; nothing else (broadcasts) goes there.
+                if !matches!(view.to, DestinationRef::Queue(_)) {
+                    return Ok(());
+                }
+                let owner = self
+                    .shared
+                    .queue_owner
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                return match owner {
+                    Some(owner) => self.send(&owner, view.from, None, frame).await,
+                    None => Ok(()),
+                };
+            }
+            Target::Agent { hub, agent } => (hub, agent),
+        };
+        if let DestinationRef::Queue(_) = view.to {
+            // A task this hub's queues deliver to a consumer on that hub.
+            return self
+                .send(hub, view.from, Some((DELIVER_HEADER, agent)), frame)
+                .await;
+        }
+        if view.from == agentwire::hub::HUB_ID {
+            // Every hub makes its own `$presence` events and errors, but only the queue owner
+            // can answer a queue request.
+            let answer = matches!(view.kind, Kind::Response | Kind::Error)
+                && view.correlation.is_some()
+                && matches!(view.to, DestinationRef::Agent(_));
+            if answer && self.shared.owns_queues.load(Ordering::Relaxed) {
+                return self
+                    .send(hub, view.from, Some((OWNER_ANSWER_HEADER, "1")), frame)
+                    .await;
+            }
+            return Ok(());
+        }
+        if self.shared.is_remote(view.from) {
             return Ok(());
         }
         if matches!(
             view.to,
             DestinationRef::Topic(_) | DestinationRef::Broadcast
-        ) && !self.shared.first_time(&self.hub, view.from, view.id)
+        ) && !self.shared.first_time(hub, view.from, view.id)
         {
             return Ok(());
         }
+        self.send(hub, view.from, None, frame).await
+    }
+
+    /// Publishes `frame` from `from` to hub `hub`, with one more header if given.
+    async fn send(
+        &self,
+        hub: &str,
+        from: &str,
+        extra: Option<(&str, &str)>,
+        frame: Bytes,
+    ) -> Result<(), TransportError> {
         let mut headers = async_nats::HeaderMap::new();
-        headers.insert(FROM_HEADER, view.from);
+        headers.insert(FROM_HEADER, from);
         headers.insert(HUB_HEADER, self.shared.hub.as_str());
+        if let Some((name, value)) = extra {
+            headers.insert(name, value);
+        }
         self.shared
             .nats
-            .publish_with_headers(self.shared.hub_subject(&self.hub), headers, frame)
+            .publish_with_headers(self.shared.hub_subject(hub), headers, frame)
             .await
             .map_err(|e| TransportError::io("cannot publish to NATS", e))
     }

@@ -9,7 +9,11 @@ use agentwire::hub::Hub;
 use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
-use crate::link::{stand_in, Shared, StandInFeed, StandInSender, FROM_HEADER, HUB_HEADER};
+use crate::link::{
+    stand_in, Shared, StandInFeed, StandInSender, DELIVER_HEADER, FROM_HEADER, HUB_HEADER,
+    OWNER_ANSWER_HEADER,
+};
+use crate::owner::Ownership;
 use crate::presence::{AgentEntry, Change, Directory, PresenceMessage};
 
 /// How a hub joins a cluster.
@@ -40,6 +44,23 @@ pub struct ClusterConfig {
     /// A NATS credentials file (`.creds`: a user JWT and its NKey seed). A user and password
     /// or a token may instead be given in the server URL (`nats://user:pass@host:4222`).
     pub credentials: Option<std::path::PathBuf>,
+    /// Where the work queues live.
+    pub queues: QueuePlacement,
+}
+
+/// Where a cluster's work queues live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueuePlacement {
+    /// One hub at a time keeps every queue, in a JetStream stream (replicated on up to
+    /// `replicas` NATS nodes); the others pass their agents' queue work to it, and another
+    /// hub takes over when it stops (the default; NATS must run JetStream).
+    JetStream {
+        /// Replicas to ask for (fewer when the NATS cluster is smaller).
+        replicas: usize,
+    },
+    /// Each hub keeps its own queues in its own way (in memory, or its `--store`); only its
+    /// own agents share them.
+    PerHub,
 }
 
 impl ClusterConfig {
@@ -56,6 +77,7 @@ impl ClusterConfig {
             connect_timeout: Duration::from_secs(5),
             tls_ca: None,
             credentials: None,
+            queues: QueuePlacement::JetStream { replicas: 3 },
         }
     }
 }
@@ -92,6 +114,13 @@ pub enum ClusterError {
         #[source]
         source: std::io::Error,
     },
+    /// The queues cannot be kept in JetStream (not enabled on the NATS servers, or the
+    /// stream cannot be made or read).
+    #[error("cannot keep the work queues in JetStream (does nats-server run with -js?)")]
+    Queues(#[source] agentwire_queue::StoreError),
+    /// The lease that names the hub keeping the queues cannot be made.
+    #[error("cannot make the queue owner's lease in JetStream: {0}")]
+    Lease(String),
     /// NATS refused a subscription.
     #[error("cannot subscribe to {subject}")]
     Subscribe {
@@ -137,6 +166,7 @@ fn subject_safe(what: &str, s: &str) -> Result<(), ClusterError> {
 pub struct Cluster {
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
+    ownership: Option<Arc<Ownership>>,
 }
 
 struct StandIn {
@@ -153,6 +183,7 @@ struct State {
     stand_ins: Mutex<HashMap<String, StandIn>>,
     generations: std::sync::atomic::AtomicU64,
     heartbeat: Duration,
+    ownership: std::sync::OnceLock<Arc<Ownership>>,
 }
 
 impl Cluster {
@@ -250,6 +281,7 @@ impl Cluster {
             stand_ins: Mutex::new(HashMap::new()),
             generations: std::sync::atomic::AtomicU64::new(0),
             heartbeat,
+            ownership: std::sync::OnceLock::new(),
         });
         let mut tasks = Vec::new();
         // Frames for this hub's agents, from agents of other hubs.
@@ -263,6 +295,18 @@ impl Cluster {
                             .and_then(|h| h.get(name))
                             .map(|v| v.as_str().to_owned())
                     };
+                    if let Some(agent) = header(DELIVER_HEADER) {
+                        // A task the queue owner hands to a consumer here.
+                        state.hub.deliver_from_owner(&agent, msg.payload.clone());
+                        continue;
+                    }
+                    if header(OWNER_ANSWER_HEADER).is_some() {
+                        let feed = state.ownership.get().and_then(|o| o.feed());
+                        if let Some(feed) = feed {
+                            feed.frame(msg.payload.clone()).await;
+                        }
+                        continue;
+                    }
                     let (Some(from), Some(hub)) = (header(FROM_HEADER), header(HUB_HEADER)) else {
                         continue;
                     };
@@ -321,6 +365,35 @@ impl Cluster {
                 }
             }
         }));
+        let ownership = match config.queues {
+            QueuePlacement::JetStream { replicas } => {
+                let ownership = Ownership::start(
+                    state.hub.clone(),
+                    shared.clone(),
+                    &config.name,
+                    replicas,
+                    config.expiry,
+                    heartbeat,
+                )
+                .await?;
+                let _ = state.ownership.set(ownership.clone());
+                tasks.push(tokio::spawn({
+                    let ownership = ownership.clone();
+                    let beat = config.beat;
+                    async move {
+                        let mut tick = tokio::time::interval(beat);
+                        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                        tick.tick().await;
+                        loop {
+                            tick.tick().await;
+                            ownership.round().await;
+                        }
+                    }
+                }));
+                Some(ownership)
+            }
+            QueuePlacement::PerHub => None,
+        };
         let sync = PresenceMessage::Sync {
             hub: config.hub_id.clone(),
         };
@@ -328,7 +401,11 @@ impl Cluster {
             let _ = nats.publish(presence_subject, body.into()).await;
         }
         tracing::info!(hub = %config.hub_id, cluster = %config.name, %servers, "hub joined the cluster");
-        Ok(Cluster { shared, tasks })
+        Ok(Cluster {
+            shared,
+            tasks,
+            ownership,
+        })
     }
 
     /// This hub's id in the cluster.
@@ -341,8 +418,23 @@ impl Cluster {
         self.shared.nats.server_info().server_name
     }
 
-    /// Tells the other hubs this one is going (its agents leave there at once) and stops.
+    /// Whether this hub keeps the cluster's work queues now.
+    pub fn owns_queues(&self) -> bool {
+        self.shared
+            .owns_queues
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Tells the other hubs this one is going (its agents leave there at once), lets the
+    /// queues go to another hub if it kept them, and stops. Call after the hub's own
+    /// [`shutdown`](agentwire::hub::Hub::shutdown), so that its last queue writes are made.
     pub async fn leave(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        if let Some(ownership) = &self.ownership {
+            ownership.give_up().await;
+        }
         let gone = PresenceMessage::Gone {
             hub: self.shared.hub.clone(),
         };

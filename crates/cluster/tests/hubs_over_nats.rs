@@ -24,6 +24,19 @@ impl Drop for Nats {
     }
 }
 
+/// A fresh JetStream store directory for one nats-server.
+fn jetstream_dir(name: &str) -> String {
+    let dir = std::env::temp_dir().join(format!(
+        "aw-nats-{}-{name}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    dir.display().to_string()
+}
+
 fn nats_server() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("NATS_SERVER") {
         return Some(PathBuf::from(p));
@@ -51,7 +64,15 @@ fn start_nats() -> Option<Nats> {
         return None;
     };
     let mut child = Command::new(bin)
-        .args(["-a", "127.0.0.1", "-p", "-1"])
+        .args([
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "-1",
+            "-js",
+            "-sd",
+            &jetstream_dir("one"),
+        ])
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -303,6 +324,7 @@ fn start_nats_cluster() -> Option<Vec<(Nats, String)>> {
                 &format!("nats://127.0.0.1:{}", routes[i]),
             ])
             .args(["--routes", &others.join(",")])
+            .args(["-js", "-sd", &jetstream_dir(&format!("node-{i}"))])
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
@@ -435,6 +457,8 @@ async fn nats_with_tls_and_a_password() {
         let hub = Hub::new(HubConfig::default(), HubMetrics::new());
         let mut config = ClusterConfig::new(vec![url], "hub-t");
         config.tls_ca = ca;
+        // This server runs no JetStream: each hub keeps its own queues.
+        config.queues = agentwire_cluster::QueuePlacement::PerHub;
         config.connect_timeout = Duration::from_secs(5);
         Cluster::join(hub, config).await
     };
@@ -458,4 +482,105 @@ async fn nats_with_tls_and_a_password() {
         "TLS without a CA to trust the server with"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Consumes `queue` with `credit`, acking each task after `work`, and reports each task's body
+/// on `done`.
+fn consumer(
+    mut a: Agent,
+    queue: &'static str,
+    credit: u32,
+    work: Duration,
+    done: tokio::sync::mpsc::UnboundedSender<(String, String)>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        a.consume(queue, credit).await.unwrap();
+        while let Some(msg) = a.recv().await {
+            let Some(task) = agentwire::agent_queues::QueueTask::from_envelope(&msg.envelope)
+            else {
+                continue;
+            };
+            tokio::time::sleep(work).await;
+            let body = String::from_utf8_lossy(&task.body).into_owned();
+            if a.ack(task.task).await.is_err() {
+                return;
+            }
+            let _ = done.send((a.id().to_owned(), body));
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_work_queue_spans_the_hubs() {
+    let Some(nats) = start_nats() else { return };
+    let certs = tls::generate(&tls::default_hub_names()).unwrap();
+    let a = hub_in_cluster(&nats.1, "hub-a", &certs).await;
+    let b = hub_in_cluster(&nats.1, "hub-b", &certs).await;
+    // The first hub took the queues; the second passes its agents' queue work to it.
+    assert!(a._cluster.owns_queues());
+    assert!(!b._cluster.owns_queues());
+    let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel();
+    let on_a = consumer(
+        agent(&a, &certs, "worker-a").await,
+        "jobs",
+        2,
+        Duration::from_millis(5),
+        done_tx.clone(),
+    );
+    let on_b = consumer(
+        agent(&b, &certs, "worker-b").await,
+        "jobs",
+        2,
+        Duration::from_millis(5),
+        done_tx,
+    );
+    let boss = agent(&b, &certs, "boss").await;
+    // Both consumers are known to the owner before the first task.
+    for _ in 0..200 {
+        let stats = boss
+            .handle()
+            .queue_op(
+                "jobs",
+                agentwire::agent_queues::QueueOp::Stats,
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+        if stats["consumers"] == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut sent = std::collections::BTreeSet::new();
+    for i in 0..40 {
+        let body = format!("task-{i}");
+        let receipt = boss
+            .handle()
+            .enqueue("jobs", body.clone(), Some(&body), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(!receipt.duplicate);
+        sent.insert(body);
+    }
+    // A re-sent task (same producer id) is the same task.
+    let again = boss
+        .handle()
+        .enqueue("jobs", "task-0", Some("task-0"), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(again.duplicate);
+    let mut got = std::collections::BTreeSet::new();
+    let mut by = std::collections::BTreeMap::<String, usize>::new();
+    while got.len() < sent.len() {
+        let (who, body) = tokio::time::timeout(Duration::from_secs(10), done.recv())
+            .await
+            .expect("every task within 10 s")
+            .unwrap();
+        *by.entry(who).or_default() += 1;
+        got.insert(body);
+    }
+    assert_eq!(got, sent);
+    assert_eq!(by.len(), 2, "consumers on both hubs got tasks: {by:?}");
+    on_a.abort();
+    on_b.abort();
 }

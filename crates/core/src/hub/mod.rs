@@ -30,7 +30,8 @@ use tokio::task::JoinHandle;
 pub use self::core::{
     token_sha256, AbuseLimits, AccessError, AccessPolicy, Action, AgentSnapshot, Conn, CoreConfig,
     DuplicatePolicy, Grant, HubCore, Now, Outbound, Peer, Registration, ATTEMPT_HEADER,
-    DUPLICATE_HEADER, HUB_ID, PRESENCE_TOPIC, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
+    CREDIT_HEADER, DELAY_HEADER, DUPLICATE_HEADER, HUB_ID, PRESENCE_TOPIC, PRODUCER_ID_HEADER,
+    QUEUE_OP_HEADER, QUEUE_OWNER_ID, TASK_ID_HEADER,
 };
 pub use crate::transport::ConnectionControl;
 pub use listen::{BoundAddr, Listener};
@@ -164,6 +165,17 @@ pub struct ConnDriver {
 type HubConn = Conn<ConnDriver, ReplySlot>;
 type HubActions = Vec<Action<ConnDriver, ReplySlot>>;
 
+/// Why a hub could not take the work queues over ([`Hub::take_over_queues`]).
+#[derive(Debug, thiserror::Error)]
+pub enum TakeOverError {
+    /// The hub keeps its queues in a store already.
+    #[error("this hub keeps its work queues in a store already")]
+    HasStore,
+    /// The store could not be read.
+    #[error("cannot take the work queues over")]
+    Store(#[source] agentwire_queue::StoreError),
+}
+
 /// A running hub. Cheap to clone; every clone is the same hub.
 #[derive(Clone)]
 pub struct Hub {
@@ -176,7 +188,8 @@ struct HubInner {
     messages_out: MessageTable,
     timer_task: OnceLock<JoinHandle<()>>,
     /// The queue store's writer thread, when queues are durable.
-    store: Option<store::StoreWriter>,
+    /// Set once: at start ([`Hub::with_store`]) or when the hub takes a cluster's queues over.
+    store: OnceLock<store::StoreWriter>,
 }
 
 /// A QUIC listener of a hub.
@@ -225,7 +238,7 @@ impl Hub {
                 core,
                 config,
                 timer_task: OnceLock::new(),
-                store: None,
+                store: OnceLock::new(),
             }),
         }
     }
@@ -259,10 +272,73 @@ impl Hub {
             core,
             config,
             timer_task: OnceLock::new(),
-            store: Some(writer),
+            store: OnceLock::from(writer),
         });
         feed.start(store, Arc::downgrade(&inner));
         Ok(Hub { inner })
+    }
+
+    /// From now on this hub keeps the work queues, in `store` (a cluster's new queue owner):
+    /// it starts with what the store holds, and the consumers of its agents that consumed
+    /// through the previous owner consume here. Queue work stops going to the
+    /// [`QUEUE_OWNER_ID`] connection. An error if the store cannot be read, or if the hub
+    /// has a store already (once per hub).
+    ///
+    /// ```
+    /// use agentwire::hub::{Hub, HubConfig};
+    /// use agentwire::metrics::HubMetrics;
+    /// use agentwire_queue::MemoryStore;
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let hub = Hub::new(HubConfig::default(), HubMetrics::new());
+    /// hub.take_over_queues(Box::new(MemoryStore::default())).unwrap();
+    /// assert!(hub.take_over_queues(Box::new(MemoryStore::default())).is_err());
+    /// # });
+    /// ```
+    pub fn take_over_queues(
+        &self,
+        mut store: Box<dyn agentwire_queue::QueueStore>,
+    ) -> Result<(), TakeOverError> {
+        if self.inner.store.get().is_some() {
+            return Err(TakeOverError::HasStore);
+        }
+        let recovered = store.load().map_err(TakeOverError::Store)?;
+        let (writer, feed) = store::StoreWriter::channel();
+        if self.inner.store.set(writer).is_err() {
+            return Err(TakeOverError::HasStore);
+        }
+        feed.start(store, Arc::downgrade(&self.inner));
+        let mut actions = Vec::new();
+        self.inner
+            .core
+            .take_over_queues(recovered, Now::system(), &mut actions);
+        apply(&self.inner, &mut actions);
+        Ok(())
+    }
+
+    /// Whether queue work goes to another hub now (through a [`QUEUE_OWNER_ID`] connection).
+    pub fn queues_elsewhere(&self) -> bool {
+        self.inner.core.queues_elsewhere()
+    }
+
+    /// Another hub keeps the work queues now (reached through the [`QUEUE_OWNER_ID`]
+    /// connection): the consumers of this hub's agents are named to it again.
+    pub fn queues_moved(&self) {
+        let mut actions = Vec::new();
+        self.inner.core.queues_moved(&mut actions);
+        apply(&self.inner, &mut actions);
+    }
+
+    /// A task the queue owner delivers to `agent`, a consumer on this hub (`frame`: the
+    /// delivery envelope's frame, MessagePack). `false` when the agent is not here or the
+    /// frame is not a delivery.
+    pub fn deliver_from_owner(&self, agent: &str, frame: bytes::Bytes) -> bool {
+        let mut actions = Vec::new();
+        let queued = self
+            .inner
+            .core
+            .deliver_from_owner(agent, frame, &mut actions);
+        apply(&self.inner, &mut actions);
+        queued
     }
 
     /// One work queue's counts (`None` for a queue unknown since start).
@@ -285,12 +361,14 @@ impl Hub {
         self.inner.core.agent_count()
     }
 
-    /// A snapshot of every connected agent, sorted by id.
+    /// A snapshot of every connected agent, sorted by id (a cluster's queue-owner connection
+    /// left out: it is no agent).
     pub fn agents(&self) -> Vec<AgentInfo> {
         self.inner
             .core
             .agents()
             .into_iter()
+            .filter(|a| &*a.registration.agent_id != QUEUE_OWNER_ID)
             .map(|a| AgentInfo {
                 id: a.registration.agent_id.to_string(),
                 role: a.registration.role,
@@ -362,7 +440,7 @@ impl Hub {
         let mut actions = Vec::new();
         self.inner.core.shutdown(Now::system(), &mut actions);
         apply(&self.inner, &mut actions);
-        if let Some(store) = &self.inner.store {
+        if let Some(store) = self.inner.store.get() {
             store.stop(Duration::from_secs(10));
         }
     }
@@ -469,7 +547,7 @@ impl HubInner {
 fn apply(hub: &HubInner, actions: &mut HubActions) {
     for action in actions.iter_mut() {
         match action {
-            Action::Persist { token, writes } => match &hub.store {
+            Action::Persist { token, writes } => match hub.store.get() {
                 Some(store) => store.submit(*token, std::mem::take(writes)),
                 None => tracing::error!(
                     "the hub core asked for a queue store write, but the hub has no store"

@@ -28,6 +28,7 @@
 mod access;
 mod conn;
 mod limits;
+mod queue_owner;
 mod queues;
 mod registry;
 #[cfg(test)]
@@ -47,12 +48,15 @@ use bytes::Bytes;
 pub use access::{token_sha256, AccessError, AccessPolicy, Grant};
 pub use conn::{Conn, Outbound, Peer, Registration};
 pub use limits::AbuseLimits;
+pub use queue_owner::QUEUE_OWNER_ID;
 pub use queues::{
-    ATTEMPT_HEADER, DUPLICATE_HEADER, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
+    ATTEMPT_HEADER, CREDIT_HEADER, DELAY_HEADER, DUPLICATE_HEADER, PRODUCER_ID_HEADER,
+    QUEUE_OP_HEADER, TASK_ID_HEADER,
 };
 pub use registry::DuplicatePolicy;
 
 use conn::{PushError, Waiting};
+use queue_owner::QueueControl;
 use queues::HubQueues;
 use registry::{Registered, Registry};
 
@@ -375,17 +379,6 @@ impl<D, R> HubCore<D, R> {
                     out,
                 )
             }
-            Ok(Frame::Consume(c))
-                if c.credit > 0 && !reg.grant.as_ref().is_none_or(|g| g.may_consume(&c.queue)) =>
-            {
-                self.denied(
-                    conn,
-                    &format!("not allowed to consume queue {:?}", c.queue),
-                    None,
-                    now,
-                    out,
-                )
-            }
             Ok(Frame::Subscribe(topic)) => match limits.check_name(&topic) {
                 Err(e) => self.end(conn, ErrorCode::LimitExceeded, &e.to_string(), now, out),
                 Ok(()) => {
@@ -403,9 +396,24 @@ impl<D, R> HubCore<D, R> {
                     self.registry.unsubscribe([&topic], conn);
                 }
             }
-            Ok(Frame::Consume(c)) => self.on_consume(conn, c, now, out),
-            Ok(Frame::Ack(task)) => self.on_settle(conn, task, None, now, out),
-            Ok(Frame::Nack(n)) => self.on_settle(conn, n.task, Some(n), now, out),
+            Ok(Frame::Consume(c)) => {
+                let control = QueueControl::Consume {
+                    queue: c.queue,
+                    credit: c.credit,
+                };
+                self.on_control(conn, reg, control, now, out)
+            }
+            Ok(Frame::Ack(task)) => {
+                let control = QueueControl::Settle { task, nack: None };
+                self.on_control(conn, reg, control, now, out)
+            }
+            Ok(Frame::Nack(n)) => {
+                let control = QueueControl::Settle {
+                    task: n.task,
+                    nack: Some(n),
+                };
+                self.on_control(conn, reg, control, now, out)
+            }
             Ok(Frame::Heartbeat(_)) => {}
             Ok(Frame::Goodbye(g)) => self.end(
                 conn,
@@ -595,6 +603,12 @@ impl<D, R> HubCore<D, R> {
                 return;
             }
         };
+        if let Err(code) = queue_owner::id_allowed(&session.agent_id, conn.transport()) {
+            let why = format!("the agent id {QUEUE_OWNER_ID:?} is the cluster's own");
+            let reply = agentwire_proto::Reject::new(code, why).to_frame();
+            self.reject(conn, reply, code, now, out);
+            return;
+        }
         let grant = match self.authorize(conn, raw, &session.agent_id) {
             Ok(grant) => grant,
             Err(why) => {
@@ -791,6 +805,7 @@ impl<D, R> HubCore<D, R> {
         }
         self.registry.unsubscribe(topics.iter(), conn);
         self.queues_conn_closed(conn, now, out);
+        self.forget_remote_consumers(conn);
         let who = reg.map(|r| r.agent_id.to_string()).unwrap_or_default();
         for ((_, request), requester) in owed {
             if let Some(requester) = requester.upgrade() {
@@ -904,11 +919,24 @@ impl<D, R> HubCore<D, R> {
             );
             return;
         }
+        let frames = Forward::new(raw, &view, reg, decoded.as_ref());
         if let DestinationRef::Queue(_) = view.to {
-            self.on_enqueue(conn, reg, raw, decoded, reply, now, out);
+            match self.queue_owner() {
+                // Another hub keeps the queues: to it, as to an agent.
+                Some(owner) if view.kind == Kind::Request => {
+                    self.forward_request(conn, &owner, &view, &frames, reply, now, out)
+                }
+                Some(owner) => {
+                    let class = SendClass::Message(view.priority);
+                    if let Err(e) = self.push_envelope(&owner, &frames, class, view.kind, None, out)
+                    {
+                        self.refused(conn, &view, QUEUE_OWNER_ID, e, None, now, out);
+                    }
+                }
+                None => self.on_enqueue(conn, reg, raw, decoded, reply, now, out),
+            }
             return;
         }
-        let frames = Forward::new(raw, &view, reg, decoded.as_ref());
         match view.to {
             DestinationRef::Agent(id) => {
                 let Some(target) = self.registry.get(id) else {
@@ -1310,6 +1338,9 @@ impl<D, R> HubCore<D, R> {
         let Some(reg) = conn.registration() else {
             return;
         };
+        if &*reg.agent_id == QUEUE_OWNER_ID {
+            return; // the cluster's own connection, not an agent
+        }
         let mut env = self
             .hub_envelope(Destination::topic(PRESENCE_TOPIC), Kind::Event, now)
             .with_priority(Priority::High)
@@ -1374,7 +1405,9 @@ impl<'a> Forward<'a> {
         reg: &'a Registration,
         full: Option<&'a Envelope>,
     ) -> Self {
-        let fix_from = (view.from != &*reg.agent_id).then_some(&*reg.agent_id);
+        // The queue owner's connection passes on its hub's answers as they are.
+        let owner_answer = &*reg.agent_id == QUEUE_OWNER_ID && view.from == HUB_ID;
+        let fix_from = (view.from != &*reg.agent_id && !owner_answer).then_some(&*reg.agent_id);
         Forward {
             raw: Some(raw),
             source: reg.codec,

@@ -21,6 +21,7 @@ use agentwire_queue::{
 };
 
 use super::conn::{Conn, Outbound, PushError, Registration};
+use super::queue_owner::{control_op, QueueControl, RemoteConsumer};
 use super::{Action, HubCore, Now};
 use crate::transport::SendClass;
 
@@ -37,6 +38,10 @@ pub const ATTEMPT_HEADER: &str = "attempt";
 /// task: `stats`, `dead-letters`, `replay` or `discard` (the last two take an optional
 /// [`TASK_ID_HEADER`]; without it, every dead letter). The answer's body is JSON.
 pub const QUEUE_OP_HEADER: &str = "queue-op";
+/// The `consume` operation's credit (0 stops consuming), like a `Consume` frame's.
+pub const CREDIT_HEADER: &str = "credit";
+/// The `nack` operation's delay before the next attempt, in milliseconds.
+pub const DELAY_HEADER: &str = "delay-ms";
 
 /// The queues' state inside the hub core.
 pub(crate) struct HubQueues<D, R> {
@@ -53,6 +58,10 @@ pub(crate) struct HubQueues<D, R> {
     next_consumer: u64,
     /// Set when the store failed: queues refuse everything from then on.
     failed: Option<String>,
+    /// While another hub keeps the queues: each connection's consumers, named there.
+    pub(super) remote_consumers: HashMap<u64, RemoteConsumer<D, R>>,
+    /// This hub took the queues over ([`HubCore::take_over_queues`]).
+    pub(super) taken_over: bool,
 }
 
 impl<D, R> HubQueues<D, R> {
@@ -73,6 +82,8 @@ impl<D, R> HubQueues<D, R> {
             by_conn: HashMap::new(),
             next_consumer: 1,
             failed: None,
+            remote_consumers: HashMap::new(),
+            taken_over: false,
         }
     }
 }
@@ -140,6 +151,27 @@ impl<D, R> HubCore<D, R> {
         // the queue core and go out with the first step's.
         let core = QueueCore::recover(self.config.queue.clone(), recovered, qnow(now));
         *self.lock_queues() = HubQueues::new(core, true);
+    }
+
+    /// This hub keeps the queues from now on (a cluster's new queue owner): like
+    /// [`restore_queues`](Self::restore_queues), and the consumers of agents here that were
+    /// named to the previous owner consume here now. Queue work no longer goes to a
+    /// [`QUEUE_OWNER_ID`](super::QUEUE_OWNER_ID) connection, even while one is registered.
+    pub fn take_over_queues(&self, recovered: Recovered, now: Now, out: &mut Vec<Action<D, R>>) {
+        let core = QueueCore::recover(self.config.queue.clone(), recovered, qnow(now));
+        let consumers = self.remote_consumers();
+        {
+            let mut q = self.lock_queues();
+            *q = HubQueues::new(core, true);
+            q.taken_over = true;
+        }
+        for c in consumers {
+            let consume = Consume {
+                queue: c.queue,
+                credit: c.credit,
+            };
+            self.on_consume(&c.conn, consume, now, out);
+        }
     }
 
     /// The driver made the writes of every [`Action::Persist`] up to `token` durable: what
@@ -223,10 +255,22 @@ impl<D, R> HubCore<D, R> {
                 }
             },
         };
-        let Destination::Queue(queue) = env.to else {
+        let Destination::Queue(queue) = env.to.clone() else {
             return;
         };
         if let Some(op) = env.headers.get(QUEUE_OP_HEADER) {
+            match control_op(op, &queue, &env) {
+                Some(Ok(control)) => {
+                    self.on_control(conn, reg, control, now, out);
+                    return;
+                }
+                Some(Err(why)) => {
+                    let code = ErrorCode::ProtocolViolation;
+                    self.send_error(conn, env.id, code, &why, reply, now, out);
+                    return;
+                }
+                None => {}
+            }
             if !reg.grant.as_ref().is_none_or(|g| g.may_consume(&queue)) {
                 let why = format!("not allowed to operate on queue {queue:?}");
                 self.denied(conn, &why, Some((env.id, reply)), now, out);
@@ -406,6 +450,39 @@ impl<D, R> HubCore<D, R> {
         // A close that ran before the consumer was added has not removed it.
         if conn.is_closed() {
             self.queues_conn_closed(conn, now, out);
+        }
+    }
+
+    /// A `Consume`, `Ack` or `Nack`, from a frame or an operation envelope: decided here, or
+    /// passed on to the hub that keeps the queues.
+    pub(super) fn on_control(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        reg: &Registration,
+        control: QueueControl,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        if let QueueControl::Consume { queue, credit } = &control {
+            if let Err(e) = self.config.policy.limits.check_name(queue) {
+                self.end(conn, ErrorCode::LimitExceeded, &e.to_string(), now, out);
+                return;
+            }
+            if *credit > 0 && !reg.grant.as_ref().is_none_or(|g| g.may_consume(queue)) {
+                let why = format!("not allowed to consume queue {queue:?}");
+                self.denied(conn, &why, None, now, out);
+                return;
+            }
+        }
+        if let Some(owner) = self.queue_owner() {
+            self.to_owner(&owner, conn, control, out);
+            return;
+        }
+        match control {
+            QueueControl::Consume { queue, credit } => {
+                self.on_consume(conn, Consume { queue, credit }, now, out)
+            }
+            QueueControl::Settle { task, nack } => self.on_settle(conn, task, nack, now, out),
         }
     }
 

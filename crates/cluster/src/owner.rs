@@ -1,0 +1,251 @@
+//! Which hub keeps the cluster's work queues: a lease in a JetStream key-value bucket
+//! (`agentwire_<cluster>_owner`, key `queues`, value the hub id), and what each hub does about
+//! it.
+//!
+//! The hub holding the lease renews it every beat; an entry not renewed expires after the
+//! cluster's expiry, and the first hub to create it again takes the queues over: it reads
+//! them from the [`JetStreamStore`] and keeps them from then on
+//! ([`Hub::take_over_queues`]). Every other hub runs a stand-in for the owner (agent id
+//! [`QUEUE_OWNER_ID`](agentwire::hub::QUEUE_OWNER_ID)), through which its hub core passes its
+//! agents' queue work on, and names its consumers again whenever the owner changes
+//! ([`Hub::queues_moved`]). A hub that fails to renew stops writing at once (the store's
+//! fence) and keeps refusing queue work until it restarts.
+//!
+//! It must not route or decide about tasks: the hub cores do.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use agentwire::hub::Hub;
+use async_nats::jetstream::{self, kv};
+
+use crate::link::{queue_owner_stand_in, Shared, StandInFeed, StandInSender};
+use crate::node::ClusterError;
+use crate::store::{JetStreamStore, StoreLayout};
+
+/// The lease's key.
+const KEY: &str = "queues";
+
+/// This hub's part in keeping the queues.
+pub(crate) struct Ownership {
+    hub: Hub,
+    shared: Arc<Shared>,
+    kv: kv::Store,
+    layout: StoreLayout,
+    /// True while this hub holds the lease (the store's fence).
+    lease: Arc<AtomicBool>,
+    revision: Mutex<Option<u64>>,
+    stand_in: Mutex<Option<(StandInFeed, StandInSender)>>,
+}
+
+impl Ownership {
+    /// Makes the stream and the lease bucket if needed, starts the owner's stand-in, and
+    /// takes the queues over if no hub holds them.
+    pub(crate) async fn start(
+        hub: Hub,
+        shared: Arc<Shared>,
+        cluster: &str,
+        replicas: usize,
+        expiry: Duration,
+        heartbeat: Duration,
+    ) -> Result<Arc<Ownership>, ClusterError> {
+        let layout = StoreLayout {
+            replicas,
+            ..StoreLayout::for_cluster(cluster)
+        };
+        let lease = Arc::new(AtomicBool::new(false));
+        // Makes the stream now, so that a NATS without JetStream is an error at start.
+        JetStreamStore::open(shared.nats.clone(), &layout, &shared.hub, lease.clone())
+            .await
+            .map_err(ClusterError::Queues)?;
+        let js = jetstream::new(shared.nats.clone());
+        let bucket = format!("agentwire_{cluster}_owner");
+        let kv = match js.get_key_value(&bucket).await {
+            Ok(kv) => kv,
+            Err(_) => js
+                .create_key_value(kv::Config {
+                    bucket: bucket.clone(),
+                    history: 1,
+                    max_age: expiry,
+                    num_replicas: crate::store::replicas_for(&shared.nats, replicas),
+                    storage: jetstream::stream::StorageType::File,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| ClusterError::Lease(e.to_string()))?,
+        };
+        let ownership = Arc::new(Ownership {
+            hub,
+            shared,
+            kv,
+            layout,
+            lease,
+            revision: Mutex::new(None),
+            stand_in: Mutex::new(None),
+        });
+        ownership.start_stand_in(heartbeat).await;
+        ownership.round().await;
+        Ok(ownership)
+    }
+
+    /// The owner stand-in's feed (for the owner's answers), while another hub keeps the
+    /// queues.
+    pub(crate) fn feed(&self) -> Option<StandInFeed> {
+        self.lock_stand_in().as_ref().map(|(feed, _)| feed.clone())
+    }
+
+    fn lock_stand_in(&self) -> std::sync::MutexGuard<'_, Option<(StandInFeed, StandInSender)>> {
+        self.stand_in.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn owns(&self) -> bool {
+        self.lease.load(Ordering::Acquire)
+    }
+
+    /// Runs the owner's stand-in on the hub and waits (up to 2 s) until the hub core has
+    /// registered it.
+    async fn start_stand_in(&self, heartbeat: Duration) {
+        let (sender, receiver, feed) = match queue_owner_stand_in(self.shared.clone(), heartbeat) {
+            Ok(parts) => parts,
+            Err(e) => {
+                tracing::error!("cannot start the queue owner's stand-in: {e}");
+                return;
+            }
+        };
+        *self.lock_stand_in() = Some((feed, sender.clone()));
+        let hub = self.hub.clone();
+        tokio::spawn(async move { hub.serve_connection(sender, receiver).await });
+        for _ in 0..200 {
+            if self.hub.queues_elsewhere() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tracing::warn!("the queue owner's stand-in did not register within 2 s");
+    }
+
+    /// One beat: renew the lease, or learn who holds it, or take it.
+    pub(crate) async fn round(&self) {
+        if self.owns() {
+            let revision = *self.revision.lock().unwrap_or_else(PoisonError::into_inner);
+            let renewed = match revision {
+                Some(rev) => self
+                    .kv
+                    .update(KEY, self.shared.hub.clone().into(), rev)
+                    .await
+                    .map_err(|e| e.to_string()),
+                None => Err("no revision".into()),
+            };
+            match renewed {
+                Ok(rev) => {
+                    *self.revision.lock().unwrap_or_else(PoisonError::into_inner) = Some(rev);
+                }
+                Err(e) => {
+                    self.lease.store(false, Ordering::Release);
+                    self.shared.owns_queues.store(false, Ordering::Relaxed);
+                    tracing::error!(
+                        "lost the queue owner's lease ({e}); this hub refuses queue work until it restarts"
+                    );
+                }
+            }
+            return;
+        }
+        if self.hub_has_taken_over() {
+            return; // lost the lease earlier: stays out
+        }
+        match self.kv.entry(KEY).await {
+            Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
+                let owner = String::from_utf8_lossy(&entry.value).into_owned();
+                self.set_owner(owner);
+            }
+            Ok(_) => match self.kv.create(KEY, self.shared.hub.clone().into()).await {
+                Ok(rev) => self.take_over(rev).await,
+                Err(e) => tracing::debug!("another hub took the queue lease first: {e}"),
+            },
+            Err(e) => tracing::warn!("cannot read the queue owner's lease: {e}"),
+        }
+    }
+
+    fn hub_has_taken_over(&self) -> bool {
+        self.shared.owns_queues.load(Ordering::Relaxed) || self.lock_stand_in().is_none()
+    }
+
+    fn set_owner(&self, owner: String) {
+        let changed = {
+            let mut current = self
+                .shared
+                .queue_owner
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let changed = current.as_deref() != Some(owner.as_str());
+            *current = Some(owner.clone());
+            changed
+        };
+        if changed {
+            tracing::info!(owner = %owner, "the work queues are kept by hub {owner}");
+            self.hub.queues_moved();
+        }
+    }
+
+    async fn take_over(&self, revision: u64) {
+        *self.revision.lock().unwrap_or_else(PoisonError::into_inner) = Some(revision);
+        self.lease.store(true, Ordering::Release);
+        let opened = async {
+            let mut store = JetStreamStore::open(
+                self.shared.nats.clone(),
+                &self.layout,
+                &self.shared.hub,
+                self.lease.clone(),
+            )
+            .await?;
+            store.preload().await?;
+            Ok::<_, agentwire_queue::StoreError>(store)
+        }
+        .await;
+        let store = match opened {
+            Ok(store) => store,
+            Err(e) => {
+                tracing::error!(
+                    "cannot read the work queues from JetStream: {}",
+                    e.with_causes()
+                );
+                self.give_up().await;
+                return;
+            }
+        };
+        if let Err(e) = self.hub.take_over_queues(Box::new(store)) {
+            tracing::error!(
+                "cannot take the work queues over: {}",
+                agentwire::error_chain(&e)
+            );
+            self.give_up().await;
+            return;
+        }
+        self.shared.owns_queues.store(true, Ordering::Relaxed);
+        *self
+            .shared
+            .queue_owner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        // Queue work no longer goes to the stand-in; it can go.
+        if let Some((_, sender)) = self.lock_stand_in().take() {
+            agentwire::transport::FrameSender::close(
+                &sender,
+                agentwire::ErrorCode::Normal,
+                "this hub keeps the queues now",
+            );
+        }
+        tracing::info!(hub = %self.shared.hub, "this hub keeps the work queues now");
+    }
+
+    /// Lets the lease go (another hub takes the queues over at once).
+    pub(crate) async fn give_up(&self) {
+        let held = self.lease.swap(false, Ordering::AcqRel);
+        if held {
+            if let Err(e) = self.kv.delete(KEY).await {
+                tracing::warn!("cannot release the queue owner's lease: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! [`JetStreamStore`]: a cluster's work queues kept in a NATS JetStream stream, through the
+//! queue crate's [`QueueStore`] trait, so that the hub that keeps the queues can die and
+//! another one carries on with every task.
+//!
+//! The stream holds the last value of each key (`max_msgs_per_subject` 1, file storage,
+//! replicated on up to three NATS nodes): a task under `<prefix>.t.<id>`, a producer id under
+//! `<prefix>.d.<queue hex>.<producer id hex>`. A deletion is a marker message (header
+//! `Agentwire-Deleted`) that replaces the value and expires by itself a minute later
+//! (`Nats-TTL`). One [`QueueStore::apply`] is one JetStream atomic batch (ADR-50) of up to
+//! [`MAX_BATCH`] messages: all of them are stored or none is. A longer group commit is several
+//! batches in order: a failure then leaves a prefix of it stored, which the queue core's
+//! write order makes safe (a task's record is written before its producer id, so a producer
+//! that was not answered re-sends and is at worst stored twice, never lost).
+//!
+//! Only the hub holding the queue owner's lease writes: once [`JetStreamStore::fence`] says
+//! the lease is lost, every write fails.
+//!
+//! It owns the stream's layout and nothing else: the queue core decides, the store keeps.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire_queue::{
+    DedupeRecord, QueueName, QueueStore, Recovered, StoreError, StoreOp, TaskId, TaskRecord,
+};
+use async_nats::jetstream;
+use bytes::Bytes;
+use futures_util::StreamExt;
+
+/// Messages in one JetStream atomic batch (the server's default limit).
+pub const MAX_BATCH: usize = 1000;
+
+/// The header that marks a deleted key.
+const DELETED_HEADER: &str = "Agentwire-Deleted";
+
+/// How long a deletion marker stays.
+const DELETED_TTL: &str = "60s";
+
+/// The work queues of one cluster, in JetStream.
+pub struct JetStreamStore {
+    client: async_nats::Client,
+    js: jetstream::Context,
+    stream: String,
+    prefix: String,
+    runtime: tokio::runtime::Handle,
+    lease: Arc<AtomicBool>,
+    batches: AtomicU64,
+    hub: String,
+    timeout: Duration,
+    preloaded: Option<Recovered>,
+}
+
+/// Where the stream is and how it is made.
+#[derive(Debug, Clone)]
+pub struct StoreLayout {
+    /// The stream's name.
+    pub stream: String,
+    /// Its subjects' prefix (`<prefix>.>`).
+    pub prefix: String,
+    /// Replicas to ask for; fewer when the NATS cluster has fewer nodes.
+    pub replicas: usize,
+}
+
+impl StoreLayout {
+    /// The layout of cluster `name`: stream `AGENTWIRE_<name>_QUEUES`, subjects
+    /// `agentwire.<name>.queues.>`, three replicas.
+    ///
+    /// ```
+    /// let l = agentwire_cluster::store::StoreLayout::for_cluster("blue");
+    /// assert_eq!(l.stream, "AGENTWIRE_blue_QUEUES");
+    /// assert_eq!(l.prefix, "agentwire.blue.queues");
+    /// ```
+    pub fn for_cluster(name: &str) -> Self {
+        StoreLayout {
+            stream: format!("AGENTWIRE_{name}_QUEUES"),
+            prefix: format!("agentwire.{name}.queues"),
+            replicas: 3,
+        }
+    }
+}
+
+fn nats_path(stream: &str) -> PathBuf {
+    PathBuf::from(format!("JetStream stream {stream}"))
+}
+
+impl JetStreamStore {
+    /// Opens (creating it if needed) the stream of `layout`; writes are refused once `lease`
+    /// is false. Call from the hub's runtime; the store then works from any thread outside it.
+    pub async fn open(
+        client: async_nats::Client,
+        layout: &StoreLayout,
+        hub: &str,
+        lease: Arc<AtomicBool>,
+    ) -> Result<Self, StoreError> {
+        let js = jetstream::new(client.clone());
+        let path = nats_path(&layout.stream);
+        let replicas = replicas_for(&client, layout.replicas);
+        let config = jetstream::stream::Config {
+            name: layout.stream.clone(),
+            subjects: vec![format!("{}.>", layout.prefix)],
+            max_messages_per_subject: 1,
+            storage: jetstream::stream::StorageType::File,
+            num_replicas: replicas,
+            allow_atomic_publish: true,
+            allow_message_ttl: true,
+            description: Some("agentwire work queues".into()),
+            ..Default::default()
+        };
+        // A NATS cluster that has just started may not have elected its JetStream leader yet.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            match js.get_or_create_stream(config.clone()).await {
+                Ok(_) => break,
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    tracing::debug!("JetStream not ready for the queues' stream yet: {e}");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => {
+                    return Err(StoreError::Open {
+                        path,
+                        source: Box::new(e),
+                    })
+                }
+            }
+        }
+        tracing::info!(stream = %layout.stream, replicas, "work queues kept in JetStream");
+        Ok(JetStreamStore {
+            client,
+            js,
+            stream: layout.stream.clone(),
+            prefix: layout.prefix.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            lease,
+            batches: AtomicU64::new(0),
+            hub: hub.to_owned(),
+            timeout: Duration::from_secs(10),
+            preloaded: None,
+        })
+    }
+
+    /// Reads what the stream holds now, for the next [`QueueStore::load`] (which otherwise
+    /// blocks its thread on the runtime, and so must not run on it).
+    pub async fn preload(&mut self) -> Result<(), StoreError> {
+        let loaded = self.load_async().await.map_err(|e| StoreError::Read {
+            path: self.path(),
+            source: Box::new(JetStreamFailure(e)),
+        })?;
+        self.preloaded = Some(loaded);
+        Ok(())
+    }
+
+    /// The flag that, once false, refuses every write (the lease is lost).
+    pub fn fence(&self) -> Arc<AtomicBool> {
+        self.lease.clone()
+    }
+
+    fn task_subject(&self, id: TaskId) -> String {
+        format!("{}.t.{}", self.prefix, id.0)
+    }
+
+    fn dedupe_subject(&self, queue: &QueueName, producer_id: &str) -> String {
+        format!(
+            "{}.d.{}.{}",
+            self.prefix,
+            hex(queue.to_string().as_bytes()),
+            hex(producer_id.as_bytes())
+        )
+    }
+
+    /// A message per write: (subject, body, deleted).
+    fn messages(&self, ops: &[StoreOp]) -> Vec<(String, Bytes, bool)> {
+        ops.iter()
+            .map(|op| match op {
+                StoreOp::Put(r) => (self.task_subject(r.id), Bytes::from(r.encode()), false),
+                StoreOp::Delete(id) => (self.task_subject(*id), Bytes::new(), true),
+                StoreOp::PutDedupe(d) => {
+                    let body = serde_json::json!({
+                        "queue": d.queue.to_string(),
+                        "producer_id": d.producer_id,
+                        "task": d.task.0,
+                        "expires_unix_ms": d.expires_unix_ms,
+                    });
+                    (
+                        self.dedupe_subject(&d.queue, &d.producer_id),
+                        Bytes::from(body.to_string()),
+                        false,
+                    )
+                }
+                StoreOp::DeleteDedupe { queue, producer_id } => {
+                    (self.dedupe_subject(queue, producer_id), Bytes::new(), true)
+                }
+            })
+            .collect()
+    }
+
+    async fn write_batch(&self, batch: &[(String, Bytes, bool)]) -> Result<(), String> {
+        let id = format!(
+            "{}-{}",
+            self.hub,
+            self.batches.fetch_add(1, Ordering::Relaxed)
+        );
+        let last = batch.len();
+        for (i, (subject, body, deleted)) in batch.iter().enumerate() {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Batch-Id", id.as_str());
+            headers.insert("Nats-Batch-Sequence", (i + 1).to_string().as_str());
+            if *deleted {
+                headers.insert(DELETED_HEADER, "1");
+                headers.insert("Nats-TTL", DELETED_TTL);
+            }
+            if i + 1 < last {
+                self.client
+                    .publish_with_headers(subject.clone(), headers, body.clone())
+                    .await
+                    .map_err(|e| e.to_string())?;
+            } else {
+                headers.insert("Nats-Batch-Commit", "1");
+                let ack = self
+                    .js
+                    .publish_with_headers(subject.clone(), headers, body.clone())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tokio::time::timeout(self.timeout, ack)
+                    .await
+                    .map_err(|_| format!("no answer from JetStream within {:?}", self.timeout))?
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn load_async(&self) -> Result<Recovered, String> {
+        let mut stream = self
+            .js
+            .get_stream(&self.stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        let info = stream.info().await.map_err(|e| e.to_string())?;
+        let (count, last_seq) = (info.state.messages, info.state.last_sequence);
+        let mut tasks = BTreeMap::new();
+        let mut dedupe = Vec::new();
+        if count > 0 {
+            let consumer = stream
+                .create_consumer(jetstream::consumer::pull::OrderedConfig {
+                    filter_subject: format!("{}.>", self.prefix),
+                    deliver_policy: jetstream::consumer::DeliverPolicy::LastPerSubject,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
+            loop {
+                let next = tokio::time::timeout(self.timeout, messages.next())
+                    .await
+                    .map_err(|_| "JetStream stopped sending the stored tasks".to_owned())?;
+                let Some(msg) = next else { break };
+                let msg = msg.map_err(|e| e.to_string())?;
+                let pending = msg.info().map(|i| i.pending).unwrap_or(0);
+                self.take(&msg, &mut tasks, &mut dedupe)?;
+                if pending == 0 {
+                    break;
+                }
+            }
+        }
+        let max_id = tasks.keys().next_back().map_or(0, |id: &TaskId| id.0 + 1);
+        Ok(Recovered {
+            tasks: tasks.into_values().collect(),
+            dedupe,
+            // Every id ever given out has a message, so the stream's last sequence is past
+            // every id: an acked task's id is never given out again.
+            next_id: max_id.max(last_seq + 1),
+        })
+    }
+
+    fn take(
+        &self,
+        msg: &jetstream::Message,
+        tasks: &mut BTreeMap<TaskId, TaskRecord>,
+        dedupe: &mut Vec<DedupeRecord>,
+    ) -> Result<(), String> {
+        let deleted = msg
+            .headers
+            .as_ref()
+            .is_some_and(|h| h.get(DELETED_HEADER).is_some());
+        if deleted {
+            return Ok(());
+        }
+        let key = msg
+            .subject
+            .as_str()
+            .strip_prefix(&self.prefix)
+            .unwrap_or_default();
+        if let Some(id) = key.strip_prefix(".t.") {
+            let id = TaskId(
+                id.parse::<u64>()
+                    .map_err(|e| format!("bad task key {key:?}: {e}"))?,
+            );
+            let record = TaskRecord::decode(id, &msg.payload)
+                .map_err(|e| format!("task {} does not decode: {e}", id.0))?;
+            tasks.insert(id, record);
+        } else if key.starts_with(".d.") {
+            let v: serde_json::Value = serde_json::from_slice(&msg.payload)
+                .map_err(|e| format!("producer id {key:?} does not decode: {e}"))?;
+            let text = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or_default();
+            let number = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or_default();
+            let queue = QueueName::new(text("queue"))
+                .map_err(|e| format!("producer id {key:?} names a bad queue: {e}"))?;
+            dedupe.push(DedupeRecord {
+                queue,
+                producer_id: text("producer_id").to_owned(),
+                task: TaskId(number("task")),
+                expires_unix_ms: number("expires_unix_ms"),
+            });
+        }
+        Ok(())
+    }
+
+    fn path(&self) -> PathBuf {
+        nats_path(&self.stream)
+    }
+}
+
+/// `wanted` replicas, or fewer when the NATS servers are fewer (1 when not clustered).
+pub fn replicas_for(client: &async_nats::Client, wanted: usize) -> usize {
+    let info = client.server_info();
+    if info.cluster.is_none() {
+        return 1;
+    }
+    // Every server of the cluster, this one included, as clients may reach them.
+    let servers = info.connect_urls.len().max(1);
+    wanted.clamp(1, servers)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A failure as the store error's source.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct JetStreamFailure(String);
+
+impl QueueStore for JetStreamStore {
+    fn load(&mut self) -> Result<Recovered, StoreError> {
+        if let Some(loaded) = self.preloaded.take() {
+            return Ok(loaded);
+        }
+        let runtime = self.runtime.clone();
+        runtime
+            .block_on(self.load_async())
+            .map_err(|e| StoreError::Read {
+                path: self.path(),
+                source: Box::new(JetStreamFailure(e)),
+            })
+    }
+
+    fn apply(&mut self, ops: &[StoreOp]) -> Result<(), StoreError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let fail = |e: String| StoreError::Write {
+            path: nats_path(&self.stream),
+            source: Box::new(JetStreamFailure(e)),
+        };
+        if !self.lease.load(Ordering::Acquire) {
+            return Err(fail(
+                "this hub no longer holds the queue owner's lease".into(),
+            ));
+        }
+        let messages = self.messages(ops);
+        let runtime = self.runtime.clone();
+        for batch in messages.chunks(MAX_BATCH) {
+            runtime.block_on(self.write_batch(batch)).map_err(fail)?;
+        }
+        Ok(())
+    }
+}

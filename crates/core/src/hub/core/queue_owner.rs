@@ -1,0 +1,264 @@
+//! Queues kept by another hub: what the hub core does with queue work while a connection
+//! registered as [`QUEUE_OWNER_ID`] stands for the hub that keeps the queues (a cluster's
+//! queue owner, issue 18).
+//!
+//! While that connection is registered, nothing queue-related is decided here:
+//! - an envelope to `queue:NAME` goes to it like a message or request to an agent (a request
+//!   waits for its answer as any request does, reply slot and deadline included);
+//! - `Consume`, `Ack` and `Nack` frames go to it as queue operations
+//!   ([`QUEUE_OP_HEADER`](super::QUEUE_OP_HEADER) `consume`, `ack`, `nack`) from the agent
+//!   that sent them, and this hub remembers each agent's consumers, so that it can name them
+//!   again to a new owner ([`HubCore::queues_moved`]) or take them over itself
+//!   ([`HubCore::restore_queues`]);
+//! - the owner's deliveries arrive through [`HubCore::deliver_from_owner`].
+//!
+//! It must not keep tasks or decide who gets one: the owner's queue core does.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use agentwire_proto::{
+    Codec, Destination, Envelope, ErrorCode, FrameDecoder, FrameType, Kind, Nack, Priority,
+};
+
+use super::conn::Conn;
+use super::queues::{CREDIT_HEADER, DELAY_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER};
+use super::{Action, HubCore};
+use crate::transport::TransportKind;
+
+/// The agent id of the connection that stands for the hub keeping the queues. Only a
+/// connection of transport `cluster` may take it.
+pub const QUEUE_OWNER_ID: &str = "$queues";
+
+/// The queue named in an `ack` or `nack` operation sent to the owner: the task's id is what
+/// counts there.
+const SETTLE_QUEUE: &str = "*";
+
+/// One local agent's consumers while the queues are kept elsewhere: queue name to credit.
+pub(super) struct RemoteConsumer<D, R> {
+    conn: Weak<Conn<D, R>>,
+    queues: HashMap<String, u32>,
+}
+
+/// A consumer of an agent here, as named to the owner.
+pub(super) struct NamedConsumer<D, R> {
+    pub(super) conn: Arc<Conn<D, R>>,
+    pub(super) queue: String,
+    pub(super) credit: u32,
+}
+
+/// A `Consume`, `Ack` or `Nack`, as a frame or as the queue operation that carries it to
+/// the owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum QueueControl {
+    Consume { queue: String, credit: u32 },
+    Settle { task: u64, nack: Option<Nack> },
+}
+
+impl<D, R> HubCore<D, R> {
+    /// The connection standing for the queues' owner, when the queues are kept elsewhere.
+    pub(super) fn queue_owner(&self) -> Option<Arc<Conn<D, R>>> {
+        if self.lock_queues().taken_over {
+            return None;
+        }
+        self.registry
+            .get(QUEUE_OWNER_ID)
+            .filter(|c| c.transport() == TransportKind::Cluster)
+    }
+
+    /// Whether queue work goes to another hub now (a [`QUEUE_OWNER_ID`] connection is
+    /// registered and this hub has not taken the queues over).
+    pub fn queues_elsewhere(&self) -> bool {
+        self.queue_owner().is_some()
+    }
+
+    /// Passes a `Consume`, `Ack` or `Nack` of `conn` on to `owner` as a queue operation.
+    pub(super) fn to_owner(
+        &self,
+        owner: &Arc<Conn<D, R>>,
+        conn: &Arc<Conn<D, R>>,
+        what: QueueControl,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        let Some(reg) = conn.registration() else {
+            return;
+        };
+        if let QueueControl::Consume { queue, credit } = &what {
+            let mut q = self.lock_queues();
+            let entry = q
+                .remote_consumers
+                .entry(conn.id())
+                .or_insert_with(|| RemoteConsumer {
+                    conn: Arc::downgrade(conn),
+                    queues: HashMap::new(),
+                });
+            match credit {
+                0 => entry.queues.remove(queue),
+                c => entry.queues.insert(queue.clone(), *c),
+            };
+        }
+        let env = op_envelope(&reg.agent_id, what);
+        self.push_hub_envelope(owner, &env, Priority::Medium, None, out);
+    }
+
+    /// `conn` is gone: its consumers are forgotten here (the owner learns of it from the
+    /// cluster, as every hub learns of an agent that leaves).
+    pub(super) fn forget_remote_consumers(&self, conn: &Conn<D, R>) {
+        self.lock_queues().remote_consumers.remove(&conn.id());
+    }
+
+    /// The consumers of agents here, as (connection, queue, credit), for a new owner.
+    pub(super) fn remote_consumers(&self) -> Vec<NamedConsumer<D, R>> {
+        let q = self.lock_queues();
+        let mut all = Vec::new();
+        for rc in q.remote_consumers.values() {
+            let Some(conn) = rc.conn.upgrade() else {
+                continue;
+            };
+            for (queue, credit) in &rc.queues {
+                all.push(NamedConsumer {
+                    conn: conn.clone(),
+                    queue: queue.clone(),
+                    credit: *credit,
+                });
+            }
+        }
+        all
+    }
+
+    /// Another hub keeps the queues now: every consumer of an agent here is named to it again
+    /// (what the old owner had in flight, the new one delivers again).
+    ///
+    /// ```
+    /// use agentwire::hub::{CoreConfig, HubCore, Now};
+    /// use agentwire::metrics::HubMetrics;
+    /// let core: HubCore<(), ()> = HubCore::new(CoreConfig::default(), HubMetrics::new(), Now::system());
+    /// let mut out = Vec::new();
+    /// core.queues_moved(&mut out); // no owner connection, no consumers: nothing to do
+    /// assert!(out.is_empty());
+    /// ```
+    pub fn queues_moved(&self, out: &mut Vec<Action<D, R>>) {
+        let Some(owner) = self.queue_owner() else {
+            return;
+        };
+        for NamedConsumer {
+            conn,
+            queue,
+            credit,
+        } in self.remote_consumers()
+        {
+            let Some(reg) = conn.registration() else {
+                continue;
+            };
+            let env = op_envelope(&reg.agent_id, QueueControl::Consume { queue, credit });
+            self.push_hub_envelope(&owner, &env, Priority::Medium, None, out);
+        }
+    }
+
+    /// A task the owner delivers to `agent`, a consumer on this hub: `frame` is the delivery
+    /// envelope's frame in MessagePack, as the owner made it. Re-encoded for the agent's codec
+    /// when that differs. An agent no longer here is skipped (the owner hands the task out
+    /// again once it learns the agent left). Returns whether the task was queued.
+    pub fn deliver_from_owner(
+        &self,
+        agent: &str,
+        frame: bytes::Bytes,
+        out: &mut Vec<Action<D, R>>,
+    ) -> bool {
+        let Some(conn) = self.registry.get(agent) else {
+            return false;
+        };
+        if conn.transport() == TransportKind::Cluster {
+            return false;
+        }
+        let Ok(raw) = FrameDecoder::decode_one(frame, u32::MAX) else {
+            return false;
+        };
+        if raw.type_byte != FrameType::Envelope as u8 {
+            return false;
+        }
+        let Ok(env) = Codec::MsgPack.decode_envelope(&raw.payload) else {
+            return false;
+        };
+        if !matches!(env.to, Destination::Queue(_)) || env.kind != Kind::Task {
+            return false;
+        }
+        self.push_hub_envelope(&conn, &env, Priority::Medium, None, out);
+        true
+    }
+}
+
+/// The operation envelope for `what`, from `agent`.
+fn op_envelope(agent: &str, what: QueueControl) -> Envelope {
+    match what {
+        QueueControl::Consume { queue, credit } => {
+            Envelope::new(0, agent, Destination::Queue(queue), Kind::Event)
+                .with_header(QUEUE_OP_HEADER, "consume")
+                .with_header(CREDIT_HEADER, credit.to_string())
+        }
+        QueueControl::Settle { task, nack } => {
+            let to = Destination::Queue(SETTLE_QUEUE.to_owned());
+            let env = Envelope::new(0, agent, to, Kind::Event)
+                .with_header(TASK_ID_HEADER, task.to_string());
+            match nack {
+                None => env.with_header(QUEUE_OP_HEADER, "ack"),
+                Some(n) => {
+                    let env = env.with_header(QUEUE_OP_HEADER, "nack");
+                    match n.delay_ms {
+                        Some(ms) => env.with_header(DELAY_HEADER, ms.to_string()),
+                        None => env,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The control an operation envelope carries (`None`: not `consume`, `ack` or `nack`), or
+/// why its headers are unusable.
+pub(super) fn control_op(
+    op: &str,
+    queue: &str,
+    env: &Envelope,
+) -> Option<Result<QueueControl, String>> {
+    let number = |name: &str| -> Result<Option<u64>, String> {
+        env.headers
+            .get(name)
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|e| format!("bad {name} header: {e}"))
+            })
+            .transpose()
+    };
+    let task =
+        || number(TASK_ID_HEADER)?.ok_or_else(|| format!("{op} needs a {TASK_ID_HEADER} header"));
+    Some(match op {
+        "consume" => number(CREDIT_HEADER).and_then(|c| {
+            let credit = u32::try_from(c.unwrap_or(0))
+                .map_err(|e| format!("bad {CREDIT_HEADER} header: {e}"))?;
+            Ok(QueueControl::Consume {
+                queue: queue.to_owned(),
+                credit,
+            })
+        }),
+        "ack" => task().map(|task| QueueControl::Settle { task, nack: None }),
+        "nack" => task().and_then(|task| {
+            let delay_ms = number(DELAY_HEADER)?
+                .map(|d| u32::try_from(d).map_err(|e| format!("bad {DELAY_HEADER} header: {e}")))
+                .transpose()?;
+            Ok(QueueControl::Settle {
+                task,
+                nack: Some(Nack { task, delay_ms }),
+            })
+        }),
+        _ => return None,
+    })
+}
+
+/// Whether an agent id may be taken over `transport` (the owner's id is the cluster's).
+pub(super) fn id_allowed(agent_id: &str, transport: TransportKind) -> Result<(), ErrorCode> {
+    if agent_id == QUEUE_OWNER_ID && transport != TransportKind::Cluster {
+        return Err(ErrorCode::Unauthorized);
+    }
+    Ok(())
+}
