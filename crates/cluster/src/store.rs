@@ -33,6 +33,9 @@ use futures_util::StreamExt;
 /// Messages in one JetStream atomic batch (the server's default limit).
 pub const MAX_BATCH: usize = 1000;
 
+/// How long a write is tried again before the store fails.
+const WRITE_PATIENCE: Duration = Duration::from_secs(30);
+
 /// The header that marks a deleted key.
 const DELETED_HEADER: &str = "Agentwire-Deleted";
 
@@ -109,14 +112,20 @@ impl JetStreamStore {
             description: Some("agentwire work queues".into()),
             ..Default::default()
         };
-        // A NATS cluster that has just started may not have elected its JetStream leader yet.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        // A NATS cluster that has just started may not have elected its JetStream leader yet:
+        // each replica count gets a few seconds before one fewer is asked for.
+        let mut config = config;
+        let mut deadline = tokio::time::Instant::now() + Duration::from_secs(8);
         loop {
             match js.get_or_create_stream(config.clone()).await {
                 Ok(_) => break,
                 Err(e) if tokio::time::Instant::now() < deadline => {
                     tracing::debug!("JetStream not ready for the queues' stream yet: {e}");
                     tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(_) if config.num_replicas > 1 => {
+                    config.num_replicas -= 1;
+                    deadline = tokio::time::Instant::now() + Duration::from_secs(4);
                 }
                 Err(e) => {
                     return Err(StoreError::Open {
@@ -126,6 +135,7 @@ impl JetStreamStore {
                 }
             }
         }
+        let replicas = config.num_replicas;
         tracing::info!(stream = %layout.stream, replicas, "work queues kept in JetStream");
         Ok(JetStreamStore {
             client,
@@ -323,15 +333,12 @@ impl JetStreamStore {
     }
 }
 
-/// `wanted` replicas, or fewer when the NATS servers are fewer (1 when not clustered).
+/// `wanted` replicas, or 1 when the NATS server is not clustered.
 pub fn replicas_for(client: &async_nats::Client, wanted: usize) -> usize {
-    let info = client.server_info();
-    if info.cluster.is_none() {
-        return 1;
+    match client.server_info().cluster {
+        None => 1,
+        Some(_) => wanted.max(1),
     }
-    // Every server of the cluster, this one included, as clients may reach them.
-    let servers = info.connect_urls.len().max(1);
-    wanted.clamp(1, servers)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -365,15 +372,28 @@ impl QueueStore for JetStreamStore {
             path: nats_path(&self.stream),
             source: Box::new(JetStreamFailure(e)),
         };
-        if !self.lease.load(Ordering::Acquire) {
-            return Err(fail(
-                "this hub no longer holds the queue owner's lease".into(),
-            ));
-        }
         let messages = self.messages(ops);
         let runtime = self.runtime.clone();
         for batch in messages.chunks(MAX_BATCH) {
-            runtime.block_on(self.write_batch(batch)).map_err(fail)?;
+            // A NATS node that dies makes JetStream elect new leaders: a few seconds of
+            // errors. The batch is written again (the same values: harmless if the first try
+            // was stored after all) until it is stored or the time is up.
+            let deadline = std::time::Instant::now() + WRITE_PATIENCE;
+            loop {
+                if !self.lease.load(Ordering::Acquire) {
+                    return Err(fail(
+                        "this hub no longer holds the queue owner's lease".into(),
+                    ));
+                }
+                match runtime.block_on(self.write_batch(batch)) {
+                    Ok(()) => break,
+                    Err(e) if std::time::Instant::now() < deadline => {
+                        tracing::warn!("a queue write to JetStream failed, trying again: {e}");
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                    Err(e) => return Err(fail(e)),
+                }
+            }
         }
         Ok(())
     }

@@ -378,7 +378,13 @@ impl Connector {
         receiver.set_max_frame_size(session.max_frame_size);
         let counters = self.counters(zero_rtt_used, socket_buffers);
         Ok(Agent::start(
-            session, opts, sender, receiver, counters, quic,
+            session,
+            opts,
+            url.to_string(),
+            sender,
+            receiver,
+            counters,
+            quic,
         ))
     }
 
@@ -503,6 +509,8 @@ pub struct AgentHandle {
 
 struct AgentInner {
     session: Session,
+    /// The hub address this connection went to (one of the fallbacks, maybe).
+    hub_url: String,
     transport: TransportKind,
     queue: Arc<PriorityQueue<Outgoing>>,
     next_id: AtomicU64,
@@ -571,6 +579,7 @@ impl Agent {
     fn start<S: FrameSender, R: FrameReceiver>(
         session: Session,
         opts: &AgentOptions,
+        hub_url: String,
         sender: S,
         receiver: R,
         counters: AgentCounters,
@@ -589,6 +598,7 @@ impl Agent {
             counters,
             quic,
             session,
+            hub_url,
         });
         let handle = AgentHandle { inner };
         let (in_tx, in_rx) = mpsc::channel(opts.inbox_capacity.max(1));
@@ -648,6 +658,12 @@ impl AgentHandle {
     /// This agent's id.
     pub fn id(&self) -> &str {
         &self.inner.session.agent_id
+    }
+
+    /// The hub address this agent is connected to: with several in
+    /// [`AgentOptions::hubs`], the one that answered.
+    pub fn hub_url(&self) -> &str {
+        &self.inner.hub_url
     }
 
     /// What the handshake agreed.

@@ -1,0 +1,272 @@
+//! A work queue shared by three hub processes (`agentwire hub --cluster`) on a 3-node NATS
+//! cluster with JetStream, on loopback: consumers on every hub compete for its tasks, and no
+//! task is lost when a consumer's hub is killed, when the hub keeping the queues is killed,
+//! or when a NATS node is killed. The consumers reconnect to the next hub of their fallback
+//! list; tasks they held are delivered again. Redeliveries (duplicates) are counted and
+//! printed, not failed: the queue promises at-least-once.
+
+mod common;
+#[path = "../../cluster/tests/nats/mod.rs"]
+mod nats;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentwire::agent_queues::QueueTask;
+use agentwire::{Agent, AgentOptions, HubTrust};
+use common::{addr_after, run, spawn, text, wait_for, Running};
+
+struct HubProcess {
+    _process: Running,
+    url: String,
+}
+
+/// `agentwire hub` number `i` in cluster `q` through `servers` (its own node first).
+fn start_hub(i: usize, servers: &[String], certs: &str) -> (HubProcess, bool) {
+    let id = format!("hub-{i}");
+    let (process, lines) = spawn(&[
+        "hub",
+        "--listen",
+        "quic://127.0.0.1:0",
+        "--cert-dir",
+        certs,
+        "--cluster",
+        &servers.join(","),
+        "--cluster-name",
+        "q",
+        "--hub-id",
+        &id,
+        "--queue-ack-wait-ms",
+        "5000",
+    ]);
+    let joined = wait_for(&lines, "joined cluster q");
+    assert!(joined.contains(&id), "{joined}");
+    let mut owner = false;
+    let listening = loop {
+        let line = wait_for(&lines, "");
+        if line.contains("keeps the cluster's work queues") {
+            owner = true;
+        }
+        if line.contains("hub listening on quic://") {
+            break line;
+        }
+    };
+    let url = format!("quic://{}", addr_after(&listening, "quic://"));
+    // Keep reading its output so that it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (
+        HubProcess {
+            _process: process,
+            url,
+        },
+        owner,
+    )
+}
+
+/// What the consumers have done: acks per task body, and (re)connections per consumer.
+#[derive(Default)]
+struct Ledger {
+    acked: HashMap<String, u32>,
+    connections: HashMap<String, Vec<String>>,
+}
+
+fn options(id: &str, hubs: &[&str], ca: &str) -> AgentOptions {
+    let trust = HubTrust::ca_file(std::path::Path::new(ca)).unwrap();
+    let mut opts = AgentOptions::new(id, hubs[0], trust);
+    opts.hubs = hubs.iter().map(|h| h.to_string()).collect();
+    // Notice a killed hub within 2 s.
+    opts.quic.idle_timeout = Duration::from_secs(2);
+    opts.quic.keep_alive = Some(Duration::from_millis(500));
+    opts.fallback_timeout = Duration::from_secs(1);
+    opts
+}
+
+/// A consumer of `jobs` that reconnects through its fallback list whenever its hub goes,
+/// until `stop`.
+fn worker(
+    id: &'static str,
+    hubs: Vec<String>,
+    ca: String,
+    ledger: Arc<Mutex<Ledger>>,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let hubs: Vec<&str> = hubs.iter().map(String::as_str).collect();
+        while !stop.load(Ordering::Relaxed) {
+            let mut agent = match Agent::connect(options(id, &hubs, &ca)).await {
+                Ok(a) => a,
+                Err(_) => {
+                    // Its old hub may still be announced for a moment (duplicate id).
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            let hub = agent.hub_url().to_owned();
+            ledger
+                .lock()
+                .unwrap()
+                .connections
+                .entry(id.to_owned())
+                .or_default()
+                .push(hub);
+            if agent.consume("jobs", 4).await.is_err() {
+                continue;
+            }
+            loop {
+                let msg = match tokio::time::timeout(Duration::from_millis(500), agent.recv()).await
+                {
+                    Ok(Some(msg)) => msg,
+                    Ok(None) => break, // its hub is gone: reconnect
+                    Err(_) if stop.load(Ordering::Relaxed) => return,
+                    Err(_) => continue,
+                };
+                let Some(task) = QueueTask::from_envelope(&msg.envelope) else {
+                    continue;
+                };
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                if agent.ack(task.task).await.is_err() {
+                    break;
+                }
+                let body = String::from_utf8_lossy(&task.body).into_owned();
+                *ledger.lock().unwrap().acked.entry(body).or_default() += 1;
+            }
+        }
+    })
+}
+
+/// Enqueues tasks `range` from `boss`, each re-sent (same producer id) until stored.
+async fn produce(boss: &Agent, range: std::ops::Range<u32>) {
+    for i in range {
+        let body = format!("task-{i}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match boss
+                .handle()
+                .enqueue("jobs", body.clone(), Some(&body), Duration::from_secs(2))
+                .await
+            {
+                Ok(_) => break,
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "{body} never stored: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Waits until every task below `n` is acked.
+async fn all_acked(ledger: &Mutex<Ledger>, n: u32, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let missing: Vec<u32> = {
+            let l = ledger.lock().unwrap();
+            (0..n)
+                .filter(|i| !l.acked.contains_key(&format!("task-{i}")))
+                .collect()
+        };
+        if missing.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: tasks never acked: {missing:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_across_three_hubs_loses_no_task_when_hubs_and_nats_nodes_die() {
+    let Some(mut nodes) = nats::start_nats_cluster() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let out = run(&["cert", "--out", certs.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let certs = certs.to_str().unwrap().to_owned();
+    let ca = format!("{certs}/ca.pem");
+    let node_urls: Vec<String> = nodes.iter().map(|(_, url)| url.clone()).collect();
+    let mut hubs = Vec::new();
+    for i in 0..3 {
+        let mut servers = node_urls.clone();
+        servers.rotate_left(i);
+        let (hub, owner) = start_hub(i, &servers, &certs);
+        // The first hub takes the queues; the others find them kept.
+        assert_eq!(owner, i == 0, "hub-{i}");
+        hubs.push(Some(hub));
+    }
+    let url = |i: usize| hubs[i].as_ref().unwrap().url.clone();
+    let (u0, u1, u2) = (url(0), url(1), url(2));
+
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers = vec![
+        worker(
+            "w0",
+            vec![u0.clone(), u2.clone()],
+            ca.clone(),
+            ledger.clone(),
+            stop.clone(),
+        ),
+        worker(
+            "w1",
+            vec![u1.clone(), u2.clone()],
+            ca.clone(),
+            ledger.clone(),
+            stop.clone(),
+        ),
+        worker(
+            "w2",
+            vec![u2.clone(), u0.clone()],
+            ca.clone(),
+            ledger.clone(),
+            stop.clone(),
+        ),
+    ];
+    let boss = Agent::connect(options("boss", &[&u2], &ca)).await.unwrap();
+
+    // All hubs up: every task done, by consumers on every hub.
+    produce(&boss, 0..60).await;
+    all_acked(&ledger, 60, "all hubs up").await;
+
+    // A consumer's hub dies with tasks in flight: they are delivered again, and its consumer
+    // reconnects to the next hub of its list.
+    produce(&boss, 60..100).await;
+    hubs[1] = None; // kill -9
+    all_acked(&ledger, 100, "after hub-1 was killed").await;
+
+    // The hub keeping the queues dies: another takes them over from JetStream.
+    hubs[0] = None;
+    produce(&boss, 100..140).await;
+    all_acked(&ledger, 140, "after hub-0, the queues' keeper, was killed").await;
+
+    // A NATS node dies (hub-2's own): the hub moves to another node, JetStream keeps the
+    // stream on the other two.
+    let (node, _) = nodes.remove(2);
+    drop(node);
+    produce(&boss, 140..180).await;
+    all_acked(&ledger, 180, "after NATS node-2 was killed").await;
+
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
+    }
+    let l = ledger.lock().unwrap();
+    let duplicates: u32 = l.acked.values().map(|n| n - 1).sum();
+    println!(
+        "180 tasks, 0 lost, {duplicates} delivered again; connections: {:?}",
+        l.connections
+    );
+    for (w, first_hub, fallback) in [("w0", &u0, &u2), ("w1", &u1, &u2)] {
+        let seen = &l.connections[w];
+        assert_eq!(&seen[0], first_hub, "{w}: {seen:?}");
+        assert!(
+            seen.contains(fallback),
+            "{w} reconnected to {fallback}: {seen:?}"
+        );
+    }
+}

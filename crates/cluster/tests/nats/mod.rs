@@ -1,0 +1,152 @@
+//! nats-server processes for tests, on loopback: one server, or a 3-node cluster, both with
+//! JetStream. The binary comes from `NATS_SERVER`, `target/peers-nats/nats-server` (as
+//! scripts/lib/nats-server.sh installs it), or `PATH`; without one the helpers say so and
+//! return `None`, except under CI (`CI` set), which must install one.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+pub struct Nats(pub Child, pub String);
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A fresh JetStream store directory for one nats-server.
+pub fn jetstream_dir(name: &str) -> String {
+    let dir = std::env::temp_dir().join(format!(
+        "aw-nats-{}-{name}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    dir.display().to_string()
+}
+
+pub fn nats_server() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("NATS_SERVER") {
+        return Some(PathBuf::from(p));
+    }
+    let local =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers-nats/nats-server");
+    if local.exists() {
+        return Some(local);
+    }
+    let on_path = Command::new("nats-server").arg("--version").output();
+    on_path
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|_| PathBuf::from("nats-server"))
+}
+
+/// A nats-server on a free loopback port, or `None` (with the reason printed) when there is none.
+pub fn start_nats() -> Option<Nats> {
+    let Some(bin) = nats_server() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install nats-server (scripts/peers/nats.sh installs it)"
+        );
+        eprintln!("skipped: no nats-server (set NATS_SERVER, or run scripts/peers/nats.sh)");
+        return None;
+    };
+    let mut child = Command::new(bin)
+        .args([
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "-1",
+            "-js",
+            "-sd",
+            &jetstream_dir("one"),
+        ])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("nats-server starts");
+    let stderr = child.stderr.take().expect("piped");
+    let mut lines = BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("nats-server says where it listens")
+            .unwrap();
+        if let Some(addr) = line.split("Listening for client connections on ").nth(1) {
+            break format!("nats://{}", addr.trim());
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Some(Nats(child, url))
+}
+
+/// Three free loopback TCP ports (for a NATS cluster's client and route listeners).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let sockets: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    sockets
+        .iter()
+        .map(|s| s.local_addr().unwrap().port())
+        .collect()
+}
+
+/// A 3-node NATS cluster on loopback (each node routes to the other two), or `None`.
+pub fn start_nats_cluster() -> Option<Vec<(Nats, String)>> {
+    let bin = nats_server().or_else(|| {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install nats-server"
+        );
+        eprintln!("skipped: no nats-server");
+        None
+    })?;
+    let ports = free_ports(6);
+    let (clients, routes) = ports.split_at(3);
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let others: Vec<String> = (0..3)
+            .filter(|&j| j != i)
+            .map(|j| format!("nats://127.0.0.1:{}", routes[j]))
+            .collect();
+        let mut child = Command::new(&bin)
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &clients[i].to_string(),
+                "-n",
+                &format!("node-{i}"),
+            ])
+            .args([
+                "--cluster_name",
+                "aw",
+                "--cluster",
+                &format!("nats://127.0.0.1:{}", routes[i]),
+            ])
+            .args(["--routes", &others.join(",")])
+            .args(["-js", "-sd", &jetstream_dir(&format!("node-{i}"))])
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        let stderr = child.stderr.take().expect("piped");
+        let mut lines = BufReader::new(stderr).lines();
+        loop {
+            let line = lines.next().expect("nats-server starts up").unwrap();
+            if line.contains("Server is ready") {
+                break;
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        let url = format!("nats://127.0.0.1:{}", clients[i]);
+        nodes.push((Nats(child, url.clone()), url));
+    }
+    Some(nodes)
+}
