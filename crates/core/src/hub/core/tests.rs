@@ -1340,3 +1340,199 @@ fn connections_per_address_and_handshakes_per_second_are_bounded() {
     let f = open(&mut sim, Some(ip));
     assert!(!f.is_closed());
 }
+
+// ---- queues kept by another hub (a cluster's queue owner) ---------------------------------
+
+impl Sim {
+    /// A connection of transport `cluster` registered as `id` (a cluster's stand-in).
+    fn connect_cluster(&mut self, id: &str) -> Agent {
+        let conn = self.core.open(TransportKind::Cluster, (), self.now);
+        let mut hello = Hello::new(id, "cluster:test");
+        hello.codecs = vec![Codec::MsgPack.name().to_owned()];
+        self.hello(&conn, hello);
+        let got = self.drain_raw(&conn);
+        assert!(
+            matches!(got.first().map(|g| &g.frame), Some(Frame::Welcome(_))),
+            "{id}: {got:?}"
+        );
+        Agent {
+            conn,
+            id: id.to_owned(),
+            codec: Codec::MsgPack,
+        }
+    }
+}
+
+/// Two hubs in memory with the cluster's wiring played by hand: `owner` keeps the queues;
+/// `edge` passes its agents' queue work to its `$queues` connection, and each of its agents
+/// has a stand-in on `owner`.
+struct TwoHubs {
+    owner: Sim,
+    edge: Sim,
+    queues: Agent,
+    stand_ins: HashMap<String, Agent>,
+}
+
+impl TwoHubs {
+    fn new(agents: &[&str]) -> TwoHubs {
+        let owner = Sim::new(config());
+        let mut edge = Sim::new(config());
+        let queues = edge.connect_cluster(QUEUE_OWNER_ID);
+        let mut two = TwoHubs {
+            owner,
+            edge,
+            queues,
+            stand_ins: HashMap::new(),
+        };
+        for id in agents {
+            let s = two.owner.connect_cluster(id);
+            two.stand_ins.insert(id.to_string(), s);
+        }
+        two
+    }
+
+    /// Carries what each side queued for the other until nothing moves: the edge's queue
+    /// work to the sender's stand-in on the owner; the owner's deliveries to the consumer on
+    /// the edge; its answers to the edge's `$queues` connection.
+    fn relay(&mut self) {
+        loop {
+            let mut moved = false;
+            for got in self.edge.drain_raw(&self.queues.conn.clone()) {
+                let from = got.envelope().from.clone();
+                let stand_in = self.stand_ins[&from].conn.clone();
+                self.owner.feed(&stand_in, got.wire, None);
+                moved = true;
+            }
+            let stand_ins: Vec<(String, SimConn)> = self
+                .stand_ins
+                .iter()
+                .map(|(id, a)| (id.clone(), a.conn.clone()))
+                .collect();
+            for (id, conn) in stand_ins {
+                for got in self.owner.drain_raw(&conn) {
+                    let env = got.envelope();
+                    if matches!(env.to, Destination::Queue(_)) {
+                        let mut out = Vec::new();
+                        assert!(self.edge.core.deliver_from_owner(&id, got.wire, &mut out));
+                        self.edge.actions.extend(out);
+                        self.edge.take_actions();
+                    } else {
+                        assert_eq!(env.from, HUB_ID, "only the owner's answers go back");
+                        let queues = self.queues.conn.clone();
+                        self.edge.feed(&queues, got.wire, None);
+                    }
+                    moved = true;
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+}
+
+#[test]
+fn queue_work_goes_to_the_owner_and_its_answers_and_tasks_come_back() {
+    let mut two = TwoHubs::new(&["boss", "worker"]);
+    let boss = two.edge.connect("boss");
+    let worker = two.edge.connect_with("worker", Codec::Json);
+    two.edge.control(&worker, consume("jobs", 1));
+    two.relay();
+    assert_eq!(two.owner.core.queue_stats("jobs").unwrap().consumers, 1);
+    assert!(
+        two.edge.core.queue_stats("jobs").is_none(),
+        "the edge keeps no queue"
+    );
+    // A request to the queue waits on the edge with its reply slot, like one to an agent.
+    two.edge
+        .send_with_reply(&boss, enqueue(5, &boss, "jobs", "resize"), Some(9));
+    two.relay();
+    let receipt = two.edge.drain(&boss);
+    assert_eq!(receipt.len(), 1, "{receipt:?}");
+    let r = receipt[0].envelope();
+    assert_eq!(
+        (r.kind, r.correlation, r.from.as_str(), receipt[0].reply),
+        (Kind::Response, Some(5), HUB_ID, Some(9))
+    );
+    let task: u64 = r.headers[TASK_ID_HEADER].parse().unwrap();
+    // The owner's delivery reaches the worker in its own codec (JSON).
+    let got = two.edge.drain(&worker);
+    assert_eq!(tasks(&got), vec![(task, "1".into(), "resize".into())]);
+    assert_eq!(got[0].envelope().from, "boss");
+    // A nack and a late ack travel as queue operations.
+    two.edge.control(
+        &worker,
+        Frame::Nack(agentwire_proto::Nack {
+            task,
+            delay_ms: Some(0),
+        }),
+    );
+    two.relay();
+    two.owner.advance(Duration::from_millis(1));
+    two.relay();
+    assert_eq!(
+        tasks(&two.edge.drain(&worker)),
+        vec![(task, "2".into(), "resize".into())]
+    );
+    two.edge.control(&worker, Frame::Ack(task));
+    two.relay();
+    let s = two.owner.core.queue_stats("jobs").unwrap();
+    assert_eq!((s.ready, s.in_flight, s.consumers), (0, 0, 1));
+    // A queue operation's answer comes back too.
+    let stats = env(6, &boss, Destination::queue("jobs"), Kind::Request)
+        .with_header(QUEUE_OP_HEADER, "stats");
+    two.edge.send(&boss, stats);
+    two.relay();
+    let answer = two.edge.drain(&boss);
+    let body: serde_json::Value = serde_json::from_slice(&answer[0].envelope().body).unwrap();
+    assert_eq!(body["consumers"], 1);
+}
+
+#[test]
+fn a_new_owner_is_told_the_consumers_and_an_edge_can_take_the_queues_over() {
+    let mut two = TwoHubs::new(&["boss", "worker"]);
+    let worker = two.edge.connect("worker");
+    two.edge.control(&worker, consume("jobs", 2));
+    two.relay();
+    // The owner changed (a fresh one knows no consumer): the edge names its consumers again.
+    two.owner = Sim::new(config());
+    for id in ["boss", "worker"] {
+        let s = two.owner.connect_cluster(id);
+        two.stand_ins.insert(id.into(), s);
+    }
+    let mut out = Vec::new();
+    two.edge.core.queues_moved(&mut out);
+    two.edge.actions.extend(out);
+    two.edge.take_actions();
+    two.relay();
+    assert_eq!(two.owner.core.queue_stats("jobs").unwrap().consumers, 1);
+    // The edge becomes the owner: its consumer consumes here, and queue work stays here.
+    let mut out = Vec::new();
+    two.edge.core.take_over_queues(
+        agentwire_queue::Recovered::default(),
+        two.edge.now,
+        &mut out,
+    );
+    two.edge.actions.extend(out);
+    two.edge.take_actions();
+    assert!(!two.edge.core.queues_elsewhere());
+    assert_eq!(two.edge.core.queue_stats("jobs").unwrap().consumers, 1);
+    let boss = two.edge.connect("boss");
+    two.edge.send(&boss, enqueue(1, &boss, "jobs", "here"));
+    assert!(two.edge.drain_raw(&two.queues.conn.clone()).is_empty());
+    two.edge.persist_all();
+    assert_eq!(tasks(&two.edge.drain(&worker)).len(), 1);
+}
+
+#[test]
+fn only_the_cluster_may_take_the_queue_owner_id() {
+    let mut sim = Sim::new(config());
+    let conn = sim.open();
+    sim.hello(&conn, Hello::new(QUEUE_OWNER_ID, "impostor"));
+    let got = sim.drain_raw(&conn);
+    assert!(
+        matches!(got.first().map(|g| &g.frame), Some(Frame::Reject(r)) if r.code == ErrorCode::Unauthorized as u32),
+        "{got:?}"
+    );
+    assert!(!sim.core.queues_elsewhere());
+}
