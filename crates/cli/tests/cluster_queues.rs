@@ -16,20 +16,87 @@ use std::time::{Duration, Instant};
 
 use agentwire::agent_queues::QueueTask;
 use agentwire::{Agent, AgentOptions, HubTrust};
-use common::{addr_after, run, spawn, text, wait_for, Running};
+use std::process::Command;
+
+use common::lan::Lan;
+use common::{addr_after, run, spawn_command, text, wait_for, Running};
+
+/// Where the NATS nodes and the hubs run.
+struct Placement {
+    nats: Vec<nats::NodeHost>,
+    /// Each hub's namespace (`None`: this one) and its listen URL.
+    hubs: Vec<(Option<String>, String)>,
+    /// Names the hubs' certificate must hold.
+    names: Vec<String>,
+    _lan: Option<Lan>,
+}
+
+/// Hosts 0-2 for the NATS nodes and 3-5 for the hubs on a [`Lan`], or all on loopback.
+fn placement() -> Placement {
+    match Lan::create(6) {
+        Ok(lan) => Placement {
+            nats: (0..3)
+                .map(|k| nats::NodeHost {
+                    netns: Some(lan.netns(k)),
+                    ip: Lan::addr(k),
+                    client_port: 4222,
+                    route_port: 6222,
+                })
+                .collect(),
+            hubs: (3..6)
+                .map(|k| (Some(lan.netns(k)), format!("quic://{}:4433", Lan::addr(k))))
+                .collect(),
+            names: (3..6).map(Lan::addr).collect(),
+            _lan: Some(lan),
+        },
+        Err(why) => {
+            println!("on loopback: no network namespaces here ({why})");
+            let ports = nats::free_ports(6);
+            Placement {
+                nats: (0..3)
+                    .map(|i| nats::NodeHost {
+                        netns: None,
+                        ip: "127.0.0.1".into(),
+                        client_port: ports[i],
+                        route_port: ports[3 + i],
+                    })
+                    .collect(),
+                hubs: (0..3)
+                    .map(|_| (None, "quic://127.0.0.1:0".to_owned()))
+                    .collect(),
+                names: vec!["127.0.0.1".into()],
+                _lan: None,
+            }
+        }
+    }
+}
 
 struct HubProcess {
     _process: Running,
     url: String,
 }
 
-/// `agentwire hub` number `i` in cluster `q` through `servers` (its own node first).
-fn start_hub(i: usize, servers: &[String], certs: &str) -> (HubProcess, bool) {
+/// `agentwire hub` number `i` in cluster `q` through `servers` (its own node first), in
+/// namespace `netns` on `listen`. Returns it, and whether it took the queues.
+fn start_hub(
+    i: usize,
+    (netns, listen): &(Option<String>, String),
+    servers: &[String],
+    certs: &str,
+) -> (HubProcess, bool) {
     let id = format!("hub-{i}");
-    let (process, lines) = spawn(&[
+    let mut command = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, common::BIN]);
+            c
+        }
+        None => Command::new(common::BIN),
+    };
+    command.args([
         "hub",
         "--listen",
-        "quic://127.0.0.1:0",
+        listen,
         "--cert-dir",
         certs,
         "--cluster",
@@ -40,7 +107,9 @@ fn start_hub(i: usize, servers: &[String], certs: &str) -> (HubProcess, bool) {
         &id,
         "--queue-ack-wait-ms",
         "5000",
+        "-v",
     ]);
+    let (process, lines) = spawn_command(command);
     let joined = wait_for(&lines, "joined cluster q");
     assert!(joined.contains(&id), "{joined}");
     let mut owner = false;
@@ -54,8 +123,12 @@ fn start_hub(i: usize, servers: &[String], certs: &str) -> (HubProcess, bool) {
         }
     };
     let url = format!("quic://{}", addr_after(&listening, "quic://"));
-    // Keep reading its output so that it never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
+    // Its log, shown when the test fails (and it never blocks on a full pipe).
+    std::thread::spawn(move || {
+        for line in lines {
+            println!("[hub-{i}] {line}");
+        }
+    });
     (
         HubProcess {
             _process: process,
@@ -180,12 +253,17 @@ async fn all_acked(ledger: &Mutex<Ledger>, n: u32, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_across_three_hubs_loses_no_task_when_hubs_and_nats_nodes_die() {
-    let Some(mut nodes) = nats::start_nats_cluster() else {
+    let place = placement();
+    let Some(mut nodes) = nats::start_nats_cluster_on(&place.nats) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");
-    let out = run(&["cert", "--out", certs.to_str().unwrap()]);
+    let mut cert = vec!["cert", "--out", certs.to_str().unwrap()];
+    for name in &place.names {
+        cert.extend(["--name", name]);
+    }
+    let out = run(&cert);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let certs = certs.to_str().unwrap().to_owned();
     let ca = format!("{certs}/ca.pem");
@@ -194,7 +272,7 @@ async fn a_queue_across_three_hubs_loses_no_task_when_hubs_and_nats_nodes_die() 
     for i in 0..3 {
         let mut servers = node_urls.clone();
         servers.rotate_left(i);
-        let (hub, owner) = start_hub(i, &servers, &certs);
+        let (hub, owner) = start_hub(i, &place.hubs[i], &servers, &certs);
         // The first hub takes the queues; the others find them kept.
         assert_eq!(owner, i == 0, "hub-{i}");
         hubs.push(Some(hub));

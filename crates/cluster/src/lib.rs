@@ -19,6 +19,7 @@
 //! times the request out itself), duplicate ids across hubs beyond the first hub's stand-in
 //! being refused, and failure tests with a 3-node NATS cluster.
 
+pub mod lease;
 pub mod link;
 pub mod node;
 mod owner;

@@ -13,13 +13,14 @@
 //!
 //! It must not route or decide about tasks: the hub cores do.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agentwire::hub::Hub;
 use async_nats::jetstream::{self, kv};
 
+use crate::lease::Lease;
 use crate::link::{queue_owner_stand_in, Shared, StandInFeed, StandInSender};
 use crate::node::ClusterError;
 use crate::store::{JetStreamStore, StoreLayout};
@@ -33,9 +34,11 @@ pub(crate) struct Ownership {
     shared: Arc<Shared>,
     kv: kv::Store,
     layout: StoreLayout,
-    /// True while this hub holds the lease (the store's fence).
-    lease: Arc<AtomicBool>,
+    /// This hub's view of the lease (the store's fence).
+    lease: Arc<Lease>,
     revision: Mutex<Option<u64>>,
+    /// How long the lease lives without renewal.
+    expiry: Duration,
     stand_in: Mutex<Option<(StandInFeed, StandInSender)>>,
 }
 
@@ -54,7 +57,9 @@ impl Ownership {
             replicas,
             ..StoreLayout::for_cluster(cluster)
         };
-        let lease = Arc::new(AtomicBool::new(false));
+        // Writes stop three quarters into the lease's life without a renewal; the rest is
+        // for writes already on their way.
+        let lease = Arc::new(Lease::new(expiry * 3 / 4));
         // Makes the stream now, so that a NATS without JetStream is an error at start.
         JetStreamStore::open(shared.nats.clone(), &layout, &shared.hub, lease.clone())
             .await
@@ -82,6 +87,7 @@ impl Ownership {
             layout,
             lease,
             revision: Mutex::new(None),
+            expiry,
             stand_in: Mutex::new(None),
         });
         ownership.start_stand_in(heartbeat).await;
@@ -100,7 +106,7 @@ impl Ownership {
     }
 
     fn owns(&self) -> bool {
-        self.lease.load(Ordering::Acquire)
+        self.lease.held()
     }
 
     /// Runs the owner's stand-in on the hub and waits (up to 2 s) until the hub core has
@@ -128,27 +134,7 @@ impl Ownership {
     /// One beat: renew the lease, or learn who holds it, or take it.
     pub(crate) async fn round(&self) {
         if self.owns() {
-            let revision = *self.revision.lock().unwrap_or_else(PoisonError::into_inner);
-            let renewed = match revision {
-                Some(rev) => self
-                    .kv
-                    .update(KEY, self.shared.hub.clone().into(), rev)
-                    .await
-                    .map_err(|e| e.to_string()),
-                None => Err("no revision".into()),
-            };
-            match renewed {
-                Ok(rev) => {
-                    *self.revision.lock().unwrap_or_else(PoisonError::into_inner) = Some(rev);
-                }
-                Err(e) => {
-                    self.lease.store(false, Ordering::Release);
-                    self.shared.owns_queues.store(false, Ordering::Relaxed);
-                    tracing::error!(
-                        "lost the queue owner's lease ({e}); this hub refuses queue work until it restarts"
-                    );
-                }
-            }
+            self.renew().await;
             return;
         }
         if self.hub_has_taken_over() {
@@ -159,12 +145,66 @@ impl Ownership {
                 let owner = String::from_utf8_lossy(&entry.value).into_owned();
                 self.set_owner(owner);
             }
-            Ok(_) => match self.kv.create(KEY, self.shared.hub.clone().into()).await {
-                Ok(rev) => self.take_over(rev).await,
-                Err(e) => tracing::debug!("another hub took the queue lease first: {e}"),
-            },
+            Ok(_) => {
+                let sent = Instant::now();
+                match self.kv.create(KEY, self.shared.hub.clone().into()).await {
+                    Ok(rev) => self.take_over(rev, sent).await,
+                    Err(e) => tracing::debug!("another hub took the queue lease first: {e}"),
+                }
+            }
             Err(e) => tracing::warn!("cannot read the queue owner's lease: {e}"),
         }
+    }
+
+    /// Renews the lease. A failure is tried again at the next beat while the lease has time
+    /// left (NATS electing new leaders after a node died answers errors for a few seconds);
+    /// the lease is taken as lost once half the expiry has gone by without a renewal (so
+    /// this hub stops writing well before another hub can take the queues), or at once when
+    /// another hub holds it.
+    async fn renew(&self) {
+        let revision = *self.lock_revision();
+        let Some(rev) = revision else {
+            return self.lost("no revision of the lease");
+        };
+        let id: bytes::Bytes = self.shared.hub.clone().into();
+        let sent = Instant::now();
+        match self.kv.update(KEY, id.clone(), rev).await {
+            Ok(rev) => {
+                *self.lock_revision() = Some(rev);
+                self.lease.renewed(sent);
+            }
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                // Our last renewal may have been stored without its answer reaching us.
+                match self.kv.entry(KEY).await {
+                    Ok(Some(entry))
+                        if entry.operation == kv::Operation::Put && entry.value == id =>
+                    {
+                        *self.lock_revision() = Some(entry.revision);
+                    }
+                    _ => self.lost("another hub holds the lease"),
+                }
+            }
+            Err(e) => {
+                let since = self.lease.since_renewal();
+                if since >= self.expiry / 2 {
+                    self.lost(&format!("not renewed for {since:?}: {e}"));
+                } else {
+                    tracing::warn!("cannot renew the queue owner's lease yet, trying again: {e}");
+                }
+            }
+        }
+    }
+
+    fn lost(&self, why: &str) {
+        self.lease.revoke();
+        self.shared.owns_queues.store(false, Ordering::Relaxed);
+        tracing::error!(
+            "lost the queue owner's lease ({why}); this hub refuses queue work until it restarts"
+        );
+    }
+
+    fn lock_revision(&self) -> std::sync::MutexGuard<'_, Option<u64>> {
+        self.revision.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn hub_has_taken_over(&self) -> bool {
@@ -188,9 +228,9 @@ impl Ownership {
         }
     }
 
-    async fn take_over(&self, revision: u64) {
-        *self.revision.lock().unwrap_or_else(PoisonError::into_inner) = Some(revision);
-        self.lease.store(true, Ordering::Release);
+    async fn take_over(&self, revision: u64, sent: Instant) {
+        *self.lock_revision() = Some(revision);
+        self.lease.granted(sent);
         let opened = async {
             let mut store = JetStreamStore::open(
                 self.shared.nats.clone(),
@@ -199,6 +239,7 @@ impl Ownership {
                 self.lease.clone(),
             )
             .await?;
+            store.claim().await?;
             store.preload().await?;
             Ok::<_, agentwire_queue::StoreError>(store)
         }
@@ -241,7 +282,7 @@ impl Ownership {
 
     /// Lets the lease go (another hub takes the queues over at once).
     pub(crate) async fn give_up(&self) {
-        let held = self.lease.swap(false, Ordering::AcqRel);
+        let held = self.lease.take();
         if held {
             if let Err(e) = self.kv.delete(KEY).await {
                 tracing::warn!("cannot release the queue owner's lease: {e}");

@@ -12,14 +12,14 @@
 //! write order makes safe (a task's record is written before its producer id, so a producer
 //! that was not answered re-sends and is at worst stored twice, never lost).
 //!
-//! Only the hub holding the queue owner's lease writes: once [`JetStreamStore::fence`] says
-//! the lease is lost, every write fails.
+//! Only the hub holding the queue owner's lease writes: while its [`Lease`] is not valid,
+//! every write fails.
 //!
 //! It owns the stream's layout and nothing else: the queue core decides, the store keeps.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,11 +30,16 @@ use async_nats::jetstream;
 use bytes::Bytes;
 use futures_util::StreamExt;
 
+use crate::lease::Lease;
+
 /// Messages in one JetStream atomic batch (the server's default limit).
 pub const MAX_BATCH: usize = 1000;
 
 /// How long a write is tried again before the store fails.
 const WRITE_PATIENCE: Duration = Duration::from_secs(30);
+
+/// The header naming the batch (or `claim`) that wrote an owner's mark.
+const BATCH_HEADER: &str = "Agentwire-Batch";
 
 /// The header that marks a deleted key.
 const DELETED_HEADER: &str = "Agentwire-Deleted";
@@ -49,8 +54,10 @@ pub struct JetStreamStore {
     stream: String,
     prefix: String,
     runtime: tokio::runtime::Handle,
-    lease: Arc<AtomicBool>,
+    lease: Arc<Lease>,
     batches: AtomicU64,
+    /// The sequence of this hub's last mark on the stream (0: none yet).
+    fence: AtomicU64,
     hub: String,
     timeout: Duration,
     preloaded: Option<Recovered>,
@@ -90,13 +97,13 @@ fn nats_path(stream: &str) -> PathBuf {
 }
 
 impl JetStreamStore {
-    /// Opens (creating it if needed) the stream of `layout`; writes are refused once `lease`
+    /// Opens (creating it if needed) the stream of `layout`; writes are refused while `lease`
     /// is false. Call from the hub's runtime; the store then works from any thread outside it.
     pub async fn open(
         client: async_nats::Client,
         layout: &StoreLayout,
         hub: &str,
-        lease: Arc<AtomicBool>,
+        lease: Arc<Lease>,
     ) -> Result<Self, StoreError> {
         let js = jetstream::new(client.clone());
         let path = nats_path(&layout.stream);
@@ -145,6 +152,7 @@ impl JetStreamStore {
             runtime: tokio::runtime::Handle::current(),
             lease,
             batches: AtomicU64::new(0),
+            fence: AtomicU64::new(0),
             hub: hub.to_owned(),
             timeout: Duration::from_secs(10),
             preloaded: None,
@@ -160,11 +168,6 @@ impl JetStreamStore {
         })?;
         self.preloaded = Some(loaded);
         Ok(())
-    }
-
-    /// The flag that, once false, refuses every write (the lease is lost).
-    pub fn fence(&self) -> Arc<AtomicBool> {
-        self.lease.clone()
     }
 
     fn task_subject(&self, id: TaskId) -> String {
@@ -206,13 +209,48 @@ impl JetStreamStore {
             .collect()
     }
 
-    async fn write_batch(&self, batch: &[(String, Bytes, bool)]) -> Result<(), String> {
+    fn owner_subject(&self) -> String {
+        format!("{}.owner", self.prefix)
+    }
+
+    /// Puts this hub's mark on the stream (`<prefix>.owner`): from now on a batch of any
+    /// hub that wrote before it is refused whole. Call once the lease is held, before
+    /// [`preload`](Self::preload).
+    pub async fn claim(&self) -> Result<(), StoreError> {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(BATCH_HEADER, "claim");
+        let ack = async {
+            self.js
+                .publish_with_headers(self.owner_subject(), headers, Bytes::from(self.hub.clone()))
+                .await
+                .map_err(|e| e.to_string())?
+                .await
+                .map_err(|e| e.to_string())
+        }
+        .await
+        .map_err(|e| StoreError::Write {
+            path: self.path(),
+            source: Box::new(JetStreamFailure(e)),
+        })?;
+        self.fence.store(ack.sequence, Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes `batch` and, last, this hub's mark, expecting the mark before it to be this
+    /// hub's own: all of it is stored, or nothing when another hub has claimed the stream.
+    async fn write_batch(&self, batch: &[(String, Bytes, bool)]) -> Result<(), WriteError> {
+        let fence = self.fence.load(Ordering::Acquire);
+        if fence == 0 {
+            return Err(WriteError::Fenced(
+                "this hub never claimed the stream".into(),
+            ));
+        }
         let id = format!(
             "{}-{}",
             self.hub,
             self.batches.fetch_add(1, Ordering::Relaxed)
         );
-        let last = batch.len();
+        let failed = |e: String| WriteError::Failed(e);
         for (i, (subject, body, deleted)) in batch.iter().enumerate() {
             let mut headers = async_nats::HeaderMap::new();
             headers.insert("Nats-Batch-Id", id.as_str());
@@ -221,25 +259,66 @@ impl JetStreamStore {
                 headers.insert(DELETED_HEADER, "1");
                 headers.insert("Nats-TTL", DELETED_TTL);
             }
-            if i + 1 < last {
-                self.client
-                    .publish_with_headers(subject.clone(), headers, body.clone())
-                    .await
-                    .map_err(|e| e.to_string())?;
-            } else {
-                headers.insert("Nats-Batch-Commit", "1");
-                let ack = self
-                    .js
-                    .publish_with_headers(subject.clone(), headers, body.clone())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                tokio::time::timeout(self.timeout, ack)
-                    .await
-                    .map_err(|_| format!("no answer from JetStream within {:?}", self.timeout))?
-                    .map_err(|e| e.to_string())?;
-            }
+            self.client
+                .publish_with_headers(subject.clone(), headers, body.clone())
+                .await
+                .map_err(|e| failed(e.to_string()))?;
         }
-        Ok(())
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Batch-Id", id.as_str());
+        headers.insert(
+            "Nats-Batch-Sequence",
+            (batch.len() + 1).to_string().as_str(),
+        );
+        headers.insert("Nats-Batch-Commit", "1");
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            fence.to_string().as_str(),
+        );
+        headers.insert(BATCH_HEADER, id.as_str());
+        let ack = self
+            .js
+            .publish_with_headers(self.owner_subject(), headers, Bytes::from(self.hub.clone()))
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let ack = tokio::time::timeout(self.timeout, ack).await.map_err(|_| {
+            failed(format!(
+                "no answer from JetStream within {:?}",
+                self.timeout
+            ))
+        })?;
+        match ack {
+            Ok(ack) => {
+                self.fence.store(ack.sequence, Ordering::Release);
+                Ok(())
+            }
+            Err(e) if e.to_string().contains("wrong last sequence") => {
+                // Stored after all, on an earlier try whose answer was lost? Then the mark
+                // is this batch's.
+                let stream = self
+                    .js
+                    .get_stream(&self.stream)
+                    .await
+                    .map_err(|e| failed(e.to_string()))?;
+                let mark = stream
+                    .get_last_raw_message_by_subject(&self.owner_subject())
+                    .await
+                    .map_err(|e| failed(e.to_string()))?;
+                let ours = mark
+                    .headers
+                    .get(BATCH_HEADER)
+                    .is_some_and(|v| v.as_str() == id);
+                if ours {
+                    self.fence.store(mark.sequence, Ordering::Release);
+                    return Ok(());
+                }
+                Err(WriteError::Fenced(format!(
+                    "hub {} claimed the queues' stream",
+                    String::from_utf8_lossy(&mark.payload)
+                )))
+            }
+            Err(e) => Err(failed(e.to_string())),
+        }
     }
 
     async fn load_async(&self) -> Result<Recovered, String> {
@@ -345,6 +424,14 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Why a batch was not written.
+enum WriteError {
+    /// Another hub claimed the stream: this one must never write again.
+    Fenced(String),
+    /// Anything else (tried again).
+    Failed(String),
+}
+
 /// A failure as the store error's source.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -374,24 +461,28 @@ impl QueueStore for JetStreamStore {
         };
         let messages = self.messages(ops);
         let runtime = self.runtime.clone();
-        for batch in messages.chunks(MAX_BATCH) {
+        for batch in messages.chunks(MAX_BATCH - 1) {
             // A NATS node that dies makes JetStream elect new leaders: a few seconds of
             // errors. The batch is written again (the same values: harmless if the first try
             // was stored after all) until it is stored or the time is up.
             let deadline = std::time::Instant::now() + WRITE_PATIENCE;
             loop {
-                if !self.lease.load(Ordering::Acquire) {
+                if !self.lease.valid() {
                     return Err(fail(
                         "this hub no longer holds the queue owner's lease".into(),
                     ));
                 }
                 match runtime.block_on(self.write_batch(batch)) {
                     Ok(()) => break,
-                    Err(e) if std::time::Instant::now() < deadline => {
+                    Err(WriteError::Fenced(e)) => {
+                        self.lease.revoke();
+                        return Err(fail(e));
+                    }
+                    Err(WriteError::Failed(e)) if std::time::Instant::now() < deadline => {
                         tracing::warn!("a queue write to JetStream failed, trying again: {e}");
                         std::thread::sleep(Duration::from_millis(200));
                     }
-                    Err(e) => return Err(fail(e)),
+                    Err(WriteError::Failed(e)) => return Err(fail(e)),
                 }
             }
         }

@@ -445,3 +445,78 @@ async fn a_work_queue_spans_the_hubs() {
     on_a.abort();
     on_b.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_whose_stream_was_claimed_by_another_cannot_write_it() {
+    use agentwire_cluster::lease::Lease;
+    use agentwire_cluster::store::{JetStreamStore, StoreLayout};
+    use agentwire_queue::{QueueStore, StoreOp, TaskId, TaskRecord};
+    use std::sync::Arc;
+
+    let Some(nats) = start_nats() else { return };
+    let layout = StoreLayout::for_cluster("fence");
+    let open = |hub: &'static str| {
+        let url = nats.1.clone();
+        let layout = layout.clone();
+        async move {
+            let client = async_nats::connect(url).await.unwrap();
+            let lease = Arc::new(Lease::new(Duration::from_secs(60)));
+            lease.granted(std::time::Instant::now());
+            let store = JetStreamStore::open(client, &layout, hub, lease.clone())
+                .await
+                .unwrap();
+            (store, lease)
+        }
+    };
+    let record = |id: u64, body: &str| {
+        StoreOp::Put(TaskRecord {
+            id: TaskId(id),
+            queue: agentwire_queue::QueueName::new("jobs").unwrap(),
+            sender: "boss".into(),
+            producer_id: None,
+            attempts: 0,
+            enqueued_unix_ms: 1,
+            dead: None,
+            body: body.as_bytes().to_vec().into(),
+        })
+    };
+    let (mut old, old_lease) = open("old").await;
+    old.claim().await.unwrap();
+    // The store's writes block on the runtime: run them off it, as the hub's writer thread does.
+    let (mut old, r) = tokio::task::spawn_blocking(move || {
+        let r = old.apply(&[record(1, "one"), record(2, "two"), StoreOp::Delete(TaskId(1))]);
+        (old, r)
+    })
+    .await
+    .unwrap();
+    r.unwrap();
+    // Another hub takes the queues over: it reads what the old one stored...
+    let (mut new, _) = open("new").await;
+    new.claim().await.unwrap();
+    new.preload().await.unwrap();
+    let recovered = new.load().unwrap();
+    let ids: Vec<u64> = recovered.tasks.iter().map(|t| t.id.0).collect();
+    assert_eq!(ids, vec![2]);
+    assert!(recovered.next_id > 2, "{}", recovered.next_id);
+    // ... and from then on the old one cannot write: nothing of its batch is stored.
+    let (_, r) = tokio::task::spawn_blocking(move || {
+        let r = old.apply(&[record(3, "three"), StoreOp::Delete(TaskId(2))]);
+        (old, r)
+    })
+    .await
+    .unwrap();
+    let err = r.err().expect("the old owner is fenced off");
+    assert!(err.with_causes().contains("claimed"), "{}", err.with_causes());
+    assert!(!old_lease.valid());
+    let (_, r) = tokio::task::spawn_blocking(move || {
+        let r = new.apply(&[record(4, "four")]);
+        (new, r)
+    })
+    .await
+    .unwrap();
+    r.unwrap();
+    let (mut check, _) = open("check").await;
+    check.preload().await.unwrap();
+    let ids: Vec<u64> = check.load().unwrap().tasks.iter().map(|t| t.id.0).collect();
+    assert_eq!(ids, vec![2, 4]);
+}

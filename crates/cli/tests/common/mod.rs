@@ -2,6 +2,8 @@
 //! output lines on a channel, waiting for a line, expecting a failure with a message.
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod lan;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -22,8 +24,15 @@ impl Drop for Running {
 /// Starts `agentwire ARGS` and returns it with a channel of its output lines (stdout and
 /// stderr merged).
 pub fn spawn(args: &[&str]) -> (Running, mpsc::Receiver<String>) {
-    let mut child = Command::new(BIN)
-        .args(args)
+    let mut command = Command::new(BIN);
+    command.args(args);
+    spawn_command(command)
+}
+
+/// Starts `command` and returns it with a channel of its output lines (stdout and stderr
+/// merged).
+pub fn spawn_command(mut command: Command) -> (Running, mpsc::Receiver<String>) {
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -97,8 +97,32 @@ pub fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
+/// Where one node of a NATS cluster runs: a network namespace (`None`: this one), its
+/// address and its two ports.
+pub struct NodeHost {
+    pub netns: Option<String>,
+    pub ip: String,
+    pub client_port: u16,
+    pub route_port: u16,
+}
+
 /// A 3-node NATS cluster on loopback (each node routes to the other two), or `None`.
 pub fn start_nats_cluster() -> Option<Vec<(Nats, String)>> {
+    let ports = free_ports(6);
+    let hosts: Vec<NodeHost> = (0..3)
+        .map(|i| NodeHost {
+            netns: None,
+            ip: "127.0.0.1".into(),
+            client_port: ports[i],
+            route_port: ports[3 + i],
+        })
+        .collect();
+    start_nats_cluster_on(&hosts)
+}
+
+/// A NATS cluster with JetStream, one node per host (each routes to all others), or `None`
+/// when there is no nats-server. Returns each node with its client URL.
+pub fn start_nats_cluster_on(hosts: &[NodeHost]) -> Option<Vec<(Nats, String)>> {
     let bin = nats_server().or_else(|| {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -107,29 +131,33 @@ pub fn start_nats_cluster() -> Option<Vec<(Nats, String)>> {
         eprintln!("skipped: no nats-server");
         None
     })?;
-    let ports = free_ports(6);
-    let (clients, routes) = ports.split_at(3);
+    let route = |h: &NodeHost| format!("nats://{}:{}", h.ip, h.route_port);
     let mut nodes = Vec::new();
-    for i in 0..3 {
-        let others: Vec<String> = (0..3)
-            .filter(|&j| j != i)
-            .map(|j| format!("nats://127.0.0.1:{}", routes[j]))
+    for (i, host) in hosts.iter().enumerate() {
+        let others: Vec<String> = hosts
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .map(|(_, h)| route(h))
             .collect();
-        let mut child = Command::new(&bin)
+        let mut command = match &host.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(&bin);
+                c
+            }
+            None => Command::new(&bin),
+        };
+        let mut child = command
             .args([
                 "-a",
-                "127.0.0.1",
+                &host.ip,
                 "-p",
-                &clients[i].to_string(),
+                &host.client_port.to_string(),
                 "-n",
                 &format!("node-{i}"),
             ])
-            .args([
-                "--cluster_name",
-                "aw",
-                "--cluster",
-                &format!("nats://127.0.0.1:{}", routes[i]),
-            ])
+            .args(["--cluster_name", "aw", "--cluster", &route(host)])
             .args(["--routes", &others.join(",")])
             .args(["-js", "-sd", &jetstream_dir(&format!("node-{i}"))])
             .stderr(Stdio::piped())
@@ -145,7 +173,7 @@ pub fn start_nats_cluster() -> Option<Vec<(Nats, String)>> {
             }
         }
         std::thread::spawn(move || for _ in lines {});
-        let url = format!("nats://127.0.0.1:{}", clients[i]);
+        let url = format!("nats://{}:{}", host.ip, host.client_port);
         nodes.push((Nats(child, url.clone()), url));
     }
     Some(nodes)
