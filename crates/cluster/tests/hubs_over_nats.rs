@@ -505,7 +505,7 @@ async fn a_hub_whose_stream_was_claimed_by_another_cannot_write_it() {
     })
     .await
     .unwrap();
-    let err = r.err().expect("the old owner is fenced off");
+    let err = r.expect_err("the old owner is fenced off");
     assert!(err.with_causes().contains("claimed"), "{}", err.with_causes());
     assert!(!old_lease.valid());
     let (_, r) = tokio::task::spawn_blocking(move || {
