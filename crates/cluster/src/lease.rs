@@ -3,7 +3,8 @@
 //! The lease itself lives in JetStream (see the owner module) and expires there a fixed time
 //! after its last renewal was stored. This hub cannot see that clock, so it counts from the
 //! moment it *sent* each renewal (never later than the server stored it) and stops writing
-//! once [`Lease::valid_for`] has gone by: well before another hub can take the queues over.
+//! once the time given to [`Lease::new`] has gone by: well before another hub can take the
+//! queues over.
 //! It owns that rule and nothing else.
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -10,14 +10,19 @@
 //! coming from the sender's stand-in there. `$presence` shows every hub's agents, because each
 //! hub sees the stand-ins join and leave.
 //!
-//! This crate owns the subjects, the presence messages and the directory of remote agents
-//! ([`presence`], sans-IO), the stand-in connections ([`link`]) and the NATS wiring
-//! ([`node`]). It must not route: that stays the hub core's.
+//! The cluster's work queues are kept by one hub at a time, in a JetStream stream
+//! ([`store`]), while it holds a lease in a JetStream key-value bucket (the owner module,
+//! [`lease`]); the other hubs pass their agents' queue work to it through a `$queues`
+//! stand-in, and another hub takes the queues over when it stops.
 //!
-//! Not done yet (issue 18 continues): durable queues on JetStream, the hub's own errors (an
-//! unknown agent, a timeout) travelling back to a requester on another hub (the requester's hub
-//! times the request out itself), duplicate ids across hubs beyond the first hub's stand-in
-//! being refused, and failure tests with a 3-node NATS cluster.
+//! This crate owns the subjects, the presence messages and the directory of remote agents
+//! ([`presence`], sans-IO), the stand-in connections ([`link`]), the queue owner's lease and
+//! store, and the NATS wiring ([`node`]). It must not route or decide about tasks: that stays
+//! the hub cores'.
+//!
+//! Not done yet (issue 18 continues): the hub's own errors (an unknown agent, a timeout)
+//! travelling back to a requester on another hub (the requester's hub times the request out
+//! itself), and duplicate ids across hubs beyond the first hub's stand-in being refused.
 
 pub mod lease;
 pub mod link;

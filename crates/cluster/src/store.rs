@@ -13,7 +13,12 @@
 //! that was not answered re-sends and is at worst stored twice, never lost).
 //!
 //! Only the hub holding the queue owner's lease writes: while its [`Lease`] is not valid,
-//! every write fails.
+//! every write fails. And since a lease is only as good as clocks and networks, each batch
+//! also ends with the writer's mark on `<prefix>.owner`, expecting the mark before it to be
+//! its own (`Nats-Expected-Last-Subject-Sequence`); a hub taking the queues over first writes
+//! its mark ([`JetStreamStore::claim`]), so a late batch of the hub before it (one its NATS
+//! client held while reconnecting, say) is refused whole, and that hub never writes again.
+//! A batch tried again after an answer was lost is recognised by its id in the mark.
 //!
 //! It owns the stream's layout and nothing else: the queue core decides, the store keeps.
 

@@ -807,16 +807,22 @@ impl<D, R> HubCore<D, R> {
         self.queues_conn_closed(conn, now, out);
         self.forget_remote_consumers(conn);
         let who = reg.map(|r| r.agent_id.to_string()).unwrap_or_default();
+        let (fail, why) = if who == QUEUE_OWNER_ID {
+            (
+                ErrorCode::Cancelled,
+                "the hub keeping the work queues changed before answering; send again (with a \
+                 producer id, the task is stored once)"
+                    .to_owned(),
+            )
+        } else {
+            (
+                ErrorCode::UnknownAgent,
+                format!("agent {who:?} left before answering"),
+            )
+        };
         for ((_, request), requester) in owed {
             if let Some(requester) = requester.upgrade() {
-                self.fail_request(
-                    &requester,
-                    request,
-                    ErrorCode::UnknownAgent,
-                    &format!("agent {who:?} left before answering"),
-                    now,
-                    out,
-                );
+                self.fail_request(&requester, request, fail, &why, now, out);
             }
         }
         if was_registered {
