@@ -484,7 +484,11 @@ async fn a_hub_whose_stream_was_claimed_by_another_cannot_write_it() {
     old.claim().await.unwrap();
     // The store's writes block on the runtime: run them off it, as the hub's writer thread does.
     let (mut old, r) = tokio::task::spawn_blocking(move || {
-        let r = old.apply(&[record(1, "one"), record(2, "two"), StoreOp::Delete(TaskId(1))]);
+        let r = old.apply(&[
+            record(1, "one"),
+            record(2, "two"),
+            StoreOp::Delete(TaskId(1)),
+        ]);
         (old, r)
     })
     .await
@@ -506,7 +510,11 @@ async fn a_hub_whose_stream_was_claimed_by_another_cannot_write_it() {
     .await
     .unwrap();
     let err = r.expect_err("the old owner is fenced off");
-    assert!(err.with_causes().contains("claimed"), "{}", err.with_causes());
+    assert!(
+        err.with_causes().contains("claimed"),
+        "{}",
+        err.with_causes()
+    );
     assert!(!old_lease.valid());
     let (_, r) = tokio::task::spawn_blocking(move || {
         let r = new.apply(&[record(4, "four")]);
