@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use agentwire::hub::Hub;
+use agentwire::hub::{DuplicatePolicy, Hub};
 use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
@@ -14,7 +14,7 @@ use crate::link::{
     OWNER_ANSWER_HEADER,
 };
 use crate::owner::Ownership;
-use crate::presence::{AgentEntry, Change, Directory, PresenceMessage};
+use crate::presence::{keeps_id, AgentEntry, Change, Directory, PresenceMessage};
 
 /// How a hub joins a cluster.
 ///
@@ -162,6 +162,14 @@ fn subject_safe(what: &str, s: &str) -> Result<(), ClusterError> {
     Ok(())
 }
 
+/// The Unix time in ms of a moment `ago_secs` ago.
+fn connected_at_ms(ago_secs: f64) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    now.saturating_sub((ago_secs * 1000.0) as u64)
+}
+
 /// A hub in a cluster. Dropping it (or [`leave`](Self::leave)) stops the membership.
 pub struct Cluster {
     shared: Arc<Shared>,
@@ -184,6 +192,8 @@ struct State {
     generations: std::sync::atomic::AtomicU64,
     heartbeat: Duration,
     ownership: std::sync::OnceLock<Arc<Ownership>>,
+    /// When each local session connected (Unix ms), as announced.
+    since: Mutex<HashMap<u64, u64>>,
 }
 
 impl Cluster {
@@ -274,14 +284,16 @@ impl Cluster {
         let mut presence = subscribe(presence_subject.clone()).await?;
         let heartbeat =
             Duration::from_millis(u64::from(hub.config().policy.heartbeat_interval_ms.max(10)));
+        let policy = hub.config().duplicate_policy;
         let state = Arc::new(State {
             hub,
             shared: shared.clone(),
-            directory: Mutex::new(Directory::new(config.hub_id.clone(), config.expiry)),
+            directory: Mutex::new(Directory::new(config.hub_id.clone(), config.expiry, policy)),
             stand_ins: Mutex::new(HashMap::new()),
             generations: std::sync::atomic::AtomicU64::new(0),
             heartbeat,
             ownership: std::sync::OnceLock::new(),
+            since: Mutex::new(HashMap::new()),
         });
         let mut tasks = Vec::new();
         // Frames for this hub's agents, from agents of other hubs.
@@ -469,15 +481,80 @@ impl State {
 
     /// This hub's own agents (stand-ins left out), sorted.
     fn local_agents(&self) -> Vec<AgentEntry> {
-        self.hub
+        let agents: Vec<_> = self
+            .hub
             .agents()
             .into_iter()
             .filter(|a| a.transport != agentwire::transport::TransportKind::Cluster.name())
+            .collect();
+        let mut since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
+        since.retain(|session, _| agents.iter().any(|a| a.session_id == *session));
+        agents
+            .into_iter()
             .map(|a| AgentEntry {
+                since_ms: *since
+                    .entry(a.session_id)
+                    .or_insert_with(|| connected_at_ms(a.connected_secs)),
                 id: a.id,
                 topics: a.topics.into_iter().collect::<BTreeSet<_>>(),
             })
             .collect()
+    }
+
+    /// When the local agent `agent` connected (Unix ms), if it is here and not a stand-in.
+    fn local_since(&self, agent: &str) -> Option<u64> {
+        let a = self.hub.agent(agent)?;
+        if a.transport == agentwire::transport::TransportKind::Cluster.name() {
+            return None;
+        }
+        let mut since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(
+            *since
+                .entry(a.session_id)
+                .or_insert_with(|| connected_at_ms(a.connected_secs)),
+        )
+    }
+
+    /// Agent `agent` of `hub` has the id in the cluster now (it connected before, or after,
+    /// as the policy says, a local agent with the same id): the local one goes, then the
+    /// stand-in comes, with the topics the directory knows.
+    fn take_id_from_local(self: &Arc<Self>, hub: String, agent: String) {
+        let (code, why) = match self.hub.config().duplicate_policy {
+            DuplicatePolicy::RejectNew => (
+                agentwire::ErrorCode::DuplicateAgentId,
+                format!("agent id {agent:?} was connected on hub {hub} first"),
+            ),
+            DuplicatePolicy::ReplaceOld => (
+                agentwire::ErrorCode::Replaced,
+                format!("agent id {agent:?} connected again on hub {hub}"),
+            ),
+        };
+        tracing::info!(agent = %agent, other_hub = %hub, "closing a local agent whose id another hub's agent keeps");
+        self.hub.disconnect(&agent, code, &why);
+        let state = self.clone();
+        tokio::spawn(async move {
+            for _ in 0..200 {
+                if state.hub.agent(&agent).is_none() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let topics = {
+                let d = state.lock_directory();
+                if d.hub_of(&agent) != Some(hub.as_str()) {
+                    return; // moved on meanwhile
+                }
+                d.topics_of(&agent)
+            };
+            if state.lock_stand_ins().contains_key(&agent) {
+                return;
+            }
+            if let Some(feed) = state.start_stand_in(&hub, &agent) {
+                for t in topics {
+                    feed.subscription(&t, true).await;
+                }
+            }
+        });
     }
 
     async fn publish(&self, subject: &str, agents: &[AgentEntry]) {
@@ -567,7 +644,20 @@ impl State {
     async fn apply(self: &Arc<Self>, changes: Vec<Change>) {
         for change in changes {
             match change {
-                Change::Join { hub, agent } => {
+                Change::Join {
+                    hub,
+                    agent,
+                    since_ms,
+                } => {
+                    if let Some(mine) = self.local_since(&agent) {
+                        let policy = self.hub.config().duplicate_policy;
+                        if !keeps_id(policy, (mine, &self.shared.hub), (since_ms, &hub)) {
+                            self.take_id_from_local(hub, agent);
+                        }
+                        // Otherwise the local agent keeps it, and the other hub closes its
+                        // own when it hears of this one.
+                        continue;
+                    }
                     if !self.lock_stand_ins().contains_key(&agent) {
                         self.start_stand_in(&hub, &agent);
                     }

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
+use agentwire::hub::DuplicatePolicy;
 use serde::{Deserialize, Serialize};
 
 /// One agent of a hub and the topics it subscribes to.
@@ -14,6 +15,10 @@ pub struct AgentEntry {
     /// Its topics.
     #[serde(default)]
     pub topics: BTreeSet<String>,
+    /// When it connected to its hub (Unix ms, that hub's clock): which of two agents with one
+    /// id came first. 0 from a hub that does not say.
+    #[serde(default)]
+    pub since_ms: u64,
 }
 
 /// A message on `agentwire.<cluster>.presence` (JSON).
@@ -49,12 +54,16 @@ pub enum PresenceMessage {
 /// What changed in the directory, for the stand-ins to follow.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    /// An agent of `hub` appeared.
+    /// An agent of `hub` appeared (or the id is now that hub's agent's: it won over another
+    /// hub's agent with the same id).
     Join {
         /// Its hub.
         hub: String,
         /// The agent.
         agent: String,
+        /// When it connected (Unix ms): for the hub to weigh it against a local agent with the
+        /// same id.
+        since_ms: u64,
     },
     /// An agent is gone.
     Leave {
@@ -78,40 +87,78 @@ pub enum Change {
 }
 
 struct RemoteHub {
-    agents: BTreeMap<String, BTreeSet<String>>,
+    agents: BTreeMap<String, Claim>,
     last_seen: Instant,
+}
+
+/// One hub's agent with an id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Claim {
+    topics: BTreeSet<String>,
+    since_ms: u64,
+}
+
+/// Which of two agents with one id keeps it, the same rule on every hub (the hub's
+/// `--on-duplicate`): with [`DuplicatePolicy::RejectNew`] the one that connected first, with
+/// [`DuplicatePolicy::ReplaceOld`] the last; the smaller hub id on a tie.
+///
+/// ```
+/// use agentwire::hub::DuplicatePolicy;
+/// use agentwire_cluster::presence::keeps_id;
+/// assert!(keeps_id(DuplicatePolicy::RejectNew, (100, "h2"), (200, "h1")));
+/// assert!(keeps_id(DuplicatePolicy::ReplaceOld, (200, "h1"), (100, "h2")));
+/// assert!(keeps_id(DuplicatePolicy::RejectNew, (100, "h1"), (100, "h2")));
+/// ```
+pub fn keeps_id(policy: DuplicatePolicy, a: (u64, &str), b: (u64, &str)) -> bool {
+    let (since_a, hub_a) = a;
+    let (since_b, hub_b) = b;
+    match since_a.cmp(&since_b) {
+        std::cmp::Ordering::Equal => hub_a <= hub_b,
+        order => (order == std::cmp::Ordering::Less) == (policy == DuplicatePolicy::RejectNew),
+    }
 }
 
 /// The agents of every other hub, from their presence messages.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
+/// use agentwire::hub::DuplicatePolicy;
 /// use agentwire_cluster::presence::{AgentEntry, Change, Directory};
-/// let mut d = Directory::new("me", Duration::from_secs(3));
+/// let mut d = Directory::new("me", Duration::from_secs(3), DuplicatePolicy::RejectNew);
 /// let now = Instant::now();
-/// let a = AgentEntry { id: "a".into(), topics: ["news".to_string()].into() };
+/// let a = AgentEntry { id: "a".into(), topics: ["news".to_string()].into(), since_ms: 5 };
 /// let changes = d.on_state("h2", vec![a], now);
-/// assert_eq!(changes[0], Change::Join { hub: "h2".into(), agent: "a".into() });
+/// assert_eq!(changes[0], Change::Join { hub: "h2".into(), agent: "a".into(), since_ms: 5 });
 /// assert_eq!(d.hub_of("a"), Some("h2"));
 /// assert_eq!(d.expire(now + Duration::from_secs(4)), vec![Change::Leave { agent: "a".into() }]);
 /// ```
 pub struct Directory {
     me: String,
     expiry: Duration,
+    policy: DuplicatePolicy,
     hubs: HashMap<String, RemoteHub>,
-    /// Which hub each remote agent is on (the first hub that announced it).
+    /// Which hub's agent has each id (of the hubs announcing it, the one [`keeps_id`] picks).
     owner: HashMap<String, String>,
 }
 
 impl Directory {
-    /// A directory for hub `me`; a hub silent for `expiry` is taken as gone.
-    pub fn new(me: impl Into<String>, expiry: Duration) -> Self {
+    /// A directory for hub `me`; a hub silent for `expiry` is taken as gone; two agents with
+    /// one id are settled by `policy`.
+    pub fn new(me: impl Into<String>, expiry: Duration, policy: DuplicatePolicy) -> Self {
         Directory {
             me: me.into(),
             expiry,
+            policy,
             hubs: HashMap::new(),
             owner: HashMap::new(),
         }
+    }
+
+    /// The topics of remote agent `agent` (empty when it is not one).
+    pub fn topics_of(&self, agent: &str) -> BTreeSet<String> {
+        self.winner(agent)
+            .map(|(_, claim)| claim.topics.clone())
+            .unwrap_or_default()
     }
 
     /// The hub agent `agent` is on, if it is a remote agent.
@@ -124,8 +171,16 @@ impl Directory {
         if hub == self.me {
             return Vec::new();
         }
-        let new: BTreeMap<String, BTreeSet<String>> =
-            agents.into_iter().map(|a| (a.id, a.topics)).collect();
+        let new: BTreeMap<String, Claim> = agents
+            .into_iter()
+            .map(|a| {
+                let claim = Claim {
+                    topics: a.topics,
+                    since_ms: a.since_ms,
+                };
+                (a.id, claim)
+            })
+            .collect();
         let old = self
             .hubs
             .insert(
@@ -137,42 +192,10 @@ impl Directory {
             )
             .map(|h| h.agents)
             .unwrap_or_default();
+        let ids: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
         let mut changes = Vec::new();
-        for (id, topics) in &old {
-            if !new.contains_key(id) {
-                self.leave(hub, id, &mut changes);
-            } else if self.owner.get(id).map(String::as_str) == Some(hub) {
-                for t in topics.difference(&new[id]) {
-                    changes.push(Change::Unsubscribe {
-                        agent: id.clone(),
-                        topic: t.clone(),
-                    });
-                }
-            }
-        }
-        for (id, topics) in &new {
-            let before = old.get(id);
-            if before.is_none() {
-                if self.owner.contains_key(id) {
-                    // Already on another hub: the first announcement keeps it.
-                    continue;
-                }
-                self.owner.insert(id.clone(), hub.to_owned());
-                changes.push(Change::Join {
-                    hub: hub.to_owned(),
-                    agent: id.clone(),
-                });
-            }
-            if self.owner.get(id).map(String::as_str) != Some(hub) {
-                continue;
-            }
-            let empty = BTreeSet::new();
-            for t in topics.difference(before.unwrap_or(&empty)) {
-                changes.push(Change::Subscribe {
-                    agent: id.clone(),
-                    topic: t.clone(),
-                });
-            }
+        for id in ids {
+            self.settle(id, hub, old.get(id), &mut changes);
         }
         changes
     }
@@ -181,8 +204,8 @@ impl Directory {
     pub fn on_gone(&mut self, hub: &str) -> Vec<Change> {
         let mut changes = Vec::new();
         if let Some(h) = self.hubs.remove(hub) {
-            for id in h.agents.keys() {
-                self.leave(hub, id, &mut changes);
+            for (id, claim) in &h.agents {
+                self.settle(id, hub, Some(claim), &mut changes);
             }
         }
         changes
@@ -199,13 +222,84 @@ impl Directory {
         silent.iter().flat_map(|h| self.on_gone(h)).collect()
     }
 
-    fn leave(&mut self, hub: &str, id: &str, changes: &mut Vec<Change>) {
-        if self.owner.get(id).map(String::as_str) == Some(hub) {
+    /// The hub whose agent keeps `id` now, and its claim.
+    fn winner(&self, id: &str) -> Option<(&str, &Claim)> {
+        let mut best: Option<(&str, &Claim)> = None;
+        for (hub, h) in &self.hubs {
+            let Some(claim) = h.agents.get(id) else {
+                continue;
+            };
+            best = match best {
+                Some((b, bc)) if keeps_id(self.policy, (bc.since_ms, b), (claim.since_ms, hub)) => {
+                    Some((b, bc))
+                }
+                _ => Some((hub.as_str(), claim)),
+            };
+        }
+        best
+    }
+
+    /// Brings `id`'s owner up to date after hub `changed` announced it or stopped;
+    /// `before` is that hub's claim before the change.
+    fn settle(
+        &mut self,
+        id: &str,
+        changed: &str,
+        before: Option<&Claim>,
+        changes: &mut Vec<Change>,
+    ) {
+        let old_owner = self.owner.get(id).cloned();
+        let winner = self
+            .winner(id)
+            .map(|(hub, claim)| (hub.to_owned(), claim.clone()));
+        let new_owner = winner.as_ref().map(|(hub, _)| hub.clone());
+        if old_owner == new_owner {
+            // The same hub's agent: only its topics may have changed.
+            if let Some((hub, claim)) = winner {
+                if hub == changed {
+                    let empty = BTreeSet::new();
+                    let was = before.map_or(&empty, |c| &c.topics);
+                    topic_changes(id, was, &claim.topics, changes);
+                }
+            }
+            return;
+        }
+        if old_owner.is_some() {
             self.owner.remove(id);
             changes.push(Change::Leave {
                 agent: id.to_owned(),
             });
         }
+        if let Some((hub, claim)) = winner {
+            self.owner.insert(id.to_owned(), hub.clone());
+            changes.push(Change::Join {
+                hub,
+                agent: id.to_owned(),
+                since_ms: claim.since_ms,
+            });
+            topic_changes(id, &BTreeSet::new(), &claim.topics, changes);
+        }
+    }
+}
+
+/// The subscribes and unsubscribes that take agent `id` from topics `was` to `now`.
+fn topic_changes(
+    id: &str,
+    was: &BTreeSet<String>,
+    now: &BTreeSet<String>,
+    changes: &mut Vec<Change>,
+) {
+    for t in was.difference(now) {
+        changes.push(Change::Unsubscribe {
+            agent: id.to_owned(),
+            topic: t.clone(),
+        });
+    }
+    for t in now.difference(was) {
+        changes.push(Change::Subscribe {
+            agent: id.to_owned(),
+            topic: t.clone(),
+        });
     }
 }
 
@@ -217,18 +311,24 @@ mod tests {
         AgentEntry {
             id: id.into(),
             topics: topics.iter().map(|t| t.to_string()).collect(),
+            since_ms: 100,
         }
+    }
+
+    fn directory() -> Directory {
+        Directory::new("me", Duration::from_secs(3), DuplicatePolicy::RejectNew)
     }
 
     #[test]
     fn joins_leaves_and_topics_follow_the_states() {
-        let mut d = Directory::new("me", Duration::from_secs(3));
+        let mut d = directory();
         let t0 = Instant::now();
         assert_eq!(d.on_state("me", vec![entry("x", &[])], t0), vec![]);
         let c = d.on_state("h2", vec![entry("a", &["n"]), entry("b", &[])], t0);
         assert!(c.contains(&Change::Join {
             hub: "h2".into(),
-            agent: "a".into()
+            agent: "a".into(),
+            since_ms: 100,
         }));
         assert!(c.contains(&Change::Subscribe {
             agent: "a".into(),
@@ -249,16 +349,29 @@ mod tests {
             agent: "a".into(),
             topic: "m".into()
         }));
-        // Another hub announcing the same id does not take it over.
+        // Another hub announcing the same id (connected at the same time: the smaller hub id
+        // wins) does not take it over, until the first hub goes.
         assert!(d.on_state("h3", vec![entry("a", &[])], t0).is_empty());
         assert_eq!(d.hub_of("a"), Some("h2"));
-        assert_eq!(d.on_gone("h2"), vec![Change::Leave { agent: "a".into() }]);
+        assert_eq!(
+            d.on_gone("h2"),
+            vec![
+                Change::Leave { agent: "a".into() },
+                Change::Join {
+                    hub: "h3".into(),
+                    agent: "a".into(),
+                    since_ms: 100
+                }
+            ]
+        );
+        assert_eq!(d.hub_of("a"), Some("h3"));
+        assert_eq!(d.on_gone("h3"), vec![Change::Leave { agent: "a".into() }]);
         assert_eq!(d.hub_of("a"), None);
     }
 
     #[test]
     fn silent_hubs_expire() {
-        let mut d = Directory::new("me", Duration::from_secs(3));
+        let mut d = directory();
         let t0 = Instant::now();
         d.on_state("h2", vec![entry("a", &[])], t0);
         assert!(d.expire(t0 + Duration::from_secs(2)).is_empty());
@@ -268,5 +381,42 @@ mod tests {
             d.expire(t0 + Duration::from_secs(6)),
             vec![Change::Leave { agent: "a".into() }]
         );
+    }
+
+    #[test]
+    fn two_agents_with_one_id_the_policy_picks_the_same_everywhere() {
+        let t0 = Instant::now();
+        let early = |id: &str| AgentEntry {
+            since_ms: 50,
+            ..entry(id, &["n"])
+        };
+        // Reject the newcomer: the agent that connected first keeps the id.
+        let mut d = directory();
+        d.on_state("h2", vec![entry("a", &[])], t0);
+        let c = d.on_state("h3", vec![early("a")], t0);
+        assert_eq!(
+            c,
+            vec![
+                Change::Leave { agent: "a".into() },
+                Change::Join {
+                    hub: "h3".into(),
+                    agent: "a".into(),
+                    since_ms: 50
+                },
+                Change::Subscribe {
+                    agent: "a".into(),
+                    topic: "n".into()
+                },
+            ]
+        );
+        // It leaves: the other one has the id again.
+        let c = d.on_gone("h3");
+        assert_eq!(c[0], Change::Leave { agent: "a".into() });
+        assert_eq!(d.hub_of("a"), Some("h2"));
+        // Replace the old: the last to connect keeps it.
+        let mut d = Directory::new("me", Duration::from_secs(3), DuplicatePolicy::ReplaceOld);
+        d.on_state("h2", vec![entry("a", &[])], t0);
+        assert!(d.on_state("h3", vec![early("a")], t0).is_empty());
+        assert_eq!(d.hub_of("a"), Some("h2"));
     }
 }

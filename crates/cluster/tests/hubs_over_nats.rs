@@ -528,3 +528,56 @@ async fn a_hub_whose_stream_was_claimed_by_another_cannot_write_it() {
     let ids: Vec<u64> = check.load().unwrap().tasks.iter().map(|t| t.id.0).collect();
     assert_eq!(ids, vec![2, 4]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_agents_with_one_id_on_two_hubs_at_once_leave_one() {
+    let Some(nats) = start_nats() else { return };
+    let certs = tls::generate(&tls::default_hub_names()).unwrap();
+    let a = hub_in_cluster(&nats.1, "hub-a", &certs).await;
+    let b = hub_in_cluster(&nats.1, "hub-b", &certs).await;
+    let caller = agent(&a, &certs, "caller").await;
+    wait_for_agents(&b.hub, &["caller"]).await;
+    // Both connect before either hub can announce its own: both get in at first.
+    let (mut on_a, mut on_b) = tokio::join!(agent(&a, &certs, "twin"), agent(&b, &certs, "twin"));
+    // Then the one that connected later is closed by its own hub (the default policy
+    // refuses the newcomer), and the id means the same agent on both hubs.
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::select! {
+            _ = async { while on_a.recv().await.is_some() {} } => "a",
+            _ = async { while on_b.recv().await.is_some() {} } => "b",
+        }
+    })
+    .await
+    .expect("one twin is closed");
+    let (survivor, hub_of_survivor) = match closed {
+        "a" => (on_b, "hub-b"),
+        _ => (on_a, "hub-a"),
+    };
+    println!("the twin on {hub_of_survivor} kept the id");
+    let mut survivor = survivor;
+    let answer = tokio::spawn(async move {
+        while let Some(msg) = survivor.recv().await {
+            if msg.envelope.kind == Kind::Request {
+                let _ = msg.reply(hub_of_survivor).await;
+            }
+        }
+    });
+    for asker in [&caller, &agent(&b, &certs, "caller-b").await] {
+        let mut got = None;
+        for _ in 0..50 {
+            if let Ok(r) = asker
+                .handle()
+                .request("twin", "who", Duration::from_millis(500))
+                .await
+            {
+                got = Some(r);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let got = got.expect("the twin answers");
+        assert_eq!(&got.body[..], hub_of_survivor.as_bytes());
+    }
+    let _ = caller.close().await;
+    answer.abort();
+}

@@ -165,6 +165,22 @@ pub struct ConnDriver {
 type HubConn = Conn<ConnDriver, ReplySlot>;
 type HubActions = Vec<Action<ConnDriver, ReplySlot>>;
 
+impl AgentInfo {
+    fn of(a: AgentSnapshot<ConnDriver, ReplySlot>) -> AgentInfo {
+        AgentInfo {
+            id: a.registration.agent_id.to_string(),
+            role: a.registration.role,
+            session_id: a.conn.id(),
+            transport: a.conn.transport().name(),
+            codec: a.registration.codec.name(),
+            queued: a.queued,
+            topics: a.topics,
+            connected_secs: a.conn.opened().elapsed().as_secs_f64(),
+            connection: a.conn.driver().control.stats(),
+        }
+    }
+}
+
 /// Why a hub could not take the work queues over ([`Hub::take_over_queues`]).
 #[derive(Debug, thiserror::Error)]
 pub enum TakeOverError {
@@ -315,6 +331,18 @@ impl Hub {
         Ok(())
     }
 
+    /// Closes agent `agent_id`'s connection with `code` and `reason` (the agent sees both);
+    /// `false` when it is not connected here.
+    pub fn disconnect(&self, agent_id: &str, code: ErrorCode, reason: &str) -> bool {
+        let mut actions = Vec::new();
+        let found = self
+            .inner
+            .core
+            .disconnect(agent_id, code, reason, Now::system(), &mut actions);
+        apply(&self.inner, &mut actions);
+        found
+    }
+
     /// Whether queue work goes to another hub now (through a [`QUEUE_OWNER_ID`] connection).
     pub fn queues_elsewhere(&self) -> bool {
         self.inner.core.queues_elsewhere()
@@ -369,18 +397,13 @@ impl Hub {
             .agents()
             .into_iter()
             .filter(|a| &*a.registration.agent_id != QUEUE_OWNER_ID)
-            .map(|a| AgentInfo {
-                id: a.registration.agent_id.to_string(),
-                role: a.registration.role,
-                session_id: a.conn.id(),
-                transport: a.conn.transport().name(),
-                codec: a.registration.codec.name(),
-                queued: a.queued,
-                topics: a.topics,
-                connected_secs: a.conn.opened().elapsed().as_secs_f64(),
-                connection: a.conn.driver().control.stats(),
-            })
+            .map(AgentInfo::of)
             .collect()
+    }
+
+    /// Agent `agent_id`, if it is connected here (a cluster's stand-ins included).
+    pub fn agent(&self, agent_id: &str) -> Option<AgentInfo> {
+        self.inner.core.agent(agent_id).map(AgentInfo::of)
     }
 
     /// Starts accepting QUIC connections on `addr` (ALPN `agentwire/1`).

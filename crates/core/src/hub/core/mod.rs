@@ -188,6 +188,22 @@ pub enum Action<D, R> {
     },
 }
 
+fn snapshot<D, R>(conn: Arc<Conn<D, R>>) -> Option<AgentSnapshot<D, R>> {
+    let registration = conn.registration()?.clone();
+    let (queued, mut topics) = {
+        let st = conn.lock();
+        let topics: Vec<String> = st.topics.iter().map(|t| t.to_string()).collect();
+        (st.queue.len(), topics)
+    };
+    topics.sort();
+    Some(AgentSnapshot {
+        conn,
+        registration,
+        queued,
+        topics,
+    })
+}
+
 /// A snapshot of one registered agent.
 #[derive(Debug, Clone)]
 pub struct AgentSnapshot<D, R> {
@@ -532,6 +548,33 @@ impl<D, R> HubCore<D, R> {
         Some(out)
     }
 
+    /// Closes the connection of agent `agent_id` with `code` and `reason` (sent to the agent
+    /// first); `false` when no such agent is connected. For operators, and for a cluster
+    /// that finds the id taken on another hub.
+    ///
+    /// ```
+    /// use agentwire::hub::{CoreConfig, HubCore, Now};
+    /// use agentwire::metrics::HubMetrics;
+    /// use agentwire_proto::ErrorCode;
+    /// let core: HubCore<(), ()> = HubCore::new(CoreConfig::default(), HubMetrics::new(), Now::system());
+    /// let mut out = Vec::new();
+    /// assert!(!core.disconnect("nobody", ErrorCode::Normal, "bye", Now::system(), &mut out));
+    /// ```
+    pub fn disconnect(
+        &self,
+        agent_id: &str,
+        code: ErrorCode,
+        reason: &str,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) -> bool {
+        let Some(conn) = self.registry.get(agent_id) else {
+            return false;
+        };
+        self.close(&conn, code, reason, false, now, out);
+        true
+    }
+
     /// Closes every connection with `shutting-down`.
     pub fn shutdown(&self, now: Now, out: &mut Vec<Action<D, R>>) {
         for conn in self.registry.all() {
@@ -565,24 +608,15 @@ impl<D, R> HubCore<D, R> {
             .registry
             .all()
             .into_iter()
-            .filter_map(|conn| {
-                let registration = conn.registration()?.clone();
-                let (queued, mut topics) = {
-                    let st = conn.lock();
-                    let topics: Vec<String> = st.topics.iter().map(|t| t.to_string()).collect();
-                    (st.queue.len(), topics)
-                };
-                topics.sort();
-                Some(AgentSnapshot {
-                    conn,
-                    registration,
-                    queued,
-                    topics,
-                })
-            })
+            .filter_map(snapshot)
             .collect();
         v.sort_by(|a, b| a.registration.agent_id.cmp(&b.registration.agent_id));
         v
+    }
+
+    /// A snapshot of agent `agent_id`, if it is connected.
+    pub fn agent(&self, agent_id: &str) -> Option<AgentSnapshot<D, R>> {
+        self.registry.get(agent_id).and_then(snapshot)
     }
 
     // ---- handshake ---------------------------------------------------------------------
