@@ -20,9 +20,8 @@
 //! store, and the NATS wiring ([`node`]). It must not route or decide about tasks: that stays
 //! the hub cores'.
 //!
-//! Not done yet (issue 18 continues): the hub's own errors (an unknown agent, a timeout)
-//! travelling back to a requester on another hub (the requester's hub times the request out
-//! itself), and duplicate ids across hubs beyond the first hub's stand-in being refused.
+//! Not done: the hub's own errors (an unknown agent, a timeout) travelling back to a
+//! requester on another hub (the requester's hub times the request out itself).
 
 pub mod lease;
 pub mod link;
