@@ -1,6 +1,8 @@
-//! A work queue shared by three hub processes (`agentwire hub --cluster`) on a 3-node NATS
-//! cluster with JetStream, on loopback: consumers on every hub compete for its tasks, and no
-//! task is lost when a consumer's hub is killed, when the hub keeping the queues is killed,
+//! Three hub processes (`agentwire hub --cluster`) on a 3-node NATS cluster with JetStream,
+//! each hub and each NATS node in a network namespace of its own on a bridge the test makes
+//! (when it may: root and `ip`; on loopback otherwise). Agents on different hubs meet
+//! (request/reply, a topic message arriving once, a `$presence` join); then a work queue is
+//! shared by consumers on every hub, and no task is lost when a consumer's hub is killed, when the hub keeping the queues is killed,
 //! or when a NATS node is killed. The consumers reconnect to the next hub of their fallback
 //! list; tasks they held are delivered again. Redeliveries (duplicates) are counted and
 //! printed, not failed: the queue promises at-least-once.
@@ -15,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentwire::agent_queues::QueueTask;
-use agentwire::{Agent, AgentOptions, HubTrust};
+use agentwire::{Agent, AgentOptions, Destination, HubTrust, Kind};
 use std::process::Command;
 
 use common::lan::Lan;
@@ -209,6 +211,83 @@ fn worker(
     })
 }
 
+/// Request/reply, a topic and `$presence` across the three hub processes: an echo agent on
+/// hub 0 answers a requester on hub 1; a subscriber on hub 2 gets a topic message from hub 0
+/// once, and sees an agent join on hub 1.
+async fn agents_meet_across_hubs(u0: &str, u1: &str, u2: &str, ca: &str) {
+    let mut echo = Agent::connect(options("echo", &[u0], ca)).await.unwrap();
+    let echoing = tokio::spawn(async move {
+        while let Some(msg) = echo.recv().await {
+            if msg.envelope.kind == Kind::Request {
+                let body = msg.envelope.body.clone();
+                let _ = msg.reply(body).await;
+            }
+        }
+    });
+    let asker = Agent::connect(options("asker", &[u1], ca)).await.unwrap();
+    let mut answered = None;
+    for _ in 0..100 {
+        // Until hub 1 has heard of the echo agent.
+        if let Ok(a) = asker
+            .handle()
+            .request("echo", "ping", Duration::from_millis(500))
+            .await
+        {
+            answered = Some(a);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let answer = answered.expect("the echo agent on hub 0 answers hub 1");
+    assert_eq!(
+        (answer.from.as_str(), &answer.body[..]),
+        ("echo", &b"ping"[..])
+    );
+
+    let mut listener = Agent::connect(options("listener", &[u2], ca))
+        .await
+        .unwrap();
+    listener.subscribe("news").await.unwrap();
+    listener.subscribe("$presence").await.unwrap();
+    // Hub 0 mirrors the subscription once hub 2 has announced it.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let news = Agent::connect(options("news-desk", &[u0], ca))
+        .await
+        .unwrap();
+    let late = Agent::connect(options("late", &[u1], ca)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    news.send(Destination::topic("news"), Kind::Event, "extra")
+        .await
+        .unwrap();
+    let (mut news_seen, mut joined) = (0, false);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && !(news_seen == 1 && joined) {
+        let Ok(Some(msg)) = tokio::time::timeout(Duration::from_secs(1), listener.recv()).await
+        else {
+            continue;
+        };
+        let env = &msg.envelope;
+        match &env.to {
+            Destination::Topic(t) if t == "news" => news_seen += 1,
+            Destination::Topic(t) if t == "$presence" => {
+                joined |= env.headers.get("event").map(String::as_str) == Some("join")
+                    && env.headers.get("agent").map(String::as_str) == Some("late");
+            }
+            _ => {}
+        }
+    }
+    assert!(joined, "hub 2's subscriber saw the agent joining hub 1");
+    assert_eq!(news_seen, 1, "the topic message from hub 0 arrived once");
+    // Nothing more of it.
+    while let Ok(Some(msg)) =
+        tokio::time::timeout(Duration::from_millis(300), listener.recv()).await
+    {
+        assert_ne!(msg.envelope.to, Destination::topic("news"), "a second copy");
+    }
+    echoing.abort();
+    drop((asker, news, late));
+}
+
 /// Enqueues tasks `range` from `boss`, each re-sent (same producer id) until stored.
 async fn produce(boss: &Agent, range: std::ops::Range<u32>) {
     for i in range {
@@ -306,6 +385,7 @@ async fn a_queue_across_three_hubs_loses_no_task_when_hubs_and_nats_nodes_die() 
         ),
     ];
     let boss = Agent::connect(options("boss", &[&u2], &ca)).await.unwrap();
+    agents_meet_across_hubs(&u0, &u1, &u2, &ca).await;
 
     // All hubs up: every task done, by consumers on every hub.
     produce(&boss, 0..60).await;

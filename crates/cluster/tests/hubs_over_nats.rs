@@ -581,3 +581,72 @@ async fn two_agents_with_one_id_on_two_hubs_at_once_leave_one() {
     let _ = caller.close().await;
     answer.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_of_a_shared_queue_are_listed_and_replayed_from_any_hub() {
+    use agentwire::agent_queues::{QueueOp, QueueTask};
+    let Some(nats) = start_nats() else { return };
+    let certs = tls::generate(&tls::default_hub_names()).unwrap();
+    let a = hub_in_cluster(&nats.1, "hub-a", &certs).await;
+    let b = hub_in_cluster(&nats.1, "hub-b", &certs).await;
+    assert!(a._cluster.owns_queues());
+    // A consumer on hub-b that cannot do the task: it nacks at once, every time.
+    let mut worker = agent(&b, &certs, "worker").await;
+    worker.consume("jobs", 1).await.unwrap();
+    let boss = agent(&b, &certs, "boss").await;
+    let op = |op| boss.handle().queue_op("jobs", op, Duration::from_secs(5));
+    for _ in 0..200 {
+        if op(QueueOp::Stats).await.unwrap()["consumers"] == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let receipt = boss
+        .handle()
+        .enqueue("jobs", "poison", None, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let mut attempts = Vec::new();
+    while attempts.len() < 5 {
+        let msg = recv(&mut worker).await;
+        let task = QueueTask::from_envelope(&msg.envelope).unwrap();
+        assert_eq!(task.task, receipt.task);
+        attempts.push(task.attempt);
+        worker
+            .nack(task.task, Some(Duration::from_millis(0)))
+            .await
+            .unwrap();
+    }
+    assert_eq!(attempts, vec![1, 2, 3, 4, 5]);
+    // After max_deliver (5) attempts it is a dead letter, listed from hub-b.
+    let mut dead = serde_json::Value::Null;
+    for _ in 0..100 {
+        dead = op(QueueOp::DeadLetters).await.unwrap();
+        if dead.as_array().is_some_and(|d| d.len() == 1) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(dead[0]["task"], receipt.task, "{dead}");
+    assert_eq!(dead[0]["body"], "poison");
+    // Replayed from hub-b, it comes back with a fresh count, and an ack ends it.
+    assert_eq!(
+        op(QueueOp::Replay(Some(receipt.task))).await.unwrap()["replayed"],
+        1
+    );
+    let msg = recv(&mut worker).await;
+    let task = QueueTask::from_envelope(&msg.envelope).unwrap();
+    assert_eq!((task.task, task.attempt), (receipt.task, 1));
+    worker.ack(task.task).await.unwrap();
+    for _ in 0..100 {
+        let s = op(QueueOp::Stats).await.unwrap();
+        if s["in_flight"] == 0 && s["dead"] == 0 && s["ready"] == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "the replayed task was not acked: {}",
+        op(QueueOp::Stats).await.unwrap()
+    );
+}
