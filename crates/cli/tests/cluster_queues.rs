@@ -2,9 +2,9 @@
 //! each hub and each NATS node in a network namespace of its own on a bridge the test makes
 //! (when it may: root and `ip`; on loopback otherwise). Agents on different hubs meet
 //! (request/reply, a topic message arriving once, a `$presence` join); then a work queue is
-//! shared by consumers on every hub, and no task is lost when a consumer's hub is killed, when the hub keeping the queues is killed,
-//! or when a NATS node is killed. The consumers reconnect to the next hub of their fallback
-//! list; tasks they held are delivered again. Redeliveries (duplicates) are counted and
+//! shared by consumers on every hub, and no task is lost when a consumer's hub is killed, when
+//! the hub keeping the queues is killed, or when a NATS node is killed. The consumers
+//! reconnect to the next hub of their fallback list; tasks they held are delivered again. Redeliveries (duplicates) are counted and
 //! printed, not failed: the queue promises at-least-once.
 
 mod common;
