@@ -9,7 +9,9 @@ import statistics
 import sys
 from collections import defaultdict
 
-CELLS = {"local-echo-": "one hub", "remote-echo-": "two hubs (through NATS)"}
+def cells(hubs):
+    other = "hub B" if hubs == 2 else f"{hubs - 1} other hubs"
+    return {"local-echo-": "one hub", "remote-echo-": f"to {other} (through NATS)"}
 
 
 def main(out):
@@ -22,8 +24,10 @@ def main(out):
         by[(res["window"], res["target_prefix"])].append(res)
         rounds[(res["window"], r["round"])][res["target_prefix"]] = res["msg_per_s"]
     shape = env["shape"]
+    hubs = shape.get("hubs", 2)
+    CELLS = cells(hubs)
     lines = [
-        f"# Request/reply across hubs joined through NATS ({shape['agents']} agents x "
+        f"# Request/reply across {hubs} hubs joined through NATS ({shape['agents']} agents x "
         f"{shape['size']} B, {shape['transport']})",
         "",
         f"`{env['command']}` at {env['git_sha'][:12]}"
@@ -32,9 +36,9 @@ def main(out):
         f"{env['nats_server']}. Medians of {shape['rounds']} interleaved rounds of "
         f"{shape['duration_s']} s per cell; raw results in `raw.jsonl`.",
         "",
-        "The client's agents are on hub A; the echo agents on hub A (one hub) or on hub B (two "
-        "hubs: each request and each answer takes one hop through NATS). All processes share "
-        "the machine's 2 cores.",
+        "The client's agents are on hub A; the echo agents on hub A (one hub) or spread over "
+        f"the {hubs - 1} other hub(s) (each request and each answer takes one hop through "
+        "NATS). All processes share the machine's 2 cores.",
         "",
     ]
     for w in sorted({w for w, _ in by}):
