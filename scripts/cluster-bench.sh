@@ -85,7 +85,7 @@ for round in $(seq "$ROUNDS"); do
 done
 
 python3 scripts/lib/bench_env.py "$OUT" \
-  "scripts/cluster-bench.sh $OUT (ROUNDS=$ROUNDS DURATION=$DURATION WINDOWS='$WINDOWS' AGENTS=$AGENTS)" \
+  "scripts/cluster-bench.sh $OUT (HUBS=$HUBS ROUNDS=$ROUNDS DURATION=$DURATION WINDOWS='$WINDOWS' AGENTS=$AGENTS)" \
   "{\"hubs\": $HUBS, \"agents\": $AGENTS, \"size\": $SIZE, \"targets\": $TARGETS, \"warmup_s\": $WARMUP,
     \"duration_s\": $DURATION, \"rounds\": $ROUNDS, \"transport\": \"quic, loopback\"}" \
   rustc="rustc --version" nats_server="target/peers-nats/nats-server --version"

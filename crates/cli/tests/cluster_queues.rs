@@ -428,3 +428,67 @@ async fn a_queue_across_three_hubs_loses_no_task_when_hubs_and_nats_nodes_die() 
         );
     }
 }
+
+#[test]
+fn nats_unreachable_at_start_is_an_error_or_with_cluster_optional_a_lone_hub() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("hub.sock");
+    let url = format!("unix://{}", sock.display());
+    // Nothing listens on port 9 of loopback.
+    let out = run(&["hub", "--listen", &url, "--cluster", "nats://127.0.0.1:9"]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("cannot reach NATS at nats://127.0.0.1:9"),
+        "{err}"
+    );
+    // A cluster keeps its queues in JetStream: a hub's own store does not go with it.
+    let store = dir.path().join("store");
+    let out = run(&[
+        "hub",
+        "--listen",
+        &url,
+        "--cluster",
+        "nats://127.0.0.1:9",
+        "--store",
+        store.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--cluster-queues per-hub"),
+        "{}",
+        text(&out.stderr)
+    );
+    // With --cluster-optional the hub says so and serves its agents alone.
+    let mut command = Command::new(common::BIN);
+    command.args([
+        "hub",
+        "--listen",
+        &url,
+        "--cluster",
+        "nats://127.0.0.1:9",
+        "--cluster-optional",
+    ]);
+    let (_hub, lines) = spawn_command(command);
+    let warning = wait_for(&lines, "warning: cannot reach NATS");
+    assert!(warning.contains("--cluster-optional"), "{warning}");
+    wait_for(&lines, "hub listening on unix://");
+    let (_echo, echo_out) = {
+        let mut c = Command::new(common::BIN);
+        c.args(["agent", "--hub", &url, "--id", "echo", "--echo"]);
+        spawn_command(c)
+    };
+    wait_for(&echo_out, "agent echo connected");
+    let out = run(&[
+        "send",
+        "--hub",
+        &url,
+        "--id",
+        "asker",
+        "--to",
+        "echo",
+        "--request",
+        "alone",
+    ]);
+    assert_eq!(text(&out.stdout).trim(), "alone", "{}", text(&out.stderr));
+}

@@ -158,6 +158,18 @@ async fn agents_on_different_hubs_talk_through_nats() {
         assert!(extra.is_err(), "a second copy arrived: {extra:?}");
     }
 
+    // A broadcast reaches every other agent once, whichever hub it is on.
+    alice
+        .send(Destination::Broadcast, Kind::Event, "to all")
+        .await
+        .unwrap();
+    for subscriber in [&mut carol, &mut dave, &mut erin] {
+        let msg = recv(subscriber).await;
+        assert_eq!(&msg.envelope.body[..], b"to all");
+        let extra = tokio::time::timeout(Duration::from_millis(300), subscriber.recv()).await;
+        assert!(extra.is_err(), "a second copy arrived: {extra:?}");
+    }
+
     // An id taken on one hub is taken on every hub: the default policy refuses the newcomer.
     let trust = HubTrust::ca_pem(&certs.ca_cert_pem).unwrap();
     match Agent::connect(AgentOptions::new("alice", b.url.clone(), trust)).await {
