@@ -57,32 +57,21 @@ pub fn start_nats() -> Option<Nats> {
         eprintln!("skipped: no nats-server (set NATS_SERVER, or run scripts/peers/nats.sh)");
         return None;
     };
-    let mut child = Command::new(bin)
-        .args([
-            "-a",
-            "127.0.0.1",
-            "-p",
-            "-1",
-            "-js",
-            "-sd",
-            &jetstream_dir("one"),
-        ])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("nats-server starts");
-    let stderr = child.stderr.take().expect("piped");
-    let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("nats-server says where it listens")
-            .unwrap();
-        if let Some(addr) = line.split("Listening for client connections on ").nth(1) {
-            break format!("nats://{}", addr.trim());
-        }
+    let mut command = Command::new(bin);
+    command.args([
+        "-a",
+        "127.0.0.1",
+        "-p",
+        "-1",
+        "-js",
+        "-sd",
+        &jetstream_dir("one"),
+    ]);
+    let (child, line) = start_until(command, "Listening for client connections on ");
+    let url = match line.split("Listening for client connections on ").nth(1) {
+        Some(addr) => format!("nats://{}", addr.trim()),
+        None => panic!("no address in {line:?}"),
     };
-    std::thread::spawn(move || for _ in lines {});
     Some(Nats(child, url))
 }
 
@@ -148,7 +137,7 @@ pub fn start_nats_cluster_on(hosts: &[NodeHost]) -> Option<Vec<(Nats, String)>> 
             }
             None => Command::new(&bin),
         };
-        let mut child = command
+        command
             .args([
                 "-a",
                 &host.ip,
@@ -159,22 +148,34 @@ pub fn start_nats_cluster_on(hosts: &[NodeHost]) -> Option<Vec<(Nats, String)>> 
             ])
             .args(["--cluster_name", "aw", "--cluster", &route(host)])
             .args(["--routes", &others.join(",")])
-            .args(["-js", "-sd", &jetstream_dir(&format!("node-{i}"))])
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("nats-server starts");
-        let stderr = child.stderr.take().expect("piped");
-        let mut lines = BufReader::new(stderr).lines();
-        loop {
-            let line = lines.next().expect("nats-server starts up").unwrap();
-            if line.contains("Server is ready") {
-                break;
-            }
-        }
-        std::thread::spawn(move || for _ in lines {});
+            .args(["-js", "-sd", &jetstream_dir(&format!("node-{i}"))]);
+        let (child, _) = start_until(command, "Server is ready");
         let url = format!("nats://{}:{}", host.ip, host.client_port);
         nodes.push((Nats(child, url.clone()), url));
     }
     Some(nodes)
+}
+
+/// Starts `command` (a nats-server) and reads its log until a line holds `needle`; returns
+/// the process and that line. The rest of the log is read and dropped (so the server never
+/// blocks on a full pipe).
+fn start_until(mut command: Command, needle: &str) -> (std::process::Child, String) {
+    let mut child = command
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("nats-server starts");
+    let stderr = child.stderr.take().expect("piped");
+    let mut lines = BufReader::new(stderr).lines();
+    let found = loop {
+        let line = lines
+            .next()
+            .expect("nats-server starts up")
+            .expect("its log is text");
+        if line.contains(needle) {
+            break line;
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (child, found)
 }
