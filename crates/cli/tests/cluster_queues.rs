@@ -492,3 +492,37 @@ fn nats_unreachable_at_start_is_an_error_or_with_cluster_optional_a_lone_hub() {
     ]);
     assert_eq!(text(&out.stdout).trim(), "alone", "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_clustered_hub_stops_on_sigterm_even_with_nats_gone() {
+    let Some(nats) = nats::start_nats() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("unix://{}", dir.path().join("hub.sock").display());
+    let mut command = Command::new(common::BIN);
+    command.args(["hub", "--listen", &url, "--cluster", &nats.1]);
+    let (mut hub, lines) = spawn_command(command);
+    wait_for(&lines, "keeps the cluster's work queues");
+    wait_for(&lines, "hub listening on unix://");
+    drop(nats);
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = hub.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(status) = hub.0.try_wait().unwrap() {
+            println!("stopped with {status}");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the hub is still running 15 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

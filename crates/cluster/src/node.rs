@@ -170,6 +170,9 @@ fn connected_at_ms(ago_secs: f64) -> u64 {
     now.saturating_sub((ago_secs * 1000.0) as u64)
 }
 
+/// The longest [`Cluster::leave`] waits for NATS.
+pub const LEAVE_WAIT: Duration = Duration::from_secs(2);
+
 /// A hub in a cluster. Dropping it (or [`leave`](Self::leave)) stops the membership.
 pub struct Cluster {
     shared: Arc<Shared>,
@@ -440,20 +443,29 @@ impl Cluster {
     /// Tells the other hubs this one is going (its agents leave there at once), lets the
     /// queues go to another hub if it kept them, and stops. Call after the hub's own
     /// [`shutdown`](agentwire::hub::Hub::shutdown), so that its last queue writes are made.
+    ///
+    /// Takes at most [`LEAVE_WAIT`]: with NATS unreachable, the other hubs learn of it from
+    /// the silence instead (and the lease expires).
     pub async fn leave(self) {
         for t in &self.tasks {
             t.abort();
         }
-        if let Some(ownership) = &self.ownership {
-            ownership.give_up().await;
-        }
-        let gone = PresenceMessage::Gone {
-            hub: self.shared.hub.clone(),
-        };
-        if let Ok(body) = serde_json::to_vec(&gone) {
-            let subject = format!("{}.presence", self.shared.prefix);
-            let _ = self.shared.nats.publish(subject, body.into()).await;
-            let _ = self.shared.nats.flush().await;
+        let said = tokio::time::timeout(LEAVE_WAIT, async {
+            if let Some(ownership) = &self.ownership {
+                ownership.give_up().await;
+            }
+            let gone = PresenceMessage::Gone {
+                hub: self.shared.hub.clone(),
+            };
+            if let Ok(body) = serde_json::to_vec(&gone) {
+                let subject = format!("{}.presence", self.shared.prefix);
+                let _ = self.shared.nats.publish(subject, body.into()).await;
+                let _ = self.shared.nats.flush().await;
+            }
+        })
+        .await;
+        if said.is_err() {
+            tracing::warn!("NATS did not take this hub's goodbye within {LEAVE_WAIT:?}");
         }
     }
 }
