@@ -9,7 +9,8 @@
 //! [`QUEUE_OWNER_ID`](agentwire::hub::QUEUE_OWNER_ID)), through which its hub core passes its
 //! agents' queue work on, and names its consumers again whenever the owner changes
 //! ([`Hub::queues_moved`]). A hub that fails to renew stops writing at once (the store's
-//! fence) and keeps refusing queue work until it restarts.
+//! fence), gives the queues up ([`Hub::give_up_queues`]) and passes its agents' queue work
+//! on again.
 //!
 //! It must not route or decide about tasks: the hub cores do.
 
@@ -39,6 +40,8 @@ pub(crate) struct Ownership {
     revision: Mutex<Option<u64>>,
     /// How long the lease lives without renewal.
     expiry: Duration,
+    /// The hub's heartbeat (for the owner's stand-in).
+    heartbeat: Duration,
     stand_in: Mutex<Option<(StandInFeed, StandInSender)>>,
 }
 
@@ -88,6 +91,7 @@ impl Ownership {
             lease,
             revision: Mutex::new(None),
             expiry,
+            heartbeat,
             stand_in: Mutex::new(None),
         });
         ownership.start_stand_in(heartbeat).await;
@@ -137,13 +141,13 @@ impl Ownership {
             self.renew().await;
             return;
         }
-        if self.hub_has_taken_over() {
-            return; // lost the lease earlier: stays out
-        }
         match self.kv.entry(KEY).await {
             Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
                 let owner = String::from_utf8_lossy(&entry.value).into_owned();
-                self.set_owner(owner);
+                // This hub's own lease, lost: wait for it to expire.
+                if owner != self.shared.hub {
+                    self.set_owner(owner);
+                }
             }
             Ok(_) => {
                 let sent = Instant::now();
@@ -164,7 +168,7 @@ impl Ownership {
     async fn renew(&self) {
         let revision = *self.lock_revision();
         let Some(rev) = revision else {
-            return self.lost("no revision of the lease");
+            return self.lost("no revision of the lease").await;
         };
         let id: bytes::Bytes = self.shared.hub.clone().into();
         let sent = Instant::now();
@@ -181,13 +185,13 @@ impl Ownership {
                     {
                         *self.lock_revision() = Some(entry.revision);
                     }
-                    _ => self.lost("another hub holds the lease"),
+                    _ => self.lost("another hub holds the lease").await,
                 }
             }
             Err(e) => {
                 let since = self.lease.since_renewal();
                 if since >= self.expiry / 2 {
-                    self.lost(&format!("not renewed for {since:?}: {e}"));
+                    self.lost(&format!("not renewed for {since:?}: {e}")).await;
                 } else {
                     tracing::warn!("cannot renew the queue owner's lease yet, trying again: {e}");
                 }
@@ -195,20 +199,20 @@ impl Ownership {
         }
     }
 
-    fn lost(&self, why: &str) {
+    /// The lease is lost: no more writes at once; then the queues go back to whoever holds
+    /// the lease next (this hub passes its agents' queue work on again, and may take the
+    /// queues over again later).
+    async fn lost(&self, why: &str) {
         self.lease.revoke();
+        tracing::error!("lost the queue owner's lease ({why}); passing queue work on again");
+        // The stand-in first, so that queue work never falls to the hub's in-memory queues.
+        self.start_stand_in(self.heartbeat).await;
+        self.hub.give_up_queues();
         self.shared.owns_queues.store(false, Ordering::Relaxed);
-        tracing::error!(
-            "lost the queue owner's lease ({why}); this hub refuses queue work until it restarts"
-        );
     }
 
     fn lock_revision(&self) -> std::sync::MutexGuard<'_, Option<u64>> {
         self.revision.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn hub_has_taken_over(&self) -> bool {
-        self.shared.owns_queues.load(Ordering::Relaxed) || self.lock_stand_in().is_none()
     }
 
     fn set_owner(&self, owner: String) {

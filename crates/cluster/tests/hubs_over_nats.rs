@@ -662,3 +662,67 @@ async fn dead_letters_of_a_shared_queue_are_listed_and_replayed_from_any_hub() {
         op(QueueOp::Stats).await.unwrap()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_that_loses_the_queue_lease_passes_queue_work_on_again() {
+    use agentwire::agent_queues::QueueTask;
+    let Some(nats) = start_nats() else { return };
+    let certs = tls::generate(&tls::default_hub_names()).unwrap();
+    let a = hub_in_cluster(&nats.1, "hub-a", &certs).await;
+    let b = hub_in_cluster(&nats.1, "hub-b", &certs).await;
+    assert!(a._cluster.owns_queues());
+    let mut worker = agent(&a, &certs, "worker").await;
+    worker.consume("jobs", 4).await.unwrap();
+    let boss = agent(&b, &certs, "boss").await;
+    let enqueue = |body: String| {
+        let boss = boss.handle().clone();
+        async move {
+            for _ in 0..100 {
+                if boss
+                    .enqueue("jobs", body.clone(), Some(&body), Duration::from_secs(1))
+                    .await
+                    .is_ok()
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("{body} never stored");
+        }
+    };
+    enqueue("before".into()).await;
+    let msg = recv(&mut worker).await;
+    let task = QueueTask::from_envelope(&msg.envelope).unwrap();
+    assert_eq!(&task.body[..], b"before");
+    worker.ack(task.task).await.unwrap();
+    // Someone else's name in the lease (as after a NATS partition): hub-a's next renewal
+    // fails, and it gives the queues up.
+    let client = async_nats::connect(nats.1.clone()).await.unwrap();
+    let kv = async_nats::jetstream::new(client)
+        .get_key_value("agentwire_test_owner")
+        .await
+        .unwrap();
+    kv.put("queues", "hub-gone".into()).await.unwrap();
+    for _ in 0..100 {
+        if !a._cluster.owns_queues() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!a._cluster.owns_queues(), "hub-a gave the queues up");
+    // Nobody renews hub-gone's lease: it expires, a hub takes the queues again (either), and
+    // the worker on hub-a is a consumer there without doing anything.
+    for i in 0..5 {
+        enqueue(format!("after-{i}")).await;
+    }
+    let mut got = Vec::new();
+    while got.len() < 5 {
+        let msg = recv(&mut worker).await;
+        let task = QueueTask::from_envelope(&msg.envelope).unwrap();
+        worker.ack(task.task).await.unwrap();
+        got.push(String::from_utf8_lossy(&task.body).into_owned());
+    }
+    got.sort();
+    assert_eq!(got, ["after-0", "after-1", "after-2", "after-3", "after-4"]);
+    assert!(a._cluster.owns_queues() || b._cluster.owns_queues());
+}

@@ -20,7 +20,7 @@ mod listen;
 mod store;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use agentwire_proto::{ErrorCode, HubPolicy};
@@ -181,6 +181,12 @@ impl AgentInfo {
     }
 }
 
+impl HubInner {
+    fn store_slot(&self) -> std::sync::MutexGuard<'_, Option<store::StoreWriter>> {
+        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// Why a hub could not take the work queues over ([`Hub::take_over_queues`]).
 #[derive(Debug, thiserror::Error)]
 pub enum TakeOverError {
@@ -203,9 +209,9 @@ struct HubInner {
     core: HubCore<ConnDriver, ReplySlot>,
     messages_out: MessageTable,
     timer_task: OnceLock<JoinHandle<()>>,
-    /// The queue store's writer thread, when queues are durable.
-    /// Set once: at start ([`Hub::with_store`]) or when the hub takes a cluster's queues over.
-    store: OnceLock<store::StoreWriter>,
+    /// The queue store's writer thread, when queues are durable: from the start
+    /// ([`Hub::with_store`]), or while the hub keeps a cluster's queues.
+    store: Mutex<Option<store::StoreWriter>>,
 }
 
 /// A QUIC listener of a hub.
@@ -254,7 +260,7 @@ impl Hub {
                 core,
                 config,
                 timer_task: OnceLock::new(),
-                store: OnceLock::new(),
+                store: Mutex::new(None),
             }),
         }
     }
@@ -288,7 +294,7 @@ impl Hub {
             core,
             config,
             timer_task: OnceLock::new(),
-            store: OnceLock::from(writer),
+            store: Mutex::new(Some(writer)),
         });
         feed.start(store, Arc::downgrade(&inner));
         Ok(Hub { inner })
@@ -314,13 +320,17 @@ impl Hub {
         &self,
         mut store: Box<dyn agentwire_queue::QueueStore>,
     ) -> Result<(), TakeOverError> {
-        if self.inner.store.get().is_some() {
+        if self.inner.store_slot().is_some() {
             return Err(TakeOverError::HasStore);
         }
         let recovered = store.load().map_err(TakeOverError::Store)?;
         let (writer, feed) = store::StoreWriter::channel();
-        if self.inner.store.set(writer).is_err() {
-            return Err(TakeOverError::HasStore);
+        {
+            let mut slot = self.inner.store_slot();
+            if slot.is_some() {
+                return Err(TakeOverError::HasStore);
+            }
+            *slot = Some(writer);
         }
         feed.start(store, Arc::downgrade(&self.inner));
         let mut actions = Vec::new();
@@ -346,6 +356,21 @@ impl Hub {
     /// Whether queue work goes to another hub now (through a [`QUEUE_OWNER_ID`] connection).
     pub fn queues_elsewhere(&self) -> bool {
         self.inner.core.queues_elsewhere()
+    }
+
+    /// This hub no longer keeps the cluster's work queues (it lost the lease): its store is
+    /// closed (waiting up to 2 s for its thread), requests waiting on queue writes fail with
+    /// `cancelled`, and queue work goes to the [`QUEUE_OWNER_ID`] connection again once one
+    /// is registered; its agents' consumers are named to the next owner by
+    /// [`queues_moved`](Self::queues_moved). The hub may take the queues over again later.
+    pub fn give_up_queues(&self) {
+        let writer = self.inner.store_slot().take();
+        if let Some(writer) = writer {
+            writer.stop(Duration::from_secs(2));
+        }
+        let mut actions = Vec::new();
+        self.inner.core.give_up_queues(Now::system(), &mut actions);
+        apply(&self.inner, &mut actions);
     }
 
     /// Another hub keeps the work queues now (reached through the [`QUEUE_OWNER_ID`]
@@ -463,7 +488,7 @@ impl Hub {
         let mut actions = Vec::new();
         self.inner.core.shutdown(Now::system(), &mut actions);
         apply(&self.inner, &mut actions);
-        if let Some(store) = self.inner.store.get() {
+        if let Some(store) = self.inner.store_slot().take() {
             store.stop(Duration::from_secs(10));
         }
     }
@@ -570,7 +595,7 @@ impl HubInner {
 fn apply(hub: &HubInner, actions: &mut HubActions) {
     for action in actions.iter_mut() {
         match action {
-            Action::Persist { token, writes } => match hub.store.get() {
+            Action::Persist { token, writes } => match hub.store_slot().as_ref() {
                 Some(store) => store.submit(*token, std::mem::take(writes)),
                 None => tracing::error!(
                     "the hub core asked for a queue store write, but the hub has no store"

@@ -26,17 +26,24 @@ enum Msg {
 /// The hub's end of the writer thread.
 pub(super) struct StoreWriter {
     tx: mpsc::Sender<Msg>,
+    /// Tells this writer from a later one (a hub that gave a cluster's queues up and took
+    /// them again).
+    id: u64,
 }
 
 /// The thread's end, until it starts.
 pub(super) struct StoreFeed {
     rx: mpsc::Receiver<Msg>,
+    id: u64,
 }
+
+static WRITERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl StoreWriter {
     pub(super) fn channel() -> (StoreWriter, StoreFeed) {
         let (tx, rx) = mpsc::channel();
-        (StoreWriter { tx }, StoreFeed { rx })
+        let id = WRITERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (StoreWriter { tx, id }, StoreFeed { rx, id })
     }
 
     /// Hands over one `Persist`.
@@ -61,14 +68,19 @@ impl StoreFeed {
     pub(super) fn start(self, store: Box<dyn QueueStore>, hub: Weak<HubInner>) {
         let spawned = std::thread::Builder::new()
             .name("agentwire-store".into())
-            .spawn(move || write_loop(store, self.rx, hub));
+            .spawn(move || write_loop(store, self.rx, hub, self.id));
         if let Err(e) = spawned {
             tracing::error!(error = %e, "cannot start the queue store's thread; queue writes will not be durable");
         }
     }
 }
 
-fn write_loop(mut store: Box<dyn QueueStore>, rx: mpsc::Receiver<Msg>, hub: Weak<HubInner>) {
+fn write_loop(
+    mut store: Box<dyn QueueStore>,
+    rx: mpsc::Receiver<Msg>,
+    hub: Weak<HubInner>,
+    id: u64,
+) {
     // Persists arrive from many connection tasks, not always in token order.
     let mut arrived: BTreeMap<u64, Vec<StoreOp>> = BTreeMap::new();
     let mut next = 1u64;
@@ -106,6 +118,14 @@ fn write_loop(mut store: Box<dyn QueueStore>, rx: mpsc::Receiver<Msg>, hub: Weak
             }
         }
         let Some(hub) = hub.upgrade() else { return };
+        if hub.store_slot().as_ref().map(|w| w.id) != Some(id) {
+            // The hub closed this store (shut down, or gave a cluster's queues up): what
+            // waited on these writes is not this store's to release any more.
+            if stop.is_some() {
+                break;
+            }
+            continue;
+        }
         let mut actions = Vec::new();
         match &failed {
             None => hub.core.on_persisted(last, Now::system(), &mut actions),

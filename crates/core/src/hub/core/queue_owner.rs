@@ -34,7 +34,7 @@ pub const QUEUE_OWNER_ID: &str = "$queues";
 /// counts there.
 const SETTLE_QUEUE: &str = "*";
 
-/// One local agent's consumers while the queues are kept elsewhere: queue name to credit.
+/// One local agent's consumers, queue name to credit (see [`HubCore::remember_consumer`]).
 pub(super) struct RemoteConsumer<D, R> {
     conn: Weak<Conn<D, R>>,
     queues: HashMap<String, u32>,
@@ -83,22 +83,55 @@ impl<D, R> HubCore<D, R> {
         let Some(reg) = conn.registration() else {
             return;
         };
-        if let QueueControl::Consume { queue, credit } = &what {
-            let mut q = self.lock_queues();
-            let entry = q
-                .remote_consumers
-                .entry(conn.id())
-                .or_insert_with(|| RemoteConsumer {
-                    conn: Arc::downgrade(conn),
-                    queues: HashMap::new(),
-                });
-            match credit {
-                0 => entry.queues.remove(queue),
-                c => entry.queues.insert(queue.clone(), *c),
-            };
-        }
         let env = op_envelope(&reg.agent_id, what);
         self.push_hub_envelope(owner, &env, Priority::Medium, None, out);
+    }
+
+    /// Remembers (or, with credit 0, forgets) that agent `conn` of this hub consumes `queue`,
+    /// whoever keeps the queues now: to name it to the next owner, or to consume here when
+    /// this hub takes the queues over. Stand-ins are not remembered (their own hub names
+    /// them).
+    pub(super) fn remember_consumer(&self, conn: &Arc<Conn<D, R>>, queue: &str, credit: u32) {
+        if conn.transport() == TransportKind::Cluster {
+            return;
+        }
+        let mut q = self.lock_queues();
+        let entry = q
+            .remote_consumers
+            .entry(conn.id())
+            .or_insert_with(|| RemoteConsumer {
+                conn: Arc::downgrade(conn),
+                queues: HashMap::new(),
+            });
+        match credit {
+            0 => entry.queues.remove(queue),
+            c => entry.queues.insert(queue.to_owned(), c),
+        };
+    }
+
+    /// This hub no longer keeps the queues (a cluster's owner that lost its lease): they go
+    /// back to memory, empty (the store has them; the next owner reads them), requests waiting
+    /// on writes fail with `cancelled`, and queue work goes to a
+    /// [`QUEUE_OWNER_ID`] connection again. The consumers of agents here are kept, to be
+    /// named to the next owner ([`queues_moved`](Self::queues_moved)).
+    pub fn give_up_queues(&self, now: super::Now, out: &mut Vec<Action<D, R>>) {
+        let waiting = {
+            let mut q = self.lock_queues();
+            let named = std::mem::take(&mut q.remote_consumers);
+            let waiting = q.take_pending();
+            *q = super::queues::HubQueues::in_memory(self.config.queue.clone(), now);
+            q.remote_consumers = named;
+            waiting
+        };
+        let why = "the hub keeping the work queues changed before answering; send again (with \
+                   a producer id, the task is stored once)";
+        self.fail_deferred(
+            waiting,
+            agentwire_proto::ErrorCode::Cancelled,
+            why,
+            now,
+            out,
+        );
     }
 
     /// `conn` is gone: its consumers are forgotten here (the owner learns of it from the

@@ -58,7 +58,8 @@ pub(crate) struct HubQueues<D, R> {
     next_consumer: u64,
     /// Set when the store failed: queues refuse everything from then on.
     failed: Option<String>,
-    /// While another hub keeps the queues: each connection's consumers, named there.
+    /// Each local agent's consumers, whoever keeps the queues: named to a new owner, or
+    /// consuming here when this hub takes a cluster's queues over.
     pub(super) remote_consumers: HashMap<u64, RemoteConsumer<D, R>>,
     /// This hub took the queues over ([`HubCore::take_over_queues`]).
     pub(super) taken_over: bool,
@@ -70,6 +71,14 @@ impl<D, R> HubQueues<D, R> {
             QueueCore::recover(config, Recovered::default(), qnow(now)),
             false,
         )
+    }
+
+    /// Everything waiting on writes, oldest first.
+    pub(super) fn take_pending(&mut self) -> Vec<Deferred<D, R>> {
+        self.pending
+            .drain(..)
+            .flat_map(|(_, batch)| batch)
+            .collect()
     }
 
     fn new(core: QueueCore, durable: bool) -> Self {
@@ -89,7 +98,7 @@ impl<D, R> HubQueues<D, R> {
 }
 
 /// What waits for a write.
-enum Deferred<D, R> {
+pub(super) enum Deferred<D, R> {
     /// The hub's answer to a request (a receipt, an operation's result).
     Answer {
         conn: Arc<Conn<D, R>>,
@@ -162,8 +171,10 @@ impl<D, R> HubCore<D, R> {
         let consumers = self.remote_consumers();
         {
             let mut q = self.lock_queues();
+            let named = std::mem::take(&mut q.remote_consumers);
             *q = HubQueues::new(core, true);
             q.taken_over = true;
+            q.remote_consumers = named;
         }
         for c in consumers {
             let consume = Consume {
@@ -193,16 +204,30 @@ impl<D, R> HubCore<D, R> {
     /// any later one, get an `internal` error, and the queues refuse everything from now on (their state in
     /// memory is ahead of the store). The hub keeps routing everything else.
     pub fn on_store_failed(&self, reason: &str, now: Now, out: &mut Vec<Action<D, R>>) {
-        let waiting: Vec<Deferred<D, R>> = {
+        let waiting = {
             let mut q = self.lock_queues();
             q.failed = Some(format!("the queue store failed: {reason}"));
-            q.pending.drain(..).flat_map(|(_, batch)| batch).collect()
+            q.take_pending()
         };
         tracing::error!(
             reason,
             "queue store write failed; queues now refuse new work"
         );
-        for item in waiting {
+        let why = format!("the queue store failed: {reason}");
+        self.fail_deferred(waiting, ErrorCode::Internal, &why, now, out);
+    }
+
+    /// Answers every request among `items` with an error (deliveries and the rest are
+    /// dropped: the tasks stay in the store).
+    pub(super) fn fail_deferred(
+        &self,
+        items: Vec<Deferred<D, R>>,
+        code: ErrorCode,
+        why: &str,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        for item in items {
             if let Deferred::Answer {
                 conn,
                 request,
@@ -210,15 +235,7 @@ impl<D, R> HubCore<D, R> {
                 ..
             } = item
             {
-                self.send_error(
-                    &conn,
-                    request,
-                    ErrorCode::Internal,
-                    &format!("the queue store failed: {reason}"),
-                    reply,
-                    now,
-                    out,
-                );
+                self.send_error(&conn, request, code, why, reply, now, out);
             }
         }
     }
@@ -473,6 +490,7 @@ impl<D, R> HubCore<D, R> {
                 self.denied(conn, &why, None, now, out);
                 return;
             }
+            self.remember_consumer(conn, queue, *credit);
         }
         if let Some(owner) = self.queue_owner() {
             self.to_owner(&owner, conn, control, out);

@@ -1522,6 +1522,34 @@ fn a_new_owner_is_told_the_consumers_and_an_edge_can_take_the_queues_over() {
     assert!(two.edge.drain_raw(&two.queues.conn.clone()).is_empty());
     two.edge.persist_all();
     assert_eq!(tasks(&two.edge.drain(&worker)).len(), 1);
+    two.edge.drain(&boss);
+    // It loses the queues again with a task's write under way: the producer is told to send
+    // again, and queue work goes to the owner's connection once more.
+    two.edge
+        .send_with_reply(&boss, enqueue(2, &boss, "jobs", "in flight"), Some(5));
+    assert!(two.edge.drain(&boss).is_empty(), "waiting on its write");
+    let mut out = Vec::new();
+    two.edge.core.give_up_queues(two.edge.now, &mut out);
+    two.edge.actions.extend(out);
+    two.edge.take_actions();
+    let refused = two.edge.drain(&boss);
+    assert_eq!(refused.len(), 1);
+    let e = refused[0].envelope();
+    assert_eq!(
+        (error_code(e), e.correlation, refused[0].reply),
+        (Some(ErrorCode::Cancelled), Some(2), Some(5))
+    );
+    assert!(two.edge.core.queues_elsewhere());
+    two.edge.send(&boss, enqueue(3, &boss, "jobs", "elsewhere"));
+    assert_eq!(two.edge.drain_raw(&two.queues.conn.clone()).len(), 1);
+    // The worker is still named to the next owner.
+    let mut out = Vec::new();
+    two.edge.core.queues_moved(&mut out);
+    two.edge.actions.extend(out);
+    two.edge.take_actions();
+    let named = two.edge.drain_raw(&two.queues.conn.clone());
+    assert_eq!(named.len(), 1);
+    assert_eq!(named[0].envelope().headers[QUEUE_OP_HEADER], "consume");
 }
 
 #[test]
