@@ -19,9 +19,8 @@
 //! ([`presence`], sans-IO), the stand-in connections ([`link`]), the queue owner's lease and
 //! store, and the NATS wiring ([`node`]). It must not route or decide about tasks: that stays
 //! the hub cores'.
-//!
-//! Not done: the hub's own errors (an unknown agent, a timeout) travelling back to a
-//! requester on another hub (the requester's hub times the request out itself).
+//! A hub's own error for a request of another hub's agent travels back to that hub, which
+//! settles the request with it.
 
 pub mod lease;
 pub mod link;

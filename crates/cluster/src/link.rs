@@ -37,6 +37,9 @@ pub const DELIVER_HEADER: &str = "Agentwire-Deliver";
 /// The NATS header of the queue owner's answer to a queue request (value `1`): the
 /// receiving hub takes it as coming from its queue-owner connection.
 pub const OWNER_ANSWER_HEADER: &str = "Agentwire-Owner-Answer";
+/// The NATS header of a hub's error for a request of an agent of another hub (value `1`):
+/// the receiving hub settles the request with it if it still waits there.
+pub const HUB_ERROR_HEADER: &str = "Agentwire-Hub-Error";
 
 /// What this hub shares among its stand-ins.
 pub struct Shared {
@@ -269,17 +272,19 @@ impl StandInSender {
                 .await;
         }
         if view.from == agentwire::hub::HUB_ID {
-            // Every hub makes its own `$presence` events and errors, but only the queue owner
-            // can answer a queue request.
-            let answer = matches!(view.kind, Kind::Response | Kind::Error)
-                && view.correlation.is_some()
-                && matches!(view.to, DestinationRef::Agent(_));
-            if answer && self.shared.owns_queues.load(Ordering::Relaxed) {
-                return self
-                    .send(hub, view.from, Some((OWNER_ANSWER_HEADER, "1")), frame)
-                    .await;
-            }
-            return Ok(());
+            // Every hub makes its own `$presence` events. An error for a request travels back
+            // to the requester's hub (it settles the request there, if it still waits); an
+            // answer only the queue owner makes (a receipt, a queue operation's result).
+            let to_request =
+                view.correlation.is_some() && matches!(view.to, DestinationRef::Agent(_));
+            let extra = match view.kind {
+                Kind::Error if to_request => (HUB_ERROR_HEADER, "1"),
+                Kind::Response if to_request && self.shared.owns_queues.load(Ordering::Relaxed) => {
+                    (OWNER_ANSWER_HEADER, "1")
+                }
+                _ => return Ok(()),
+            };
+            return self.send(hub, view.from, Some(extra), frame).await;
         }
         if self.shared.is_remote(view.from) {
             return Ok(());

@@ -10,8 +10,8 @@ use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
 use crate::link::{
-    stand_in, Shared, StandInFeed, StandInSender, DELIVER_HEADER, FROM_HEADER, HUB_HEADER,
-    OWNER_ANSWER_HEADER,
+    stand_in, Shared, StandInFeed, StandInSender, DELIVER_HEADER, FROM_HEADER, HUB_ERROR_HEADER,
+    HUB_HEADER, OWNER_ANSWER_HEADER,
 };
 use crate::owner::Ownership;
 use crate::presence::{keeps_id, AgentEntry, Change, Directory, PresenceMessage};
@@ -313,6 +313,11 @@ impl Cluster {
                     if let Some(agent) = header(DELIVER_HEADER) {
                         // A task the queue owner hands to a consumer here.
                         state.hub.deliver_from_owner(&agent, msg.payload.clone());
+                        continue;
+                    }
+                    if header(HUB_ERROR_HEADER).is_some() {
+                        // Another hub's error for a request of an agent here.
+                        state.hub.error_from_cluster(msg.payload.clone());
                         continue;
                     }
                     if header(OWNER_ANSWER_HEADER).is_some() {

@@ -45,8 +45,18 @@ async fn hub_on_servers(
     expiry: Duration,
     certs: &CertBundle,
 ) -> TestHub {
+    hub_with_config(servers, name, id, expiry, certs, HubConfig::default()).await
+}
+
+async fn hub_with_config(
+    servers: Vec<String>,
+    name: &str,
+    id: &str,
+    expiry: Duration,
+    certs: &CertBundle,
+    mut config: HubConfig,
+) -> TestHub {
     let identity = HubIdentity::from_pem(&certs.hub_cert_pem, &certs.hub_key_pem).unwrap();
-    let mut config = HubConfig::default();
     config.policy.heartbeat_interval_ms = 500;
     let hub = Hub::new(config, HubMetrics::new());
     let listener = hub
@@ -725,4 +735,70 @@ async fn a_hub_that_loses_the_queue_lease_passes_queue_work_on_again() {
     got.sort();
     assert_eq!(got, ["after-0", "after-1", "after-2", "after-3", "after-4"]);
     assert!(a._cluster.owns_queues() || b._cluster.owns_queues());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hubs_error_for_a_request_reaches_the_requester_on_another_hub() {
+    let Some(nats) = start_nats() else { return };
+    let certs = tls::generate(&tls::default_hub_names()).unwrap();
+    // hub-b lets each agent (a stand-in included) send 2 envelopes a second.
+    let mut strict = HubConfig::default();
+    strict.limits.agent_messages_per_sec = Some(2);
+    let servers = vec![nats.1.clone()];
+    let a = hub_on_servers(
+        servers.clone(),
+        "test",
+        "hub-a",
+        Duration::from_millis(1500),
+        &certs,
+    )
+    .await;
+    let b = hub_with_config(
+        servers,
+        "test",
+        "hub-b",
+        Duration::from_millis(1500),
+        &certs,
+        strict,
+    )
+    .await;
+    let alice = agent(&a, &certs, "alice").await;
+    let mut bob = agent(&b, &certs, "bob").await;
+    let echo = tokio::spawn(async move {
+        while let Some(msg) = bob.recv().await {
+            if msg.envelope.kind == Kind::Request {
+                let _ = msg.reply("pong").await;
+            }
+        }
+    });
+    wait_for_agents(&a.hub, &["alice", "bob"]).await;
+    // Five at once: hub-b refuses what goes over the limit, and alice hears it from hub-b
+    // at once (not at her own deadline, 10 s away).
+    let started = std::time::Instant::now();
+    let mut asks = Vec::new();
+    for i in 0..5 {
+        let h = alice.handle().clone();
+        asks.push(tokio::spawn(async move {
+            h.request("bob", format!("q{i}"), Duration::from_secs(10))
+                .await
+        }));
+    }
+    let mut refused = 0;
+    for ask in asks {
+        match ask.await.unwrap() {
+            Ok(answer) => assert_eq!(&answer.body[..], b"pong"),
+            Err(agentwire::AgentError::Remote { code, .. }) => {
+                assert_eq!(code, agentwire::ErrorCode::LimitExceeded);
+                refused += 1;
+            }
+            Err(e) => panic!("unexpected: {e}"),
+        }
+    }
+    assert!(refused >= 1, "hub-b refused some");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "refusals came at once, not at the deadline: {:?}",
+        started.elapsed()
+    );
+    echo.abort();
 }

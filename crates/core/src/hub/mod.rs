@@ -381,6 +381,19 @@ impl Hub {
         apply(&self.inner, &mut actions);
     }
 
+    /// An error another hub made for a request of one of this hub's agents (`frame`: the
+    /// error envelope, MessagePack): it settles the request if that still waits on another
+    /// hub's agent or on the queue owner. `false` when it settled nothing.
+    pub fn error_from_cluster(&self, frame: bytes::Bytes) -> bool {
+        let mut actions = Vec::new();
+        let settled = self
+            .inner
+            .core
+            .error_from_cluster(frame, Now::system(), &mut actions);
+        apply(&self.inner, &mut actions);
+        settled
+    }
+
     /// A task the queue owner delivers to `agent`, a consumer on this hub (`frame`: the
     /// delivery envelope's frame, MessagePack). `false` when the agent is not here or the
     /// frame is not a delivery.

@@ -48,6 +48,9 @@ pub struct Registration {
 pub(super) struct Waiting<R> {
     /// The target connection's id.
     pub target: u64,
+    /// The target is a connection of transport `cluster` (an agent of another hub, or the
+    /// hub keeping the queues): that hub's own errors may settle the request.
+    pub remote: bool,
     /// When the hub stops waiting and answers with `cancelled` itself.
     pub deadline: Instant,
     /// When it arrived (request latency).

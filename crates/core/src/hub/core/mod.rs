@@ -1052,6 +1052,7 @@ impl<D, R> HubCore<D, R> {
                 view.id,
                 Waiting {
                     target: target.id(),
+                    remote: target.transport() == TransportKind::Cluster,
                     deadline: now.instant + wait,
                     started: now.instant,
                     reply,
@@ -1149,6 +1150,7 @@ impl<D, R> HubCore<D, R> {
                                 request,
                                 Waiting {
                                     target: conn.id(),
+                                    remote: w.remote,
                                     deadline: w.deadline,
                                     started,
                                     reply,

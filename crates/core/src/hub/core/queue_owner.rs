@@ -188,6 +188,51 @@ impl<D, R> HubCore<D, R> {
         }
     }
 
+    /// An error another hub of the cluster made for a request of agent `to` here (a target
+    /// there refused it, left, or did not answer in time): `frame` is that hub's error
+    /// envelope in MessagePack. It settles the request if the request still waits on an
+    /// agent of another hub (or on the queue owner), as this hub's own error would; otherwise
+    /// it is dropped. Returns whether it settled one.
+    pub fn error_from_cluster(
+        &self,
+        frame: bytes::Bytes,
+        now: super::Now,
+        out: &mut Vec<Action<D, R>>,
+    ) -> bool {
+        let Ok(raw) = FrameDecoder::decode_one(frame, u32::MAX) else {
+            return false;
+        };
+        if raw.type_byte != FrameType::Envelope as u8 {
+            return false;
+        }
+        let Ok(env) = Codec::MsgPack.decode_envelope(&raw.payload) else {
+            return false;
+        };
+        let (Destination::Agent(to), Kind::Error, Some(request)) =
+            (&env.to, env.kind, env.correlation)
+        else {
+            return false;
+        };
+        let Some(conn) = self.registry.get(to) else {
+            return false;
+        };
+        if conn.transport() == TransportKind::Cluster {
+            return false;
+        }
+        let waits_remote = conn.lock().waiting.get(&request).is_some_and(|w| w.remote);
+        if !waits_remote {
+            return false;
+        }
+        let code = env
+            .headers
+            .get("code")
+            .and_then(|c| ErrorCode::from_name(c))
+            .unwrap_or(ErrorCode::Internal);
+        let reason = String::from_utf8_lossy(&env.body);
+        self.fail_request(&conn, request, code, &reason, now, out);
+        true
+    }
+
     /// A task the owner delivers to `agent`, a consumer on this hub: `frame` is the delivery
     /// envelope's frame in MessagePack, as the owner made it. Re-encoded for the agent's codec
     /// when that differs. An agent no longer here is skipped (the owner hands the task out
