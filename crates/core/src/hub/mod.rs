@@ -501,7 +501,9 @@ impl Hub {
         let mut actions = Vec::new();
         self.inner.core.shutdown(Now::system(), &mut actions);
         apply(&self.inner, &mut actions);
-        if let Some(store) = self.inner.store_slot().take() {
+        // Taken out first: the writer thread looks at the slot while it stops.
+        let writer = self.inner.store_slot().take();
+        if let Some(store) = writer {
             store.stop(Duration::from_secs(10));
         }
     }
