@@ -34,6 +34,9 @@ struct Placement {
 }
 
 /// Hosts 0-2 for the NATS nodes and 3-5 for the hubs on a [`Lan`], or all on loopback.
+/// The tests that make a [`Lan`] take turns: they use the same addresses.
+static LAN_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn placement() -> Placement {
     match Lan::create(6) {
         Ok(lan) => Placement {
@@ -76,6 +79,14 @@ fn placement() -> Placement {
 struct HubProcess {
     _process: Running,
     url: String,
+    /// Its output lines so far.
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl HubProcess {
+    fn logged(&self, needle: &str) -> bool {
+        self.log.lock().unwrap().iter().any(|l| l.contains(needle))
+    }
 }
 
 /// `agentwire hub` number `i` in cluster `q` through `servers` (its own node first), in
@@ -126,15 +137,19 @@ fn start_hub(
     };
     let url = format!("quic://{}", addr_after(&listening, "quic://"));
     // Its log, shown when the test fails (and it never blocks on a full pipe).
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let keep = log.clone();
     std::thread::spawn(move || {
         for line in lines {
             println!("[hub-{i}] {line}");
+            keep.lock().unwrap().push(line);
         }
     });
     (
         HubProcess {
             _process: process,
             url,
+            log,
         },
         owner,
     )
@@ -332,6 +347,7 @@ async fn all_acked(ledger: &Mutex<Ledger>, n: u32, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_across_three_hubs_loses_no_task_when_hubs_and_nats_nodes_die() {
+    let _turn = LAN_TURN.lock().await;
     let place = placement();
     let Some(mut nodes) = nats::start_nats_cluster_on(&place.nats) else {
         return;
@@ -525,4 +541,122 @@ fn a_clustered_hub_stops_on_sigterm_even_with_nats_gone() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_keeper_cut_off_from_the_network_loses_nothing_and_writes_nothing_late() {
+    let _turn = LAN_TURN.lock().await;
+    let place = placement();
+    if place.hubs[0].0.is_none() {
+        println!("skipped: a network partition needs network namespaces");
+        return;
+    }
+    let Some(nodes) = nats::start_nats_cluster_on(&place.nats) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let mut cert = vec!["cert", "--out", certs.to_str().unwrap()];
+    for name in &place.names {
+        cert.extend(["--name", name]);
+    }
+    let out = run(&cert);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let certs = certs.to_str().unwrap().to_owned();
+    let ca = format!("{certs}/ca.pem");
+    let node_urls: Vec<String> = nodes.iter().map(|(_, url)| url.clone()).collect();
+    let mut hubs = Vec::new();
+    for i in 0..2 {
+        let mut servers = node_urls.clone();
+        servers.rotate_left(i);
+        let (hub, owner) = start_hub(i, &place.hubs[i], &servers, &certs);
+        assert_eq!(owner, i == 0, "hub-{i}");
+        hubs.push(hub);
+    }
+    let (u0, u1) = (hubs[0].url.clone(), hubs[1].url.clone());
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers = vec![
+        worker(
+            "w0",
+            vec![u0.clone(), u1.clone()],
+            ca.clone(),
+            ledger.clone(),
+            stop.clone(),
+        ),
+        worker(
+            "w1",
+            vec![u1.clone(), u0.clone()],
+            ca.clone(),
+            ledger.clone(),
+            stop.clone(),
+        ),
+    ];
+    let boss = Agent::connect(options("boss", &[&u1], &ca)).await.unwrap();
+    produce(&boss, 0..40).await;
+    all_acked(&ledger, 40, "both hubs up").await;
+
+    // hub-0 keeps the queues; its link goes down (its process runs on, cut off from NATS and
+    // from its agents), with tasks being produced.
+    let ns0 = place.hubs[0].0.clone().unwrap();
+    let cut = |up: &str| {
+        let out = Command::new("ip")
+            .args(["-n", &ns0, "link", "set", "eth0", up])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    let during = tokio::spawn({
+        let boss = boss.handle().clone();
+        async move {
+            for i in 40..80u32 {
+                let body = format!("task-{i}");
+                loop {
+                    if boss
+                        .enqueue("jobs", body.clone(), Some(&body), Duration::from_secs(2))
+                        .await
+                        .is_ok()
+                    {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    cut("down");
+    during.await.unwrap();
+    all_acked(&ledger, 80, "while hub-0 was cut off").await;
+    // hub-0 found out it had lost the lease.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !hubs[0].logged("lost the queue owner's lease") {
+        assert!(
+            Instant::now() < deadline,
+            "hub-0 never noticed it lost the lease"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(hubs[1].logged("this hub keeps the work queues now"));
+
+    // It comes back: whatever its NATS client held back is refused (fenced), and it passes
+    // queue work on to hub-1 like any other hub.
+    cut("up");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let late = Agent::connect(options("late-boss", &[&u0], &ca))
+        .await
+        .unwrap();
+    produce(&late, 80..100).await;
+    all_acked(&ledger, 100, "after hub-0 came back").await;
+
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
+    }
+    let l = ledger.lock().unwrap();
+    let duplicates: u32 = l.acked.values().map(|n| n - 1).sum();
+    println!(
+        "100 tasks, 0 lost, {duplicates} delivered again; connections: {:?}",
+        l.connections
+    );
 }

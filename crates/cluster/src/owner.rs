@@ -127,7 +127,7 @@ impl Ownership {
         let hub = self.hub.clone();
         tokio::spawn(async move { hub.serve_connection(sender, receiver).await });
         for _ in 0..200 {
-            if self.hub.queues_elsewhere() {
+            if self.hub.agent(agentwire::hub::QUEUE_OWNER_ID).is_some() {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
