@@ -539,6 +539,11 @@ pub struct HubArgs {
     /// memory or its --store).
     #[arg(long, default_value = "jetstream", value_parser = ["jetstream", "per-hub"])]
     pub cluster_queues: String,
+    /// A hub not heard from for this long is taken as gone (its agents leave the other hubs),
+    /// and the queue keeper's lease lasts this long without renewal: how long a failover takes.
+    /// Hubs announce themselves every 2/7 of it (1 s at the default).
+    #[arg(long, default_value_t = 3500, value_parser = clap::value_parser!(u64).range(700..=600_000))]
+    pub cluster_expiry_ms: u64,
     /// JetStream replicas of the queues' stream (fewer when the NATS cluster is smaller).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=5))]
     pub cluster_replicas: u64,

@@ -332,6 +332,8 @@ async fn join_cluster(a: &HubArgs, hub: &Hub) -> Result<Option<agentwire_cluster
     config.name.clone_from(&a.cluster_name);
     config.tls_ca.clone_from(&a.cluster_ca);
     config.credentials.clone_from(&a.cluster_creds);
+    config.expiry = Duration::from_millis(a.cluster_expiry_ms);
+    config.beat = config.expiry * 2 / 7;
     config.queues = match a.cluster_queues.as_str() {
         "per-hub" => agentwire_cluster::QueuePlacement::PerHub,
         _ => agentwire_cluster::QueuePlacement::JetStream {

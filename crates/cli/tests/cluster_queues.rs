@@ -120,6 +120,9 @@ fn start_hub(
         &id,
         "--queue-ack-wait-ms",
         "5000",
+        // Failover in 2 s instead of 3.5.
+        "--cluster-expiry-ms",
+        "2000",
         "-v",
     ]);
     let (process, lines) = spawn_command(command);
