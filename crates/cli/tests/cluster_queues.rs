@@ -158,6 +158,37 @@ fn start_hub(
     )
 }
 
+/// Certificates for the hubs' names, then `n` hubs, each through every NATS node (its own
+/// first); the first one takes the queues. Returns the certificates' directory, the CA file
+/// and the hubs.
+fn start_hubs(
+    place: &Placement,
+    nodes: &[(nats::Nats, String)],
+    n: usize,
+) -> (tempfile::TempDir, String, Vec<HubProcess>) {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let mut cert = vec!["cert", "--out", certs.to_str().unwrap()];
+    for name in &place.names {
+        cert.extend(["--name", name]);
+    }
+    let out = run(&cert);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let certs = certs.to_str().unwrap().to_owned();
+    let ca = format!("{certs}/ca.pem");
+    let node_urls: Vec<String> = nodes.iter().map(|(_, url)| url.clone()).collect();
+    let mut hubs = Vec::new();
+    for i in 0..n {
+        let mut servers = node_urls.clone();
+        servers.rotate_left(i);
+        let (hub, owner) = start_hub(i, &place.hubs[i], &servers, &certs);
+        // The first hub takes the queues; the others find them kept.
+        assert_eq!(owner, i == 0, "hub-{i}");
+        hubs.push(hub);
+    }
+    (dir, ca, hubs)
+}
+
 /// What the consumers have done: acks per task body, and (re)connections per consumer.
 #[derive(Default)]
 struct Ledger {
@@ -306,6 +337,27 @@ async fn agents_meet_across_hubs(u0: &str, u1: &str, u2: &str, ca: &str) {
     drop((asker, news, late));
 }
 
+/// Stops the workers and prints what became of the `n` tasks (all acked by now); returns
+/// each worker's connections, in order.
+async fn finish(
+    stop: &AtomicBool,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+    ledger: &Mutex<Ledger>,
+    n: u32,
+) -> HashMap<String, Vec<String>> {
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
+    }
+    let l = ledger.lock().unwrap();
+    let duplicates: u32 = l.acked.values().map(|n| n - 1).sum();
+    println!(
+        "{n} tasks, 0 lost, {duplicates} delivered again; connections: {:?}",
+        l.connections
+    );
+    l.connections.clone()
+}
+
 /// Enqueues tasks `range` from `boss`, each re-sent (same producer id) until stored.
 async fn produce(boss: &Agent, range: std::ops::Range<u32>) {
     for i in range {
@@ -355,26 +407,8 @@ async fn a_queue_across_three_hubs_loses_no_task_when_hubs_and_nats_nodes_die() 
     let Some(mut nodes) = nats::start_nats_cluster_on(&place.nats) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let certs = dir.path().join("certs");
-    let mut cert = vec!["cert", "--out", certs.to_str().unwrap()];
-    for name in &place.names {
-        cert.extend(["--name", name]);
-    }
-    let out = run(&cert);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let certs = certs.to_str().unwrap().to_owned();
-    let ca = format!("{certs}/ca.pem");
-    let node_urls: Vec<String> = nodes.iter().map(|(_, url)| url.clone()).collect();
-    let mut hubs = Vec::new();
-    for i in 0..3 {
-        let mut servers = node_urls.clone();
-        servers.rotate_left(i);
-        let (hub, owner) = start_hub(i, &place.hubs[i], &servers, &certs);
-        // The first hub takes the queues; the others find them kept.
-        assert_eq!(owner, i == 0, "hub-{i}");
-        hubs.push(Some(hub));
-    }
+    let (_dir, ca, started) = start_hubs(&place, &nodes, 3);
+    let mut hubs: Vec<Option<HubProcess>> = started.into_iter().map(Some).collect();
     let url = |i: usize| hubs[i].as_ref().unwrap().url.clone();
     let (u0, u1, u2) = (url(0), url(1), url(2));
 
@@ -428,18 +462,9 @@ async fn a_queue_across_three_hubs_loses_no_task_when_hubs_and_nats_nodes_die() 
     produce(&boss, 140..180).await;
     all_acked(&ledger, 180, "after NATS node-2 was killed").await;
 
-    stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
-    }
-    let l = ledger.lock().unwrap();
-    let duplicates: u32 = l.acked.values().map(|n| n - 1).sum();
-    println!(
-        "180 tasks, 0 lost, {duplicates} delivered again; connections: {:?}",
-        l.connections
-    );
+    let connections = finish(&stop, workers, &ledger, 180).await;
     for (w, first_hub, fallback) in [("w0", &u0, &u2), ("w1", &u1, &u2)] {
-        let seen = &l.connections[w];
+        let seen = &connections[w];
         assert_eq!(&seen[0], first_hub, "{w}: {seen:?}");
         assert!(
             seen.contains(fallback),
@@ -557,25 +582,7 @@ async fn the_queue_keeper_cut_off_from_the_network_loses_nothing_and_writes_noth
     let Some(nodes) = nats::start_nats_cluster_on(&place.nats) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let certs = dir.path().join("certs");
-    let mut cert = vec!["cert", "--out", certs.to_str().unwrap()];
-    for name in &place.names {
-        cert.extend(["--name", name]);
-    }
-    let out = run(&cert);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let certs = certs.to_str().unwrap().to_owned();
-    let ca = format!("{certs}/ca.pem");
-    let node_urls: Vec<String> = nodes.iter().map(|(_, url)| url.clone()).collect();
-    let mut hubs = Vec::new();
-    for i in 0..2 {
-        let mut servers = node_urls.clone();
-        servers.rotate_left(i);
-        let (hub, owner) = start_hub(i, &place.hubs[i], &servers, &certs);
-        assert_eq!(owner, i == 0, "hub-{i}");
-        hubs.push(hub);
-    }
+    let (_dir, ca, hubs) = start_hubs(&place, &nodes, 2);
     let (u0, u1) = (hubs[0].url.clone(), hubs[1].url.clone());
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -652,14 +659,5 @@ async fn the_queue_keeper_cut_off_from_the_network_loses_nothing_and_writes_noth
     produce(&late, 80..100).await;
     all_acked(&ledger, 100, "after hub-0 came back").await;
 
-    stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
-    }
-    let l = ledger.lock().unwrap();
-    let duplicates: u32 = l.acked.values().map(|n| n - 1).sum();
-    println!(
-        "100 tasks, 0 lost, {duplicates} delivered again; connections: {:?}",
-        l.connections
-    );
+    finish(&stop, workers, &ledger, 100).await;
 }

@@ -199,13 +199,7 @@ impl<D, R> HubCore<D, R> {
         now: super::Now,
         out: &mut Vec<Action<D, R>>,
     ) -> bool {
-        let Ok(raw) = FrameDecoder::decode_one(frame, u32::MAX) else {
-            return false;
-        };
-        if raw.type_byte != FrameType::Envelope as u8 {
-            return false;
-        }
-        let Ok(env) = Codec::MsgPack.decode_envelope(&raw.payload) else {
+        let Some(env) = envelope_frame(frame) else {
             return false;
         };
         let (Destination::Agent(to), Kind::Error, Some(request)) =
@@ -249,13 +243,7 @@ impl<D, R> HubCore<D, R> {
         if conn.transport() == TransportKind::Cluster {
             return false;
         }
-        let Ok(raw) = FrameDecoder::decode_one(frame, u32::MAX) else {
-            return false;
-        };
-        if raw.type_byte != FrameType::Envelope as u8 {
-            return false;
-        }
-        let Ok(env) = Codec::MsgPack.decode_envelope(&raw.payload) else {
+        let Some(env) = envelope_frame(frame) else {
             return false;
         };
         if !matches!(env.to, Destination::Queue(_)) || env.kind != Kind::Task {
@@ -264,6 +252,15 @@ impl<D, R> HubCore<D, R> {
         self.push_hub_envelope(&conn, &env, Priority::Medium, None, out);
         true
     }
+}
+
+/// The envelope in a frame another hub sent (MessagePack), if it is one.
+fn envelope_frame(frame: bytes::Bytes) -> Option<Envelope> {
+    let raw = FrameDecoder::decode_one(frame, u32::MAX).ok()?;
+    if raw.type_byte != FrameType::Envelope as u8 {
+        return None;
+    }
+    Codec::MsgPack.decode_envelope(&raw.payload).ok()
 }
 
 /// The operation envelope for `what`, from `agent`.
