@@ -839,7 +839,6 @@ impl<D, R> HubCore<D, R> {
         }
         self.registry.unsubscribe(topics.iter(), conn);
         self.queues_conn_closed(conn, now, out);
-        self.forget_remote_consumers(conn);
         let who = reg.map(|r| r.agent_id.to_string()).unwrap_or_default();
         let (fail, why) = if who == QUEUE_OWNER_ID {
             (

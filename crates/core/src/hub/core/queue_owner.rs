@@ -35,7 +35,7 @@ pub const QUEUE_OWNER_ID: &str = "$queues";
 const SETTLE_QUEUE: &str = "*";
 
 /// One local agent's consumers, queue name to credit (see [`HubCore::remember_consumer`]).
-pub(super) struct RemoteConsumer<D, R> {
+pub(super) struct AgentConsumers<D, R> {
     conn: Weak<Conn<D, R>>,
     queues: HashMap<String, u32>,
 }
@@ -97,9 +97,9 @@ impl<D, R> HubCore<D, R> {
         }
         let mut q = self.lock_queues();
         let entry = q
-            .remote_consumers
+            .agent_consumers
             .entry(conn.id())
-            .or_insert_with(|| RemoteConsumer {
+            .or_insert_with(|| AgentConsumers {
                 conn: Arc::downgrade(conn),
                 queues: HashMap::new(),
             });
@@ -117,10 +117,10 @@ impl<D, R> HubCore<D, R> {
     pub fn give_up_queues(&self, now: super::Now, out: &mut Vec<Action<D, R>>) {
         let waiting = {
             let mut q = self.lock_queues();
-            let named = std::mem::take(&mut q.remote_consumers);
+            let named = std::mem::take(&mut q.agent_consumers);
             let waiting = q.take_pending();
             *q = super::queues::HubQueues::in_memory(self.config.queue.clone(), now);
-            q.remote_consumers = named;
+            q.agent_consumers = named;
             waiting
         };
         let why = "the hub keeping the work queues changed before answering; send again (with \
@@ -134,17 +134,11 @@ impl<D, R> HubCore<D, R> {
         );
     }
 
-    /// `conn` is gone: its consumers are forgotten here (the owner learns of it from the
-    /// cluster, as every hub learns of an agent that leaves).
-    pub(super) fn forget_remote_consumers(&self, conn: &Conn<D, R>) {
-        self.lock_queues().remote_consumers.remove(&conn.id());
-    }
-
     /// The consumers of agents here, as (connection, queue, credit), for a new owner.
-    pub(super) fn remote_consumers(&self) -> Vec<NamedConsumer<D, R>> {
+    pub(super) fn agent_consumers(&self) -> Vec<NamedConsumer<D, R>> {
         let q = self.lock_queues();
         let mut all = Vec::new();
-        for rc in q.remote_consumers.values() {
+        for rc in q.agent_consumers.values() {
             let Some(conn) = rc.conn.upgrade() else {
                 continue;
             };
@@ -178,7 +172,7 @@ impl<D, R> HubCore<D, R> {
             conn,
             queue,
             credit,
-        } in self.remote_consumers()
+        } in self.agent_consumers()
         {
             let Some(reg) = conn.registration() else {
                 continue;

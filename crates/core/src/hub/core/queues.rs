@@ -21,7 +21,7 @@ use agentwire_queue::{
 };
 
 use super::conn::{Conn, Outbound, PushError, Registration};
-use super::queue_owner::{control_op, QueueControl, RemoteConsumer};
+use super::queue_owner::{control_op, AgentConsumers, QueueControl};
 use super::{Action, HubCore, Now};
 use crate::transport::SendClass;
 
@@ -60,7 +60,7 @@ pub(crate) struct HubQueues<D, R> {
     failed: Option<String>,
     /// Each local agent's consumers, whoever keeps the queues: named to a new owner, or
     /// consuming here when this hub takes a cluster's queues over.
-    pub(super) remote_consumers: HashMap<u64, RemoteConsumer<D, R>>,
+    pub(super) agent_consumers: HashMap<u64, AgentConsumers<D, R>>,
     /// This hub took the queues over ([`HubCore::take_over_queues`]).
     pub(super) taken_over: bool,
 }
@@ -91,7 +91,7 @@ impl<D, R> HubQueues<D, R> {
             by_conn: HashMap::new(),
             next_consumer: 1,
             failed: None,
-            remote_consumers: HashMap::new(),
+            agent_consumers: HashMap::new(),
             taken_over: false,
         }
     }
@@ -168,13 +168,13 @@ impl<D, R> HubCore<D, R> {
     /// [`QUEUE_OWNER_ID`](super::QUEUE_OWNER_ID) connection, even while one is registered.
     pub fn take_over_queues(&self, recovered: Recovered, now: Now, out: &mut Vec<Action<D, R>>) {
         let core = QueueCore::recover(self.config.queue.clone(), recovered, qnow(now));
-        let consumers = self.remote_consumers();
+        let consumers = self.agent_consumers();
         {
             let mut q = self.lock_queues();
-            let named = std::mem::take(&mut q.remote_consumers);
+            let named = std::mem::take(&mut q.agent_consumers);
             *q = HubQueues::new(core, true);
             q.taken_over = true;
-            q.remote_consumers = named;
+            q.agent_consumers = named;
         }
         for c in consumers {
             let consume = Consume {
@@ -437,10 +437,7 @@ impl<D, R> HubCore<D, R> {
         now: Now,
         out: &mut Vec<Action<D, R>>,
     ) {
-        if let Err(e) = self.config.policy.limits.check_name(&c.queue) {
-            self.end(conn, ErrorCode::LimitExceeded, &e.to_string(), now, out);
-            return;
-        }
+        // The queue's name was checked by `on_control`, the one way in.
         let mut q = self.lock_queues();
         let q_ref = &mut *q;
         let mine = q_ref.by_conn.entry(conn.id()).or_default();
@@ -540,7 +537,9 @@ impl<D, R> HubCore<D, R> {
         self.queue_step(q, Vec::new(), now, out);
     }
 
-    /// `conn` is gone: its consumers' tasks go back to their queues.
+    /// `conn` is gone: its consumers' tasks go back to their queues, and its consumers are
+    /// forgotten (the hub keeping a cluster's queues learns of it from the cluster, as every
+    /// hub learns of an agent that leaves).
     pub(super) fn queues_conn_closed(
         &self,
         conn: &Conn<D, R>,
@@ -548,6 +547,7 @@ impl<D, R> HubCore<D, R> {
         out: &mut Vec<Action<D, R>>,
     ) {
         let mut q = self.lock_queues();
+        q.agent_consumers.remove(&conn.id());
         let Some(mine) = q.by_conn.remove(&conn.id()) else {
             return;
         };
