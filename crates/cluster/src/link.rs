@@ -34,12 +34,10 @@ pub const HUB_HEADER: &str = "Agentwire-Hub";
 /// The NATS header of a task the queue owner delivers: the consumer's agent id. The frame
 /// goes to that agent as it is, not through the receiving hub's routing.
 pub const DELIVER_HEADER: &str = "Agentwire-Deliver";
-/// The NATS header of the queue owner's answer to a queue request (value `1`): the
-/// receiving hub takes it as coming from its queue-owner connection.
-pub const OWNER_ANSWER_HEADER: &str = "Agentwire-Owner-Answer";
-/// The NATS header of a hub's error for a request of an agent of another hub (value `1`):
-/// the receiving hub settles the request with it if it still waits there.
-pub const HUB_ERROR_HEADER: &str = "Agentwire-Hub-Error";
+/// The NATS header of a hub's answer for a request of an agent of another hub (value `1`):
+/// its error, or the queue owner's response to a queue request. The receiving hub settles
+/// the request with it if it still waits there.
+pub const HUB_ANSWER_HEADER: &str = "Agentwire-Hub-Answer";
 
 /// What this hub shares among its stand-ins.
 pub struct Shared {
@@ -277,14 +275,17 @@ impl StandInSender {
             // answer only the queue owner makes (a receipt, a queue operation's result).
             let to_request =
                 view.correlation.is_some() && matches!(view.to, DestinationRef::Agent(_));
-            let extra = match view.kind {
-                Kind::Error if to_request => (HUB_ERROR_HEADER, "1"),
-                Kind::Response if to_request && self.shared.owns_queues.load(Ordering::Relaxed) => {
-                    (OWNER_ANSWER_HEADER, "1")
-                }
-                _ => return Ok(()),
+            let answer = match view.kind {
+                Kind::Error => to_request,
+                Kind::Response => to_request && self.shared.owns_queues.load(Ordering::Relaxed),
+                _ => false,
             };
-            return self.send(hub, view.from, Some(extra), frame).await;
+            if !answer {
+                return Ok(());
+            }
+            return self
+                .send(hub, view.from, Some((HUB_ANSWER_HEADER, "1")), frame)
+                .await;
         }
         if self.shared.is_remote(view.from) {
             return Ok(());

@@ -10,8 +10,8 @@ use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
 use crate::link::{
-    stand_in, Shared, StandInFeed, StandInSender, DELIVER_HEADER, FROM_HEADER, HUB_ERROR_HEADER,
-    HUB_HEADER, OWNER_ANSWER_HEADER,
+    stand_in, Shared, StandInFeed, StandInSender, DELIVER_HEADER, FROM_HEADER, HUB_ANSWER_HEADER,
+    HUB_HEADER,
 };
 use crate::owner::Ownership;
 use crate::presence::{keeps_id, AgentEntry, Change, Directory, PresenceMessage};
@@ -315,16 +315,9 @@ impl Cluster {
                         state.hub.deliver_from_owner(&agent, msg.payload.clone());
                         continue;
                     }
-                    if header(HUB_ERROR_HEADER).is_some() {
-                        // Another hub's error for a request of an agent here.
-                        state.hub.error_from_cluster(msg.payload.clone());
-                        continue;
-                    }
-                    if header(OWNER_ANSWER_HEADER).is_some() {
-                        let feed = state.ownership.get().and_then(|o| o.feed());
-                        if let Some(feed) = feed {
-                            feed.frame(msg.payload.clone()).await;
-                        }
+                    if header(HUB_ANSWER_HEADER).is_some() {
+                        // Another hub's answer for a request of an agent here.
+                        state.hub.answer_from_cluster(msg.payload.clone());
                         continue;
                     }
                     let (Some(from), Some(hub)) = (header(FROM_HEADER), header(HUB_HEADER)) else {

@@ -42,6 +42,8 @@ pub(crate) struct Ownership {
     expiry: Duration,
     /// The hub's heartbeat (for the owner's stand-in).
     heartbeat: Duration,
+    /// The owner's stand-in while another hub keeps the queues. Its feed carries nothing
+    /// (answers settle requests directly), but is kept: the stand-in ends when it is dropped.
     stand_in: Mutex<Option<(StandInFeed, StandInSender)>>,
 }
 
@@ -97,12 +99,6 @@ impl Ownership {
         ownership.start_stand_in(heartbeat).await;
         ownership.round().await;
         Ok(ownership)
-    }
-
-    /// The owner stand-in's feed (for the owner's answers), while another hub keeps the
-    /// queues.
-    pub(crate) fn feed(&self) -> Option<StandInFeed> {
-        self.lock_stand_in().as_ref().map(|(feed, _)| feed.clone())
     }
 
     fn lock_stand_in(&self) -> std::sync::MutexGuard<'_, Option<(StandInFeed, StandInSender)>> {

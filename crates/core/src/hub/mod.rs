@@ -381,15 +381,16 @@ impl Hub {
         apply(&self.inner, &mut actions);
     }
 
-    /// An error another hub made for a request of one of this hub's agents (`frame`: the
-    /// error envelope, MessagePack): it settles the request if that still waits on another
-    /// hub's agent or on the queue owner. `false` when it settled nothing.
-    pub fn error_from_cluster(&self, frame: bytes::Bytes) -> bool {
+    /// An answer another hub made for a request of one of this hub's agents (`frame`: its
+    /// error, or the queue owner's response; MessagePack): it settles the request if that
+    /// still waits on another hub's agent or on the queue owner. `false` when it settled
+    /// nothing.
+    pub fn answer_from_cluster(&self, frame: bytes::Bytes) -> bool {
         let mut actions = Vec::new();
         let settled = self
             .inner
             .core
-            .error_from_cluster(frame, Now::system(), &mut actions);
+            .answer_from_cluster(frame, Now::system(), &mut actions);
         apply(&self.inner, &mut actions);
         settled
     }

@@ -1446,9 +1446,7 @@ impl<'a> Forward<'a> {
         reg: &'a Registration,
         full: Option<&'a Envelope>,
     ) -> Self {
-        // The queue owner's connection passes on its hub's answers as they are.
-        let owner_answer = &*reg.agent_id == QUEUE_OWNER_ID && view.from == HUB_ID;
-        let fix_from = (view.from != &*reg.agent_id && !owner_answer).then_some(&*reg.agent_id);
+        let fix_from = (view.from != &*reg.agent_id).then_some(&*reg.agent_id);
         Forward {
             raw: Some(raw),
             source: reg.codec,

@@ -182,12 +182,13 @@ impl<D, R> HubCore<D, R> {
         }
     }
 
-    /// An error another hub of the cluster made for a request of agent `to` here (a target
-    /// there refused it, left, or did not answer in time): `frame` is that hub's error
-    /// envelope in MessagePack. It settles the request if the request still waits on an
-    /// agent of another hub (or on the queue owner), as this hub's own error would; otherwise
+    /// An answer another hub of the cluster made for a request of an agent here (the
+    /// envelope's `to`): its error (a target there refused the request, left, or did not
+    /// answer in time), or the queue owner's response to a queue request. `frame` is that
+    /// hub's envelope in MessagePack. It settles the request, as this hub's own answer would,
+    /// if the request still waits on an agent of another hub or on the queue owner; otherwise
     /// it is dropped. Returns whether it settled one.
-    pub fn error_from_cluster(
+    pub fn answer_from_cluster(
         &self,
         frame: bytes::Bytes,
         now: super::Now,
@@ -196,7 +197,7 @@ impl<D, R> HubCore<D, R> {
         let Some(env) = envelope_frame(frame) else {
             return false;
         };
-        let (Destination::Agent(to), Kind::Error, Some(request)) =
+        let (Destination::Agent(to), Kind::Error | Kind::Response, Some(request)) =
             (&env.to, env.kind, env.correlation)
         else {
             return false;
@@ -207,17 +208,26 @@ impl<D, R> HubCore<D, R> {
         if conn.transport() == TransportKind::Cluster {
             return false;
         }
-        let waits_remote = conn.lock().waiting.get(&request).is_some_and(|w| w.remote);
-        if !waits_remote {
-            return false;
+        let reply = {
+            let mut st = conn.lock();
+            if !st.waiting.get(&request).is_some_and(|w| w.remote) {
+                return false;
+            }
+            let reply = st.waiting.remove(&request).and_then(|w| w.reply);
+            st.settle(request, now.instant);
+            reply
+        };
+        if env.kind == Kind::Error {
+            let code = env
+                .headers
+                .get("code")
+                .and_then(|c| ErrorCode::from_name(c))
+                .unwrap_or(ErrorCode::Internal);
+            let reason = String::from_utf8_lossy(&env.body);
+            self.send_error(&conn, request, code, &reason, reply, now, out);
+        } else {
+            self.push_hub_envelope(&conn, &env, env.priority, reply, out);
         }
-        let code = env
-            .headers
-            .get("code")
-            .and_then(|c| ErrorCode::from_name(c))
-            .unwrap_or(ErrorCode::Internal);
-        let reason = String::from_utf8_lossy(&env.body);
-        self.fail_request(&conn, request, code, &reason, now, out);
         true
     }
 

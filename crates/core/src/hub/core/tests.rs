@@ -1393,7 +1393,7 @@ impl TwoHubs {
 
     /// Carries what each side queued for the other until nothing moves: the edge's queue
     /// work to the sender's stand-in on the owner; the owner's deliveries to the consumer on
-    /// the edge; its answers to the edge's `$queues` connection.
+    /// the edge; its answers to the waiting requests there.
     fn relay(&mut self) {
         loop {
             let mut moved = false;
@@ -1418,8 +1418,11 @@ impl TwoHubs {
                         self.edge.take_actions();
                     } else {
                         assert_eq!(env.from, HUB_ID, "only the owner's answers go back");
-                        let queues = self.queues.conn.clone();
-                        self.edge.feed(&queues, got.wire, None);
+                        let mut out = Vec::new();
+                        let now = self.edge.now;
+                        assert!(self.edge.core.answer_from_cluster(got.wire, now, &mut out));
+                        self.edge.actions.extend(out);
+                        self.edge.take_actions();
                     }
                     moved = true;
                 }
