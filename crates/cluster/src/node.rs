@@ -162,14 +162,6 @@ fn subject_safe(what: &str, s: &str) -> Result<(), ClusterError> {
     Ok(())
 }
 
-/// The Unix time in ms of a moment `ago_secs` ago.
-fn connected_at_ms(ago_secs: f64) -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    now.saturating_sub((ago_secs * 1000.0) as u64)
-}
-
 /// The longest [`Cluster::leave`] waits for NATS.
 pub const LEAVE_WAIT: Duration = Duration::from_secs(2);
 
@@ -195,8 +187,6 @@ struct State {
     generations: std::sync::atomic::AtomicU64,
     heartbeat: Duration,
     ownership: std::sync::OnceLock<Arc<Ownership>>,
-    /// When each local session connected (Unix ms), as announced.
-    since: Mutex<HashMap<u64, u64>>,
 }
 
 impl Cluster {
@@ -296,7 +286,6 @@ impl Cluster {
             generations: std::sync::atomic::AtomicU64::new(0),
             heartbeat,
             ownership: std::sync::OnceLock::new(),
-            since: Mutex::new(HashMap::new()),
         });
         let mut tasks = Vec::new();
         // Frames for this hub's agents, from agents of other hubs.
@@ -491,38 +480,24 @@ impl State {
 
     /// This hub's own agents (stand-ins left out), sorted.
     fn local_agents(&self) -> Vec<AgentEntry> {
-        let agents: Vec<_> = self
-            .hub
+        self.hub
             .agents()
             .into_iter()
             .filter(|a| a.transport != agentwire::transport::TransportKind::Cluster.name())
-            .collect();
-        let mut since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
-        since.retain(|session, _| agents.iter().any(|a| a.session_id == *session));
-        agents
-            .into_iter()
             .map(|a| AgentEntry {
-                since_ms: *since
-                    .entry(a.session_id)
-                    .or_insert_with(|| connected_at_ms(a.connected_secs)),
                 id: a.id,
                 topics: a.topics.into_iter().collect::<BTreeSet<_>>(),
+                since_ms: a.connected_unix_ms,
             })
             .collect()
     }
 
     /// When the local agent `agent` connected (Unix ms), if it is here and not a stand-in.
     fn local_since(&self, agent: &str) -> Option<u64> {
-        let a = self.hub.agent(agent)?;
-        if a.transport == agentwire::transport::TransportKind::Cluster.name() {
-            return None;
-        }
-        let mut since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
-        Some(
-            *since
-                .entry(a.session_id)
-                .or_insert_with(|| connected_at_ms(a.connected_secs)),
-        )
+        self.hub
+            .agent(agent)
+            .filter(|a| a.transport != agentwire::transport::TransportKind::Cluster.name())
+            .map(|a| a.connected_unix_ms)
     }
 
     /// Agent `agent` of `hub` has the id in the cluster now (it connected before, or after,

@@ -148,6 +148,8 @@ pub struct AgentInfo {
     pub topics: Vec<String>,
     /// Seconds since it connected.
     pub connected_secs: f64,
+    /// When it connected, Unix ms (this hub's clock).
+    pub connected_unix_ms: u64,
     /// Network counters of its connection.
     pub connection: ConnectionStats,
 }
@@ -176,6 +178,7 @@ impl AgentInfo {
             queued: a.queued,
             topics: a.topics,
             connected_secs: a.conn.opened().elapsed().as_secs_f64(),
+            connected_unix_ms: a.conn.opened_unix_ms(),
             connection: a.conn.driver().control.stats(),
         }
     }

@@ -221,6 +221,8 @@ pub struct Conn<D, R> {
     id: u64,
     transport: TransportKind,
     opened: Instant,
+    /// When it was opened, Unix ms.
+    opened_unix_ms: u64,
     registration: OnceLock<Registration>,
     closed: AtomicBool,
     /// Milliseconds since the core's epoch when a frame last arrived.
@@ -239,13 +241,14 @@ impl<D, R> Conn<D, R> {
         transport: TransportKind,
         driver: D,
         capacity: usize,
-        now: Instant,
+        now: super::Now,
         now_ms: u64,
     ) -> Self {
         Conn {
             id,
             transport,
-            opened: now,
+            opened: now.instant,
+            opened_unix_ms: now.unix_us / 1000,
             registration: OnceLock::new(),
             closed: AtomicBool::new(false),
             last_seen_ms: AtomicU64::new(now_ms),
@@ -277,6 +280,11 @@ impl<D, R> Conn<D, R> {
     /// When it was opened.
     pub fn opened(&self) -> Instant {
         self.opened
+    }
+
+    /// When it was opened, Unix ms (by the `now` the core was given).
+    pub fn opened_unix_ms(&self) -> u64 {
+        self.opened_unix_ms
     }
 
     /// What the handshake agreed, once it has.

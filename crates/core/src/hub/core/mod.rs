@@ -312,7 +312,7 @@ impl<D, R> HubCore<D, R> {
             transport,
             driver,
             self.config.agent_queue_capacity,
-            now.instant,
+            now,
             self.ms(now.instant),
         ));
         self.lock_handshaking().insert(id, Arc::downgrade(&conn));
