@@ -501,9 +501,9 @@ impl State {
     }
 
     /// Agent `agent` of `hub` has the id in the cluster now (it connected before, or after,
-    /// as the policy says, a local agent with the same id): the local one goes, then the
-    /// stand-in comes, with the topics the directory knows.
-    fn take_id_from_local(self: &Arc<Self>, hub: String, agent: String) {
+    /// as the policy says, a local agent with the same id): the local one is closed, and out
+    /// of the hub's registry when this returns.
+    fn close_local(&self, hub: &str, agent: &str) {
         let (code, why) = match self.hub.config().duplicate_policy {
             DuplicatePolicy::RejectNew => (
                 agentwire::ErrorCode::DuplicateAgentId,
@@ -515,31 +515,7 @@ impl State {
             ),
         };
         tracing::info!(agent = %agent, other_hub = %hub, "closing a local agent whose id another hub's agent keeps");
-        self.hub.disconnect(&agent, code, &why);
-        let state = self.clone();
-        tokio::spawn(async move {
-            for _ in 0..200 {
-                if state.hub.agent(&agent).is_none() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            let topics = {
-                let d = state.lock_directory();
-                if d.hub_of(&agent) != Some(hub.as_str()) {
-                    return; // moved on meanwhile
-                }
-                d.topics_of(&agent)
-            };
-            if state.lock_stand_ins().contains_key(&agent) {
-                return;
-            }
-            if let Some(feed) = state.start_stand_in(&hub, &agent) {
-                for t in topics {
-                    feed.subscription(&t, true).await;
-                }
-            }
-        });
+        self.hub.disconnect(agent, code, &why);
     }
 
     async fn publish(&self, subject: &str, agents: &[AgentEntry]) {
@@ -636,12 +612,14 @@ impl State {
                 } => {
                     if let Some(mine) = self.local_since(&agent) {
                         let policy = self.hub.config().duplicate_policy;
-                        if !keeps_id(policy, (mine, &self.shared.hub), (since_ms, &hub)) {
-                            self.take_id_from_local(hub, agent);
+                        if keeps_id(policy, (mine, &self.shared.hub), (since_ms, &hub)) {
+                            // The local agent keeps it; the other hub closes its own when it
+                            // hears of this one.
+                            continue;
                         }
-                        // Otherwise the local agent keeps it, and the other hub closes its
-                        // own when it hears of this one.
-                        continue;
+                        // The stand-in follows at once, and the topic changes after this
+                        // join mirror the winner's topics on it.
+                        self.close_local(&hub, &agent);
                     }
                     if !self.lock_stand_ins().contains_key(&agent) {
                         self.start_stand_in(&hub, &agent);

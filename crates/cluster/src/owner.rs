@@ -96,7 +96,7 @@ impl Ownership {
             heartbeat,
             stand_in: Mutex::new(None),
         });
-        ownership.start_stand_in(heartbeat).await;
+        ownership.start_stand_in().await;
         ownership.round().await;
         Ok(ownership)
     }
@@ -111,14 +111,15 @@ impl Ownership {
 
     /// Runs the owner's stand-in on the hub and waits (up to 2 s) until the hub core has
     /// registered it.
-    async fn start_stand_in(&self, heartbeat: Duration) {
-        let (sender, receiver, feed) = match queue_owner_stand_in(self.shared.clone(), heartbeat) {
-            Ok(parts) => parts,
-            Err(e) => {
-                tracing::error!("cannot start the queue owner's stand-in: {e}");
-                return;
-            }
-        };
+    async fn start_stand_in(&self) {
+        let (sender, receiver, feed) =
+            match queue_owner_stand_in(self.shared.clone(), self.heartbeat) {
+                Ok(parts) => parts,
+                Err(e) => {
+                    tracing::error!("cannot start the queue owner's stand-in: {e}");
+                    return;
+                }
+            };
         *self.lock_stand_in() = Some((feed, sender.clone()));
         let hub = self.hub.clone();
         tokio::spawn(async move { hub.serve_connection(sender, receiver).await });
@@ -202,7 +203,7 @@ impl Ownership {
         self.lease.revoke();
         tracing::error!("lost the queue owner's lease ({why}); passing queue work on again");
         // The stand-in first, so that queue work never falls to the hub's in-memory queues.
-        self.start_stand_in(self.heartbeat).await;
+        self.start_stand_in().await;
         self.hub.give_up_queues();
         self.shared.owns_queues.store(false, Ordering::Relaxed);
     }

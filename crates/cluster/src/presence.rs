@@ -154,13 +154,6 @@ impl Directory {
         }
     }
 
-    /// The topics of remote agent `agent` (empty when it is not one).
-    pub fn topics_of(&self, agent: &str) -> BTreeSet<String> {
-        self.winner(agent)
-            .map(|(_, claim)| claim.topics.clone())
-            .unwrap_or_default()
-    }
-
     /// The hub agent `agent` is on, if it is a remote agent.
     pub fn hub_of(&self, agent: &str) -> Option<&str> {
         self.owner.get(agent).map(String::as_str)

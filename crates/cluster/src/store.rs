@@ -167,10 +167,7 @@ impl JetStreamStore {
     /// Reads what the stream holds now, for the next [`QueueStore::load`] (which otherwise
     /// blocks its thread on the runtime, and so must not run on it).
     pub async fn preload(&mut self) -> Result<(), StoreError> {
-        let loaded = self.load_async().await.map_err(|e| StoreError::Read {
-            path: self.path(),
-            source: Box::new(JetStreamFailure(e)),
-        })?;
+        let loaded = self.load_async().await.map_err(|e| self.read_error(e))?;
         self.preloaded = Some(loaded);
         Ok(())
     }
@@ -233,10 +230,7 @@ impl JetStreamStore {
                 .map_err(|e| e.to_string())
         }
         .await
-        .map_err(|e| StoreError::Write {
-            path: self.path(),
-            source: Box::new(JetStreamFailure(e)),
-        })?;
+        .map_err(|e| self.write_error(e))?;
         self.fence.store(ack.sequence, Ordering::Release);
         Ok(())
     }
@@ -415,6 +409,20 @@ impl JetStreamStore {
     fn path(&self) -> PathBuf {
         nats_path(&self.stream)
     }
+
+    fn read_error(&self, e: String) -> StoreError {
+        StoreError::Read {
+            path: self.path(),
+            source: Box::new(JetStreamFailure(e)),
+        }
+    }
+
+    fn write_error(&self, e: String) -> StoreError {
+        StoreError::Write {
+            path: self.path(),
+            source: Box::new(JetStreamFailure(e)),
+        }
+    }
 }
 
 /// `wanted` replicas, or 1 when the NATS server is not clustered.
@@ -450,20 +458,14 @@ impl QueueStore for JetStreamStore {
         let runtime = self.runtime.clone();
         runtime
             .block_on(self.load_async())
-            .map_err(|e| StoreError::Read {
-                path: self.path(),
-                source: Box::new(JetStreamFailure(e)),
-            })
+            .map_err(|e| self.read_error(e))
     }
 
     fn apply(&mut self, ops: &[StoreOp]) -> Result<(), StoreError> {
         if ops.is_empty() {
             return Ok(());
         }
-        let fail = |e: String| StoreError::Write {
-            path: nats_path(&self.stream),
-            source: Box::new(JetStreamFailure(e)),
-        };
+        let fail = |e: String| self.write_error(e);
         let messages = self.messages(ops);
         let runtime = self.runtime.clone();
         for batch in messages.chunks(MAX_BATCH - 1) {
