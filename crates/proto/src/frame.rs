@@ -463,6 +463,7 @@ impl FrameDecoder {
 
     /// Appends received bytes (copied).
     pub fn push(&mut self, bytes: &[u8]) {
+        self.make_room(bytes);
         self.spill();
         self.buf.extend_from_slice(bytes);
     }
@@ -483,6 +484,7 @@ impl FrameDecoder {
         if self.buf.is_empty() && self.whole.is_empty() {
             self.whole = bytes;
         } else {
+            self.make_room(&bytes);
             self.spill();
             self.buf.extend_from_slice(&bytes);
         }
@@ -491,9 +493,63 @@ impl FrameDecoder {
     /// Moves an uncopied received buffer into `buf` (before anything is appended after it).
     fn spill(&mut self) {
         if !self.whole.is_empty() {
+            self.make_room(&[]);
             let whole = std::mem::take(&mut self.whole);
             self.buf.extend_from_slice(&whole);
         }
+    }
+
+    /// Makes room in `buf` for the bytes of `whole` (about to be copied in) and `incoming`.
+    /// While a frame whose length is known is gathered, `buf` grows towards that length, but
+    /// never more than [`MAX_RESERVE_AHEAD`] (or the bytes held, when more) beyond the bytes
+    /// held: a peer announcing a large frame and then stalling must not pin
+    /// `max_frame_size` bytes per connection.
+    ///
+    /// A frame larger than [`MAX_RESERVE_AHEAD`] ends in an allocation of exactly its size,
+    /// not in `BytesMut::reserve`'s: that doubles, so a 100 KiB frame gathered after a 64 KiB
+    /// QUIC chunk sat in a 128 KiB allocation, reached by a copy of the 64 KiB, and one
+    /// gathered from 16 KiB HTTP/2 chunks in a 160 KiB one
+    /// (`docs/benchmarks/2026-11-26-frame-buffers/`).
+    fn make_room(&mut self, incoming: &[u8]) {
+        let adding = self.whole.len().saturating_add(incoming.len());
+        let spare = self.buf.capacity() - self.buf.len();
+        if spare >= adding {
+            return;
+        }
+        let held = self.buf.len().saturating_add(adding);
+        match self.announced_total(incoming).filter(|&total| total > held) {
+            Some(total) if total > MAX_RESERVE_AHEAD => {
+                let target = total.min(held.saturating_add(MAX_RESERVE_AHEAD.max(held)));
+                if self.buf.try_reclaim(target - self.buf.len()) {
+                    return;
+                }
+                let mut exact = BytesMut::with_capacity(target);
+                exact.extend_from_slice(&self.buf);
+                self.buf = exact;
+            }
+            Some(total) => self.buf.reserve(total - self.buf.len()),
+            None => self.buf.reserve(adding),
+        }
+    }
+
+    /// The whole size (prefix included) of the frame at the front, read from the bytes held
+    /// and then `incoming`; `None` before its prefix is complete or when it is over the limit.
+    fn announced_total(&self, incoming: &[u8]) -> Option<usize> {
+        let held: &[u8] = if self.whole.is_empty() {
+            &self.buf
+        } else {
+            &self.whole
+        };
+        let mut prefix = [0u8; FRAME_HEADER_LEN];
+        let from_held = held.len().min(FRAME_HEADER_LEN);
+        prefix[..from_held].copy_from_slice(&held[..from_held]);
+        let from_incoming = (FRAME_HEADER_LEN - from_held).min(incoming.len());
+        prefix[from_held..from_held + from_incoming].copy_from_slice(&incoming[..from_incoming]);
+        if from_held + from_incoming < FRAME_HEADER_LEN {
+            return None;
+        }
+        let len = u32::from_be_bytes(prefix);
+        (len != 0 && len <= self.max_frame_size).then(|| FRAME_HEADER_LEN + len as usize)
     }
 
     /// The length the next frame announces, once its prefix has arrived, checked against the
@@ -531,11 +587,6 @@ impl FrameDecoder {
         };
         let total = FRAME_HEADER_LEN.saturating_add(len as usize);
         if self.buf.len() < total {
-            // Grow towards the announced size, but never reserve more than a bounded step
-            // ahead of the bytes that actually arrived: a peer announcing a large frame and
-            // then stalling must not pin `max_frame_size` bytes per connection.
-            self.buf
-                .reserve((total - self.buf.len()).min(MAX_RESERVE_AHEAD));
             return Ok(None);
         }
         let wire = self.buf.split_to(total).freeze();
@@ -830,6 +881,61 @@ mod tests {
         dec.push(&[0x7f, 0xff, 0xff, 0xff]);
         assert_eq!(dec.next_frame(), Ok(None));
         assert!(dec.buf.capacity() < 1024 * 1024);
+    }
+
+    /// A frame of `len` bytes after the prefix, filled with a pattern.
+    fn big_frame(len: usize) -> Bytes {
+        let mut wire = (len as u32).to_be_bytes().to_vec();
+        wire.push(FrameType::Envelope as u8);
+        wire.extend((1..len).map(|i| i as u8));
+        Bytes::from(wire)
+    }
+
+    #[test]
+    fn a_large_frame_is_gathered_in_an_allocation_of_its_own_size() {
+        let wire = big_frame(100 * 1024);
+        // From QUIC: one 64 KiB received chunk, then the rest.
+        let mut dec = FrameDecoder::new(u32::MAX);
+        dec.push_bytes(wire.slice(..64 * 1024));
+        assert_eq!(dec.next_frame(), Ok(None));
+        assert_eq!(dec.buf.capacity(), wire.len());
+        dec.push_bytes(wire.slice(64 * 1024..));
+        assert_eq!(dec.buf.capacity(), wire.len());
+        let frame = dec.next_frame().unwrap().unwrap();
+        assert_eq!(frame.to_wire(), wire);
+
+        // From a byte stream in 16 KiB reads (HTTP/2's DATA frames).
+        // The first allocation reaches 64 KiB past the first read; the second is the frame's.
+        let mut dec = FrameDecoder::new(u32::MAX);
+        let mut grown = Vec::new();
+        for piece in wire.chunks(16 * 1024) {
+            dec.push(piece);
+            if grown.last() != Some(&dec.buf.capacity()) {
+                grown.push(dec.buf.capacity());
+            }
+        }
+        assert_eq!(grown, vec![80 * 1024, wire.len()]);
+        assert_eq!(dec.next_frame().unwrap().unwrap().to_wire(), wire);
+    }
+
+    #[test]
+    fn a_huge_frame_grows_geometrically_and_never_past_its_size() {
+        let wire = big_frame(3 * 1024 * 1024 + 5);
+        let mut dec = FrameDecoder::new(u32::MAX);
+        let mut allocations = 0;
+        let mut capacity = 0;
+        for piece in wire.chunks(8 * 1024) {
+            dec.push(piece);
+            assert!(dec.buf.capacity() <= wire.len());
+            // Never more than the bytes held ahead of them (or 64 KiB, when more).
+            assert!(dec.buf.capacity() <= (2 * dec.buf.len()).max(dec.buf.len() + 64 * 1024));
+            if dec.buf.capacity() != capacity {
+                capacity = dec.buf.capacity();
+                allocations += 1;
+            }
+        }
+        assert!(allocations <= 8, "{allocations} allocations");
+        assert_eq!(dec.next_frame().unwrap().unwrap().to_wire(), wire);
     }
 
     #[test]
