@@ -201,8 +201,21 @@ enum RunningHub {
     Process {
         child: Child,
         stderr: Arc<Mutex<Vec<String>>>,
+        /// Started under [`HUB_WRAPPER_ENV`]: the child leads a process group (the wrapper
+        /// and the hub under it), which is stopped as a whole.
+        wrapped: bool,
     },
 }
+
+/// An environment variable naming a command to run the hub process under, such as a
+/// profiler: `AGENTWIRE_BENCH_HUB_WRAPPER=heaptrack agentwire bench ...` (split at spaces;
+/// the hub's command line follows it). The wrapper and the hub are asked to stop with SIGTERM,
+/// so that a profiler can write its results, and killed after [`WRAPPED_STOP`]. The hub CPU
+/// and RSS columns then measure the wrapper's process, not the hub.
+pub const HUB_WRAPPER_ENV: &str = "AGENTWIRE_BENCH_HUB_WRAPPER";
+
+/// How long a wrapped hub gets to stop after SIGTERM.
+const WRAPPED_STOP: Duration = Duration::from_secs(30);
 
 impl RunningHub {
     fn pid(&self) -> Option<u32> {
@@ -218,8 +231,23 @@ impl RunningHub {
                 hub.shutdown();
                 listener.close();
             }
-            RunningHub::Process { mut child, .. } => {
+            RunningHub::Process {
+                mut child,
+                wrapped: false,
+                ..
+            } => {
                 let _ = child.kill();
+                let _ = child.wait();
+            }
+            RunningHub::Process { mut child, .. } => {
+                use nix::sys::signal::{killpg, Signal};
+                let group = nix::unistd::Pid::from_raw(child.id() as i32);
+                let _ = killpg(group, Signal::SIGTERM);
+                let deadline = std::time::Instant::now() + WRAPPED_STOP;
+                while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = killpg(group, Signal::SIGKILL);
                 let _ = child.wait();
             }
         }
@@ -352,7 +380,28 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 BenchTransport::QuicLanes => "lanes",
                 _ => "per-message",
             };
-            let mut command = Command::new(exe);
+            let wrapper = std::env::var(HUB_WRAPPER_ENV).unwrap_or_default();
+            let mut words = wrapper.split_whitespace();
+            let wrapped = wrapper.trim() != "";
+            let mut command = match words.next() {
+                Some(program) => {
+                    let mut command = Command::new(program);
+                    // The wrapper needs the binary's path (it starts it itself).
+                    command
+                        .args(words)
+                        .arg(std::fs::read_link(exe).with_context(|| {
+                            format!("reading {} for {HUB_WRAPPER_ENV}", exe.display())
+                        })?);
+                    command.process_group(0);
+                    eprintln!(
+                        "the hub runs under `{}` ({HUB_WRAPPER_ENV}): its CPU and RSS columns \
+                         measure that process, not the hub",
+                        wrapper.trim()
+                    );
+                    command
+                }
+                None => Command::new(exe),
+            };
             // The hub dies with the thread that started it, even if the bench is killed.
             // SAFETY: the closure runs between fork and exec and only calls prctl(2), which is
             // async-signal-safe, and allocates nothing.
@@ -403,7 +452,11 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                     }
                 });
             }
-            let hub = RunningHub::Process { child, stderr };
+            let hub = RunningHub::Process {
+                child,
+                stderr,
+                wrapped,
+            };
             let url = tokio::task::spawn_blocking(move || url_rx.recv_timeout(START_TIMEOUT))
                 .await
                 .ok()
