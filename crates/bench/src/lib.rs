@@ -98,6 +98,9 @@ pub struct BenchConfig {
     pub warmup_ms: u64,
     /// Measured closed-loop window per run, milliseconds.
     pub duration_ms: u64,
+    /// Cap on the closed loop's requests per second over all clients (`None`: as fast as
+    /// answers come). See [`CellConfig::rate`].
+    pub rate: Option<f64>,
     /// Open-loop phase per run, milliseconds (0 = none).
     pub open_loop_ms: u64,
     /// Priority probe per run in scenarios that have it, milliseconds (0 = none).
@@ -190,6 +193,7 @@ impl BenchConfig {
             window: None,
             warmup_ms: 500,
             duration_ms: 1500,
+            rate: None,
             open_loop_ms: 1000,
             priority_probe_ms: 1500,
             request_timeout_ms: 10_000,
@@ -288,6 +292,11 @@ impl BenchConfig {
         if self.duration_ms == 0 {
             bail!("duration must be at least 1 ms");
         }
+        if let Some(rate) = self.rate {
+            if !(rate.is_finite() && (1.0..=10_000_000.0).contains(&rate)) {
+                bail!("rate {rate} is out of range (1..=10000000 requests per second)");
+            }
+        }
         if self.quic_max_streams == 0 {
             bail!("QUIC concurrent streams must be at least 1");
         }
@@ -332,6 +341,7 @@ impl BenchConfig {
                         .unwrap_or_else(|| auto_window(s.agents, s.size)),
                     warmup_ms: self.warmup_ms,
                     duration_ms: self.duration_ms,
+                    rate: self.rate,
                     request_timeout_ms: self.request_timeout_ms,
                     network: s.network.clone(),
                     open_loop_ms: self.open_loop_ms,

@@ -587,6 +587,13 @@ fn config_table(report: &Report) -> Table {
             join(distinct(&|cc| cc.window.to_string())),
         ),
         (
+            "closed loop's rate cap (`--rate`)",
+            join(distinct(&|cc| match cc.rate {
+                Some(rate) => format!("{rate} requests/s"),
+                None => "none".to_owned(),
+            })),
+        ),
+        (
             "network profiles",
             join(distinct(&|cc| cc.network.name.clone())),
         ),
@@ -1387,6 +1394,7 @@ mod tests {
             window: 4,
             warmup_ms: 100,
             duration_ms: 1000,
+            rate: None,
             request_timeout_ms: 5000,
             network: network(net),
             open_loop_ms: 0,

@@ -149,6 +149,11 @@ pub struct CellConfig {
     pub warmup_ms: u64,
     /// Measured window, milliseconds.
     pub duration_ms: u64,
+    /// Cap on the closed loop's requests per second over all clients (`None`: none). Each
+    /// of the `agents × window` slots sends at most one request per `slots / rate` seconds,
+    /// the slots' turns spread evenly over that interval; a slot whose answer comes later
+    /// sends at once (no catching up). Latency still runs from the actual send.
+    pub rate: Option<f64>,
     /// Per-request timeout, milliseconds; also bounds the drain after the measured window.
     pub request_timeout_ms: u64,
     /// The emulated network between the clients and the hub.
@@ -744,12 +749,15 @@ async fn drive_load(
         .map(|_| Arc::new(Mutex::new(stats::new_histogram())))
         .collect();
     let mut slots = JoinSet::new();
+    let paced_from = Instant::now();
+    let slot_count = clients.len() * config.window;
     for (ci, (client, hist)) in clients.iter().zip(&histograms).enumerate() {
         for slot in 0..config.window {
+            let index = ci * config.window + slot;
             let slot_state = Slot {
                 client: client.clone(),
                 workers: workers.clone(),
-                next_worker: ci * config.window + slot,
+                next_worker: index,
                 body: body.clone(),
                 size: config.size,
                 timeout,
@@ -757,6 +765,9 @@ async fn drive_load(
                 measure_end,
                 counters: counters.clone(),
                 hist: hist.clone(),
+                pace: config
+                    .rate
+                    .map(|rate| Pace::new(rate, slot_count, index, paced_from)),
             };
             slots.spawn(slot_state.run());
         }
@@ -1041,12 +1052,41 @@ struct Slot {
     measure_end: Instant,
     counters: Arc<Counters>,
     hist: Arc<Mutex<Histogram<u64>>>,
+    /// `--rate`: when this slot may send next, and its interval.
+    pace: Option<Pace>,
+}
+
+/// One slot's share of a rate cap ([`CellConfig::rate`]).
+struct Pace {
+    next: Instant,
+    interval: Duration,
+}
+
+impl Pace {
+    /// Slot `index` of `slots` under a cap of `rate` requests per second in all, from `start`.
+    fn new(rate: f64, slots: usize, index: usize, start: Instant) -> Pace {
+        let interval = Duration::from_secs_f64(slots as f64 / rate);
+        Pace {
+            next: start + interval.mul_f64(index as f64 / slots as f64),
+            interval,
+        }
+    }
+
+    /// Waits for this slot's turn; the next turn is one interval after this one, or after
+    /// now if this one came late.
+    async fn turn(&mut self) {
+        tokio::time::sleep_until(self.next).await;
+        self.next = self.next.max(Instant::now()) + self.interval;
+    }
 }
 
 impl Slot {
     async fn run(mut self) {
         let c = &self.counters;
         for _ in 0..MAX_REQUESTS_PER_SLOT {
+            if let Some(pace) = &mut self.pace {
+                pace.turn().await;
+            }
             let start = Instant::now();
             if start >= self.measure_end || self.workers.is_empty() {
                 return;

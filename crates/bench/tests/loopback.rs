@@ -229,3 +229,30 @@ fn emulated_path_adds_its_rtt_or_skips() {
         assert_eq!(emu.dropped_loss, 0);
     }
 }
+
+/// `--rate`: the closed loop sends no more than the cap allows (each of the cell's slots at
+/// most once per interval), whatever the machine's speed.
+#[test]
+fn a_rate_cap_bounds_the_closed_loop() {
+    let mut config = tiny(BenchTransport::Unix);
+    config.repetitions = 1;
+    config.open_loop_ms = 0;
+    config.priority_probe_ms = 0;
+    config.duration_ms = 500;
+    config.rate = Some(40.0);
+    let (report, _) = run_collecting(&config);
+    let run = &report.cells[0].runs[0];
+    let slots = (run.config.agents * run.config.window) as u64;
+    assert_eq!(run.config.rate, Some(40.0));
+    assert!(run.answered > 0, "no answers: {run:?}");
+    assert_eq!(run.errors, 0, "errors: {:?}", run.error_samples);
+    // 40/s over 0.5 s, plus one turn per slot that may fall on the window's edges.
+    assert!(
+        run.sent <= 20 + slots,
+        "{} sent under a cap of 40/s",
+        run.sent
+    );
+
+    config.rate = Some(0.0);
+    assert!(config.validate().is_err());
+}

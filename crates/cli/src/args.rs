@@ -918,6 +918,11 @@ pub struct BenchArgs {
     /// Measured closed-loop window per run, milliseconds.
     #[arg(long)]
     pub duration_ms: Option<u64>,
+    /// Cap on the closed loop's requests per second over all clients (default: none, as
+    /// fast as answers come). Below every transport's capacity all of them carry the same
+    /// load, so hub CPU, memory and latency compare at equal msg/s.
+    #[arg(long, value_name = "PER_SEC")]
+    pub rate: Option<f64>,
     /// Warm-up per run (not counted), milliseconds.
     #[arg(long)]
     pub warmup_ms: Option<u64>,
@@ -1023,6 +1028,9 @@ impl BenchArgs {
         }
         if self.window.is_some() {
             config.window = self.window;
+        }
+        if self.rate.is_some() {
+            config.rate = self.rate;
         }
         let set = |field: &mut u64, v: Option<u64>| {
             if let Some(v) = v {

@@ -207,6 +207,14 @@ fn bench_flags_are_checked() {
     );
     fails_with(&["bench", "--allow-debug", "--networks", "50"], "RTTms");
     fails_with(&["bench", "--allow-debug", "--window", "0"], "window 0");
+    fails_with(
+        &["bench", "--allow-debug", "--rate", "0"],
+        "rate 0 is out of range",
+    );
+    fails_with(
+        &["bench", "--allow-debug", "--rate", "NaN"],
+        "rate NaN is out of range",
+    );
     if cfg!(debug_assertions) {
         // Numbers from a debug build are meaningless: refused unless asked for.
         fails_with(&["bench", "--agents", "1"], "DEBUG build");

@@ -18,6 +18,7 @@ pub fn tiny(transports: &[BenchTransport]) -> BenchConfig {
         window: Some(4),
         warmup_ms: 100,
         duration_ms: 300,
+        rate: None,
         open_loop_ms: 300,
         priority_probe_ms: 300,
         // Generous, so a slow machine gets slow answers rather than errors.
