@@ -545,7 +545,7 @@ impl State {
                 .senders
                 .get_mut(&ch)
                 .unwrap()
-                .send(ConnectionEvent::Proto(event));
+                .send(ConnectionEvent::Proto(Box::new(event)));
         }
 
         true
@@ -824,7 +824,7 @@ impl RecvState {
                                         .senders
                                         .get_mut(&handle)
                                         .unwrap()
-                                        .send(ConnectionEvent::Proto(event));
+                                        .send(ConnectionEvent::Proto(Box::new(event)));
                                 }
                                 Some(DatagramEvent::Response(transmit)) => {
                                     respond(transmit, &response_buffer, socket);

@@ -64,7 +64,9 @@ pub struct ReceiverGone;
 pub fn channel<T>(capacity: usize) -> (InboundSender<T>, InboundReceiver<T>) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
-            ready: VecDeque::with_capacity(capacity.max(1)),
+            // Grows with use: an idle connection's queue holds nothing (reserved up front,
+            // 3.4 KiB per connection).
+            ready: VecDeque::new(),
             waiting: BTreeMap::new(),
             capacity: capacity.max(1),
             next_ticket: 0,
