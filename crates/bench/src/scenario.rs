@@ -1085,6 +1085,10 @@ impl Slot {
         let c = &self.counters;
         for _ in 0..MAX_REQUESTS_PER_SLOT {
             if let Some(pace) = &mut self.pace {
+                // A turn after the window's end is never waited for.
+                if pace.next >= self.measure_end {
+                    return;
+                }
                 pace.turn().await;
             }
             let start = Instant::now();
