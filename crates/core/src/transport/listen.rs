@@ -76,8 +76,7 @@ impl TcpListen {
         timeout: Duration,
         websocket: ws::WsOptions,
     ) -> Result<(TcpListen, SocketAddr), TransportError> {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
+        let listener = bind_tcp(addr)
             .map_err(|e| ConnectError::socket(format!("cannot listen on {addr}"), e))?;
         let local = listener
             .local_addr()
@@ -90,6 +89,24 @@ impl TcpListen {
         };
         Ok((listen, local))
     }
+}
+
+/// Connections the kernel queues for a TCP listener before the hub accepts them (it caps this
+/// at `net.core.somaxconn`). tokio's default, 1,024, overflowed when 1,000 agents and their
+/// workers connected at once: the kernel dropped a quarter of the SYNs, and those agents
+/// waited a second for their retransmission (`docs/benchmarks/2026-11-26-listen-backlog/`).
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listening TCP socket on `addr` (with `SO_REUSEADDR`, as tokio's own bind) and a queue
+/// of [`LISTEN_BACKLOG`].
+fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 impl Listen for TcpListen {
