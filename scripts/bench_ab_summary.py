@@ -49,24 +49,31 @@ def resources(rows, transports):
     """Connect time and hub peak RSS per round and variant, QUIC's ratios to the best TCP."""
     mib = lambda c: (c.get("hub_peak_rss_bytes") or 0) / 2**20
     head = ["round", "variant"] + [f"{t} connect ms" for t in transports]
+    head += [f"{t} each p50 ms" for t in transports]
     head += [f"{t} hub MiB" for t in transports]
     quics = [t for t in transports if t.startswith("quic")]
-    head += [f"{q}/TCP {what}" for q in quics for what in ("connect", "hub MiB")]
+    head += [f"{q}/TCP {what}" for q in quics for what in ("connect", "each p50", "hub MiB")]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for variant, rnd, cells in rows:
         line = [str(rnd), variant]
         line += [f"{cells[t]['connect_ms']:,.0f}" if t in cells else "-" for t in transports]
+        # Reports from before 2026-11-26 have no per-client connect times.
+        p50 = lambda c: c.get("connect_p50_ms")
+        line += [f"{p50(cells[t]):,.0f}" if t in cells and p50(cells[t]) else "-"
+                 for t in transports]
         line += [f"{mib(cells[t]):,.0f}" if t in cells else "-" for t in transports]
         tcp = [cells[t] for t in TCP if t in cells]
         for q in quics:
             c = cells.get(q)
             if not c or not tcp:
-                line += ["-", "-"]
+                line += ["-", "-", "-"]
                 continue
             fastest = min(t["connect_ms"] for t in tcp)
+            fastest_p50 = min((p50(t) or 0 for t in tcp), default=0)
             smallest = min(mib(t) for t in tcp)
             line.append(f"{c['connect_ms'] / fastest:.2f}x" if fastest else "-")
+            line.append(f"{p50(c) / fastest_p50:.2f}x" if fastest_p50 and p50(c) else "-")
             line.append(f"{mib(c) / smallest:.2f}x" if smallest else "-")
         print("| " + " | ".join(line) + " |")
 

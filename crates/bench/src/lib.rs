@@ -461,6 +461,10 @@ pub struct CellSummary {
     pub payload_mbit_per_sec: f64,
     /// Median time to connect every agent, milliseconds.
     pub connect_ms: f64,
+    /// Median over the runs of each client's own connect time's median, milliseconds.
+    pub connect_p50_ms: f64,
+    /// Median over the runs of each client's own connect time's 99th percentile, milliseconds.
+    pub connect_p99_ms: f64,
     /// Median full handshakes per second while connecting.
     pub handshakes_per_sec: f64,
     /// QUIC: median time to reconnect every client with 0-RTT, milliseconds.
@@ -577,6 +581,8 @@ impl CellSummary {
             noisy: cov.is_some_and(|c| c > NOISY_COV),
             payload_mbit_per_sec: med(&|r| r.payload_mbit_per_sec),
             connect_ms: med(&|r| r.connect_ms),
+            connect_p50_ms: med(&|r| r.connect.p50_ms),
+            connect_p99_ms: med(&|r| r.connect.p99_ms),
             handshakes_per_sec: med(&|r| r.connect.handshakes_per_sec),
             resumed_connect_ms: med_opt(&|r| {
                 r.connect.resumed.as_ref().map(|z| z.all_connected_ms)

@@ -140,6 +140,11 @@ pub struct ConnectRecord {
     pub agents: usize,
     /// From the first connect starting to every agent connected, milliseconds.
     pub all_connected_ms: f64,
+    /// Each client's own time from that common start to its welcome: the median,
+    /// milliseconds (steadier than the last one's, `all_connected_ms`).
+    pub p50_ms: f64,
+    /// The same, 99th percentile.
+    pub p99_ms: f64,
     /// Agents divided by that time: full handshakes per second.
     pub handshakes_per_sec: f64,
     /// QUIC only: the clients closed and connected again with 0-RTT resumption.

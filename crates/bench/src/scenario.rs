@@ -393,28 +393,51 @@ fn connect_timeout(config: &CellConfig) -> Duration {
     Duration::from_secs(30) + Duration::from_millis(config.network.rtt_ms as u64 * 20)
 }
 
+/// Agents connected together: in order, the time until the last one was up, and each one's
+/// own time from the common start.
+struct Connected {
+    agents: Vec<Agent>,
+    all: Duration,
+    each: Vec<Duration>,
+}
+
+impl Connected {
+    /// The `q` quantile (0..=1) of the agents' own connect times, milliseconds.
+    fn quantile_ms(&self, q: f64) -> f64 {
+        let mut each = self.each.clone();
+        each.sort_unstable();
+        let at = ((each.len() as f64 - 1.0) * q).round() as usize;
+        each.get(at).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    }
+}
+
 /// Connects `ids` concurrently through their connectors; every agent must land on the
-/// transport under test. Returns the agents in order and the time until the last one was up.
+/// transport under test.
 async fn connect_clients(
     config: &CellConfig,
     ready: &ServerReady,
     connectors: &[Arc<Connector>],
     ids: &[String],
-) -> Result<(Vec<Agent>, Duration)> {
+) -> Result<Connected> {
     let start = Instant::now();
     let mut connecting = JoinSet::new();
     for (i, (connector, id)) in connectors.iter().zip(ids).enumerate() {
         let o = client_options(config, ready, id);
         let c = connector.clone();
-        connecting.spawn(async move { (i, c.connect(&o).await) });
+        connecting.spawn(async move {
+            let result = c.connect(&o).await;
+            (i, result.map(|agent| (agent, start.elapsed())))
+        });
     }
+    let mut each = Vec::with_capacity(ids.len());
     let mut agents: Vec<Option<Agent>> = (0..ids.len()).map(|_| None).collect();
     let mut first_error = None;
     let expected = config.transport.kind();
     let deadline = start + connect_timeout(config) + Duration::from_secs(5);
     while let Ok(Some(joined)) = tokio::time::timeout_at(deadline, connecting.join_next()).await {
         match joined {
-            Ok((i, Ok(agent))) => {
+            Ok((i, Ok((agent, took)))) => {
+                each.push(took);
                 if agent.transport() != expected {
                     first_error.get_or_insert_with(|| {
                         anyhow!(
@@ -451,7 +474,11 @@ async fn connect_clients(
             )
         }));
     }
-    Ok((connected, elapsed))
+    Ok(Connected {
+        agents: connected,
+        all: elapsed,
+        each,
+    })
 }
 
 fn per_sec(n: usize, d: Duration) -> f64 {
@@ -466,13 +493,16 @@ async fn client_side(config: &CellConfig, ready: &ServerReady) -> Result<ClientO
         .map(|id| Connector::new(&client_options(config, ready, id)).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("client options: {e}"))?;
-    let (agents, took) = connect_clients(config, ready, &connectors, &ids).await?;
+    let connected = connect_clients(config, ready, &connectors, &ids).await?;
     let mut connect = ConnectRecord {
         agents: config.agents,
-        all_connected_ms: took.as_secs_f64() * 1000.0,
-        handshakes_per_sec: per_sec(config.agents, took),
+        all_connected_ms: connected.all.as_secs_f64() * 1000.0,
+        p50_ms: connected.quantile_ms(0.5),
+        p99_ms: connected.quantile_ms(0.99),
+        handshakes_per_sec: per_sec(config.agents, connected.all),
         resumed: None,
     };
+    let agents = connected.agents;
 
     // Clients' inboxes are drained so stray messages cannot stall them.
     let mut background = JoinSet::new();
@@ -545,7 +575,9 @@ async fn client_side(config: &CellConfig, ready: &ServerReady) -> Result<ClientO
     if config.transport.kind() == TransportKind::Quic {
         // Every connector now holds a session ticket: reconnect all clients with 0-RTT.
         let again: Vec<String> = ids.iter().map(|id| format!("{id}-0rtt")).collect();
-        let (agents, took) = connect_clients(config, ready, &connectors, &again).await?;
+        let Connected {
+            agents, all: took, ..
+        } = connect_clients(config, ready, &connectors, &again).await?;
         let (accepted, rejected) = agents.iter().fold((0, 0), |(a, r), agent| {
             let s = agent.stats();
             (

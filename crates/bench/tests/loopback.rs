@@ -55,6 +55,10 @@ fn tiny_run(transport: BenchTransport) {
     assert_eq!(cell.sent, cell.answered);
     assert!(cell.consistent);
     assert!(cell.connect_ms > 0.0);
+    // Each client's own connect time: none after the last one's.
+    let c = &cell.connect;
+    assert!(0.0 < c.p50_ms && c.p50_ms <= c.p99_ms, "{c:?}");
+    assert!(c.p99_ms <= c.all_connected_ms, "{c:?}");
     assert_eq!(cell.connect.agents, 2);
     assert!(cell.connect.handshakes_per_sec > 0.0);
     assert!(cell.responses_per_sec > 0.0);
