@@ -107,6 +107,7 @@ impl EmulatedPath {
             r.packets += d.packets_handled;
             r.dropped_loss += d.link.dropped_loss;
             r.dropped_queue += d.link.dropped_queue_full;
+            r.dropped_kernel += d.kernel_dropped;
             r.max_held = r.max_held.max(d.max_held);
             r.verdict_errors += d.verdict_errors;
         }

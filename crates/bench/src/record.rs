@@ -123,6 +123,9 @@ pub struct EmulatorRecord {
     pub dropped_loss: u64,
     /// Packets dropped because the rate-limit queue was full.
     pub dropped_queue: u64,
+    /// Packets the kernel dropped before the emulator read them (its NFQUEUE or the
+    /// emulator's socket full): loss outside the loss model, so a cell with any is flagged.
+    pub dropped_kernel: u64,
     /// Highest number of packets held at once in one direction.
     pub max_held: usize,
     /// Verdicts the kernel refused.

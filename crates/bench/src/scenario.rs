@@ -717,7 +717,7 @@ pub fn bottleneck_rule(
              emulator, not the protocol",
             emulator_busiest_thread_s / wall * 100.0,
             if emulator_queue_full {
-                " and its queue filled up"
+                " and its queue filled up or the kernel dropped packets before it saw them"
             } else {
                 ""
             }
@@ -743,8 +743,11 @@ fn bottleneck(
     cores: usize,
 ) -> Option<String> {
     let w = cpu?;
-    let queue_full = emulator
-        .is_some_and(|e| e.verdict_errors > 0 || e.max_held >= EmulatedPath::queue_limit() * 3 / 4);
+    let queue_full = emulator.is_some_and(|e| {
+        e.verdict_errors > 0
+            || e.dropped_kernel > 0
+            || e.max_held >= EmulatedPath::queue_limit() * 3 / 4
+    });
     // The stage has one thread per direction; half the total is a fair stand-in for the
     // busier one when only the total is known.
     bottleneck_rule(w.wall, w.agents, w.hub, w.emulator / 2.0, cores, queue_full)

@@ -880,6 +880,7 @@ pub async fn up(a: UpArgs) -> Result<()> {
             "held": d.held,
             "max_held": d.max_held,
             "verdict_errors": d.verdict_errors,
+            "kernel_dropped": d.kernel_dropped,
             "error": d.error,
         })
     }
