@@ -802,7 +802,7 @@ async fn drive_load(
                 hist: hist.clone(),
                 pace: config
                     .rate
-                    .map(|rate| Pace::new(rate, slot_count, index, paced_from)),
+                    .and_then(|rate| Pace::new(rate, slot_count, index, paced_from)),
             };
             slots.spawn(slot_state.run());
         }
@@ -1098,13 +1098,18 @@ struct Pace {
 }
 
 impl Pace {
-    /// Slot `index` of `slots` under a cap of `rate` requests per second in all, from `start`.
-    fn new(rate: f64, slots: usize, index: usize, start: Instant) -> Pace {
-        let interval = Duration::from_secs_f64(slots as f64 / rate);
-        Pace {
-            next: start + interval.mul_f64(index as f64 / slots as f64),
+    /// Slot `index` of `slots` under a cap of `rate` requests per second in all, from `start`;
+    /// `None` (no cap) for a rate that is not a positive number or an interval too long to
+    /// represent ([`BenchConfig::validate`](crate::BenchConfig::validate) refuses those).
+    fn new(rate: f64, slots: usize, index: usize, start: Instant) -> Option<Pace> {
+        let interval = Duration::try_from_secs_f64(slots as f64 / rate)
+            .ok()
+            .filter(|i| rate > 0.0 && !i.is_zero())?;
+        let offset = interval.mul_f64(index as f64 / slots.max(1) as f64);
+        Some(Pace {
+            next: start.checked_add(offset)?,
             interval,
-        }
+        })
     }
 
     /// Waits for this slot's turn; the next turn is one interval after this one, or after
