@@ -841,12 +841,7 @@ impl<D, R> HubCore<D, R> {
         self.queues_conn_closed(conn, now, out);
         let who = reg.map(|r| r.agent_id.to_string()).unwrap_or_default();
         let (fail, why) = if who == QUEUE_OWNER_ID {
-            (
-                ErrorCode::Cancelled,
-                "the hub keeping the work queues changed before answering; send again (with a \
-                 producer id, the task is stored once)"
-                    .to_owned(),
-            )
+            (ErrorCode::Cancelled, queue_owner::OWNER_CHANGED.to_owned())
         } else {
             (
                 ErrorCode::UnknownAgent,

@@ -34,6 +34,10 @@ pub const QUEUE_OWNER_ID: &str = "$queues";
 /// counts there.
 const SETTLE_QUEUE: &str = "*";
 
+/// Why a request waiting on the hub that kept the work queues failed when that changed.
+pub(super) const OWNER_CHANGED: &str = "the hub keeping the work queues changed before \
+     answering; send again (with a producer id, the task is stored once)";
+
 /// One local agent's consumers, queue name to credit (see [`HubCore::remember_consumer`]).
 pub(super) struct AgentConsumers<D, R> {
     conn: Weak<Conn<D, R>>,
@@ -117,18 +121,15 @@ impl<D, R> HubCore<D, R> {
     pub fn give_up_queues(&self, now: super::Now, out: &mut Vec<Action<D, R>>) {
         let waiting = {
             let mut q = self.lock_queues();
-            let named = std::mem::take(&mut q.agent_consumers);
             let waiting = q.take_pending();
-            *q = super::queues::HubQueues::in_memory(self.config.queue.clone(), now);
-            q.agent_consumers = named;
+            let memory = super::queues::HubQueues::in_memory(self.config.queue.clone(), now);
+            q.replace(memory);
             waiting
         };
-        let why = "the hub keeping the work queues changed before answering; send again (with \
-                   a producer id, the task is stored once)";
         self.fail_deferred(
             waiting,
             agentwire_proto::ErrorCode::Cancelled,
-            why,
+            OWNER_CHANGED,
             now,
             out,
         );

@@ -73,6 +73,14 @@ impl<D, R> HubQueues<D, R> {
         )
     }
 
+    /// Becomes `next`, keeping the local agents' consumers (they follow the queues wherever
+    /// they are kept).
+    pub(super) fn replace(&mut self, next: HubQueues<D, R>) {
+        let named = std::mem::take(&mut self.agent_consumers);
+        *self = next;
+        self.agent_consumers = named;
+    }
+
     /// Everything waiting on writes, oldest first.
     pub(super) fn take_pending(&mut self) -> Vec<Deferred<D, R>> {
         self.pending
@@ -171,10 +179,8 @@ impl<D, R> HubCore<D, R> {
         let consumers = self.agent_consumers();
         {
             let mut q = self.lock_queues();
-            let named = std::mem::take(&mut q.agent_consumers);
-            *q = HubQueues::new(core, true);
+            q.replace(HubQueues::new(core, true));
             q.taken_over = true;
-            q.agent_consumers = named;
         }
         for c in consumers {
             let consume = Consume {
