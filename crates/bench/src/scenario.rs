@@ -394,7 +394,7 @@ fn connect_timeout(config: &CellConfig) -> Duration {
 }
 
 /// Agents connected together: in order, the time until the last one was up, and each one's
-/// own time from the common start.
+/// own time from the common start, shortest first.
 struct Connected {
     agents: Vec<Agent>,
     all: Duration,
@@ -402,10 +402,10 @@ struct Connected {
 }
 
 impl Connected {
-    /// The `q` quantile (0..=1) of the agents' own connect times, milliseconds.
+    /// The `q` quantile (0..=1) of the agents' own connect times, milliseconds (exact, not
+    /// bucketed as a latency histogram would: it is compared with `all`).
     fn quantile_ms(&self, q: f64) -> f64 {
-        let mut each = self.each.clone();
-        each.sort_unstable();
+        let each = &self.each;
         let at = ((each.len() as f64 - 1.0) * q).round() as usize;
         each.get(at).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
     }
@@ -474,6 +474,7 @@ async fn connect_clients(
             )
         }));
     }
+    each.sort_unstable();
     Ok(Connected {
         agents: connected,
         all: elapsed,

@@ -382,8 +382,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
             };
             let wrapper = std::env::var(HUB_WRAPPER_ENV).unwrap_or_default();
             let mut words = wrapper.split_whitespace();
-            let wrapped = wrapper.trim() != "";
-            let mut command = match words.next() {
+            let (mut command, wrapped) = match words.next() {
                 Some(program) => {
                     let mut command = Command::new(program);
                     // The wrapper needs the binary's path (it starts it itself).
@@ -398,9 +397,9 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                          measure that process, not the hub",
                         wrapper.trim()
                     );
-                    command
+                    (command, true)
                 }
-                None => Command::new(exe),
+                None => (Command::new(exe), false),
             };
             // The hub dies with the thread that started it, even if the bench is killed.
             // SAFETY: the closure runs between fork and exec and only calls prctl(2), which is
