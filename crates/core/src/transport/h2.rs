@@ -774,40 +774,75 @@ pub async fn connect(
     match open_session(&core, requests, tx).await {
         Ok(()) => Ok(halves(core, rx)),
         Err(e) => {
-            core.end(e.clone(), false);
-            core.set_requests(None);
-            core.shutdown.send_replace(true);
+            session_failed(&core, &e);
             Err(e)
         }
     }
 }
 
+/// Why the session request failed, as a connect error.
+fn session_request_failed(
+    what: &str,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> ConnectError {
+    ConnectError::refused(format!("HTTP/2 session request failed ({what})"), e)
+}
+
+/// Ends a client connection whose session request failed.
+fn session_failed(core: &Core, e: &TransportError) {
+    core.end(e.clone(), false);
+    core.set_requests(None);
+    core.shutdown.send_replace(true);
+}
+
+/// Sends the session request and makes its body the way out, without waiting for the hub's
+/// answer: the caller's first frame leaves with the request, as it would on the other
+/// transports, and the connect costs no round trip more than TCP and TLS. The answer is
+/// awaited by [`session_answer`], which ends the connection with its error if the hub refused.
 async fn open_session(
     core: &Arc<Core>,
     requests: h2::client::SendRequest<Bytes>,
     tx: mpsc::Sender<Inbound>,
 ) -> Result<(), TransportError> {
-    fn failed(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> ConnectError {
-        ConnectError::refused(format!("HTTP/2 session request failed ({what})"), e)
-    }
-    let mut requests = requests.ready().await.map_err(|e| failed("ready", e))?;
-    let request = post(&core.authority, SESSION_PATH).map_err(|e| failed("request", e))?;
+    let mut requests = requests
+        .ready()
+        .await
+        .map_err(|e| session_request_failed("ready", e))?;
+    let request =
+        post(&core.authority, SESSION_PATH).map_err(|e| session_request_failed("request", e))?;
     let (response, out) = requests
         .send_request(request, false)
-        .map_err(|e| failed("send", e))?;
+        .map_err(|e| session_request_failed("send", e))?;
     core.streams_opened.fetch_add(1, Ordering::Relaxed);
-    let response = response.await.map_err(|e| failed("response", e))?;
-    if response.status() != StatusCode::OK {
-        return Err(ConnectError::Config(format!(
+    *core.session_out.lock().await = Some(out);
+    core.set_requests(Some(requests));
+    tokio::spawn(session_answer(response, core.clone(), tx));
+    Ok(())
+}
+
+/// Waits for the hub's answer to the session request, then reads the session; a refusal
+/// ends the connection, and the receiver reports it.
+async fn session_answer(
+    response: h2::client::ResponseFuture,
+    core: Arc<Core>,
+    tx: mpsc::Sender<Inbound>,
+) {
+    let answer = match response.await {
+        Err(e) => Err(session_request_failed("response", e).into()),
+        Ok(response) if response.status() != StatusCode::OK => Err(ConnectError::Config(format!(
             "the hub answered {} to the HTTP/2 session request",
             response.status()
         ))
-        .into());
+        .into()),
+        Ok(response) => Ok(response),
+    };
+    match answer {
+        Ok(response) => session_pump(response.into_body(), core, tx).await,
+        Err(e) => {
+            session_failed(&core, &e);
+            let _ = tx.send(Err(e)).await;
+        }
     }
-    *core.session_out.lock().await = Some(out);
-    core.set_requests(Some(requests));
-    tokio::spawn(session_pump(response.into_body(), core.clone(), tx));
-    Ok(())
 }
 
 fn post(authority: &str, path: &str) -> Result<Request<()>, http::Error> {
@@ -1383,6 +1418,93 @@ mod tests {
         let (requests, conn) = client_builder().handshake::<_, Bytes>(tls).await.unwrap();
         tokio::spawn(conn);
         requests.ready().await.unwrap()
+    }
+
+    /// An HTTP/2 server over TLS on loopback that serves one connection's first request with
+    /// `serve` (given the request body and the way to answer).
+    async fn bare_server<F, Fut>(bundle: &CertBundle, serve: F) -> SocketAddr
+    where
+        F: FnOnce(RecvStream, h2::server::SendResponse<Bytes>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
+        let config = Arc::new(tls::server_config(&identity, &[ALPN_H2]).unwrap());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let tls = tokio_rustls::TlsAcceptor::from(config)
+                .accept(tcp)
+                .await
+                .unwrap();
+            let mut conn = h2::server::handshake(tls).await.unwrap();
+            let (request, respond) = conn.accept().await.unwrap().unwrap();
+            tokio::spawn(serve(request.into_body(), respond));
+            // Drive the connection until the client goes.
+            while let Some(Ok(_)) = conn.accept().await {}
+        });
+        addr
+    }
+
+    /// The first frame leaves with the session request, before the hub answers: a server that
+    /// answers only once it has read the first frame still gets it (connecting used to wait
+    /// for the answer first, a round trip more than the other transports).
+    #[tokio::test]
+    async fn the_first_frame_does_not_wait_for_the_session_answer() {
+        guarded(async {
+            let bundle = bundle();
+            let first = raw(FrameType::Hello as u8, b"hello");
+            let want = first.clone();
+            let (got_tx, got_rx) = tokio::sync::oneshot::channel();
+            let addr = bare_server(&bundle, move |mut body, mut respond| async move {
+                let mut got = Vec::new();
+                while got.len() < want.len() {
+                    let Some(Ok(chunk)) = body.data().await else {
+                        break;
+                    };
+                    got.extend_from_slice(&chunk);
+                }
+                let _ = got_tx.send(got);
+                let response = http::Response::builder()
+                    .status(StatusCode::OK)
+                    .body(())
+                    .unwrap();
+                let _stream = respond.send_response(response, false).unwrap();
+                std::future::pending::<()>().await;
+            })
+            .await;
+            let (sender, _receiver) = connect_agent(addr, &bundle.ca_cert_pem).await.unwrap();
+            sender
+                .send_frame(first.clone(), SendClass::Control)
+                .await
+                .unwrap();
+            assert_eq!(got_rx.await.unwrap(), first.to_vec());
+        })
+        .await;
+    }
+
+    /// A server that refuses the session request ends the connection with its answer.
+    #[tokio::test]
+    async fn a_refused_session_is_reported_by_the_receiver() {
+        guarded(async {
+            let bundle = bundle();
+            let addr = bare_server(&bundle, |_body, mut respond| async move {
+                let response = http::Response::builder()
+                    .status(StatusCode::NOT_FOUND)
+                    .body(())
+                    .unwrap();
+                let _ = respond.send_response(response, true);
+            })
+            .await;
+            let (_sender, mut receiver) = connect_agent(addr, &bundle.ca_cert_pem).await.unwrap();
+            let err = receiver.recv_frame().await.unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("answered 404 Not Found to the HTTP/2 session request"),
+                "{err}"
+            );
+        })
+        .await;
     }
 
     #[tokio::test]
