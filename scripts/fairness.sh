@@ -57,7 +57,7 @@ for rate in $RATES; do
       mkdir -p "$dir"
       name="fair$$"
       NS_C="aw-$name-c" NS_S="aw-$name-s"
-      "$BIN" netsim up --name "$name" --tcp-cc "$cc" --stats-interval 0 \
+      "$BIN" netsim up --name "$name" --tcp-cc "$cc" --stats-interval 5 \
         --spec "delay=$((RTT_MS / 2))ms,rate=$rate,queue=$queue" >"$dir/netsim.log" 2>&1 &
       NETSIM_PID=$!
       for _ in $(seq 50); do
@@ -79,9 +79,19 @@ for rate in $RATES; do
         flow "$second" "$dir/$pair/b-$second.json" &
         b=$!
         wait "$a" "$b" "$ping_pid" || true
-        python3 - "$dir/$pair" "$rate" "$queue" "$cc" "$pair" "$RTT_MS" >>"$OUT/results.jsonl" <<'PY'
+        sleep 6 # one more of netsim's 5 s statistics lines, for its drop counters
+        python3 - "$dir/$pair" "$rate" "$queue" "$cc" "$pair" "$RTT_MS" "$dir/netsim.log" >>"$OUT/results.jsonl" <<'PY'
 import glob, json, os, re, statistics, sys
-d, rate, queue, cc, pair, rtt = sys.argv[1:7]
+d, rate, queue, cc, pair, rtt, netsim_log = sys.argv[1:8]
+# Packets the kernel dropped before netsim's stage saw them (its socket full): loss outside
+# the path's model, counted since the cell's emulator started (last statistics line).
+kernel_dropped = None
+for line in open(netsim_log, errors="replace"):
+    try:
+        st = json.loads(line)
+        kernel_dropped = st["client_to_server"]["kernel_dropped"] + st["server_to_client"]["kernel_dropped"]
+    except (ValueError, KeyError, TypeError):
+        pass
 flows = []
 for f in sorted(glob.glob(os.path.join(d, "[ab]-*.json"))):
     try:
@@ -99,6 +109,7 @@ print(json.dumps({
     "rate": rate, "queue": queue, "tcp_cc": cc, "pair": pair, "flows": flows,
     "share_first_over_second": round(a["mbit_per_sec"] / b["mbit_per_sec"], 2) if b["mbit_per_sec"] else None,
     "queueing_delay_ms_p50": pct(0.5), "queueing_delay_ms_p95": pct(0.95), "ping_samples": len(rtts),
+    "netsim_kernel_dropped": kernel_dropped,
 }))
 PY
         tail -1 "$OUT/results.jsonl"
