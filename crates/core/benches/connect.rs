@@ -60,16 +60,8 @@ async fn target(name: &'static str, scheme: &str) -> Target {
     }
 }
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-
-/// One fresh agent, connected and through the handshake.
-async fn connect_one(t: &Target) -> Agent {
-    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    let opts = AgentOptions::new(format!("bench-{id}"), t.url.clone(), t.trust.clone());
-    Agent::connect(opts).await.unwrap()
-}
-
-fn connect(c: &mut Criterion) {
+/// A runtime, and a hub on it for each transport.
+fn hubs() -> (tokio::runtime::Runtime, Vec<Target>) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -81,6 +73,20 @@ fn connect(c: &mut Criterion) {
             target("wss", "wss").await,
         ]
     });
+    (rt, targets)
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+/// One fresh agent, connected and through the handshake.
+async fn connect_one(t: &Target) -> Agent {
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let opts = AgentOptions::new(format!("bench-{id}"), t.url.clone(), t.trust.clone());
+    Agent::connect(opts).await.unwrap()
+}
+
+fn connect(c: &mut Criterion) {
+    let (rt, targets) = hubs();
     let mut g = c.benchmark_group("connect_wall");
     g.sample_size(20);
     for t in &targets {
@@ -132,17 +138,7 @@ const BURST: usize = 200;
 /// handshake (`connect_burst_wall`) and the CPU time the process spent on it
 /// (`connect_burst_cpu`), both per burst.
 fn connect_burst(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let targets = rt.block_on(async {
-        vec![
-            target("quic", "quic").await,
-            target("h2", "h2").await,
-            target("wss", "wss").await,
-        ]
-    });
+    let (rt, targets) = hubs();
     for measure in ["connect_burst_wall", "connect_burst_cpu"] {
         let mut g = c.benchmark_group(measure);
         g.sample_size(10);
