@@ -80,9 +80,15 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 /// One fresh agent, connected and through the handshake.
 async fn connect_one(t: &Target) -> Agent {
+    connect_to(t.url.clone(), t.trust.clone()).await
+}
+
+/// [`connect_one`], owning what it needs (to be spawned).
+async fn connect_to(url: String, trust: HubTrust) -> Agent {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    let opts = AgentOptions::new(format!("bench-{id}"), t.url.clone(), t.trust.clone());
-    Agent::connect(opts).await.unwrap()
+    Agent::connect(AgentOptions::new(format!("bench-{id}"), url, trust))
+        .await
+        .unwrap()
 }
 
 fn connect(c: &mut Criterion) {
@@ -155,12 +161,7 @@ fn connect_burst(c: &mut Criterion) {
                                 .map(|_| {
                                     let url = t.url.clone();
                                     let trust = t.trust.clone();
-                                    tokio::spawn(async move {
-                                        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-                                        let opts =
-                                            AgentOptions::new(format!("bench-{id}"), url, trust);
-                                        Agent::connect(opts).await.unwrap()
-                                    })
+                                    tokio::spawn(connect_to(url, trust))
                                 })
                                 .collect();
                             let mut agents = Vec::with_capacity(BURST);
