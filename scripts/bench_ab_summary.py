@@ -5,6 +5,7 @@ Usage:
     python3 scripts/bench_ab_summary.py DIR
     python3 scripts/bench_ab_summary.py --resources DIR
     python3 scripts/bench_ab_summary.py --cpu DIR
+    python3 scripts/bench_ab_summary.py --memory DIR
 
 For every round and variant it prints each transport's msg/s, p50/p90/p99, QUIC's ratios to
 the best TCP transport of the same round and variant (msg/s: higher is better; p90/p99:
@@ -13,8 +14,10 @@ With --resources it prints instead each transport's time to connect every agent 
 peak RSS, and QUIC's ratios to the best TCP transport by each (the fastest to connect, the
 smallest hub; lower is better for both). With --cpu it prints the hub's CPU per response (µs;
 each response is two messages forwarded by the hub) per transport, round and variant, and each
-variant's median beside the first variant's (the base). It only rearranges numbers already in
-the JSON files.
+variant's median beside the first variant's (the base). With --memory it prints the hub's peak
+RSS, the peak of its sockets' kernel queues and the peak of the two together (runs from
+2026-11-26 on), and QUIC's ratios to the smallest TCP hub by RSS and by RSS plus queues. It
+only rearranges numbers already in the JSON files.
 """
 
 import glob
@@ -113,11 +116,38 @@ def cpu(rows, transports):
         print("| " + " | ".join(line) + " |")
 
 
+def memory(rows, transports):
+    """Hub peak RSS, socket queues and both together per round and variant, QUIC's ratios."""
+    mib = lambda c, key: (c.get(key) or 0) / 2**20
+    rss = lambda c: mib(c, "hub_peak_rss_bytes")
+    queued = lambda c: mib(c, "hub_peak_socket_queued_bytes")
+    whole = lambda c: mib(c, "hub_peak_rss_plus_queued_bytes")
+    head = ["round", "variant"]
+    for what in ("RSS", "socket queues", "RSS + queues"):
+        head += [f"{t} hub {what} MiB" for t in transports]
+    quics = [t for t in transports if t.startswith("quic")]
+    head += [f"{q}/TCP {what}" for q in quics for what in ("RSS", "RSS + queues")]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for variant, rnd, cells in rows:
+        line = [str(rnd), variant]
+        for measure in (rss, queued, whole):
+            line += [f"{measure(cells[t]):,.1f}" if t in cells else "-" for t in transports]
+        tcp = [cells[t] for t in TCP if t in cells]
+        for q in quics:
+            c = cells.get(q)
+            for measure in (rss, whole):
+                smallest = min((measure(t) for t in tcp), default=0)
+                line.append(f"{measure(c) / smallest:.2f}x" if c and smallest else "-")
+        print("| " + " | ".join(line) + " |")
+
+
 def main():
     args = sys.argv[1:]
     show_resources = args[:1] == ["--resources"]
     show_cpu = args[:1] == ["--cpu"]
-    if show_resources or show_cpu:
+    show_memory = args[:1] == ["--memory"]
+    if show_resources or show_cpu or show_memory:
         args = args[1:]
     if len(args) != 1:
         sys.exit(__doc__)
@@ -132,6 +162,9 @@ def main():
         return
     if show_cpu:
         cpu(rows, transports)
+        return
+    if show_memory:
+        memory(rows, transports)
         return
     head = ["round", "variant"] + [f"{t} msg/s" for t in transports]
     head += [f"{t} p50/p90/p99 ms" for t in transports]

@@ -495,6 +495,11 @@ pub struct CellSummary {
     pub hub_cpu_seconds: Option<f64>,
     /// Median hub peak RSS, bytes (hub as its own process only).
     pub hub_peak_rss_bytes: Option<f64>,
+    /// Median of the runs' peak kernel socket queues of the hub, bytes
+    /// ([`SocketMemory`](record::SocketMemory); hub as its own process only).
+    pub hub_peak_socket_queued_bytes: Option<f64>,
+    /// Median of the runs' peak RSS plus socket queues of the hub, bytes.
+    pub hub_peak_rss_plus_queued_bytes: Option<f64>,
     /// Median agent-side CPU seconds over the closed-loop window.
     pub agents_cpu_seconds: f64,
     /// Median agent-side peak RSS, bytes.
@@ -600,6 +605,14 @@ impl CellSummary {
             priority,
             hub_cpu_seconds: med_opt(&|r| r.resources.hub.map(|h| h.cpu_seconds)),
             hub_peak_rss_bytes: med_opt(&|r| r.resources.hub.map(|h| h.peak_rss_bytes as f64)),
+            hub_peak_socket_queued_bytes: med_opt(&|r| {
+                r.resources.hub_sockets.map(|m| m.peak_queued_bytes as f64)
+            }),
+            hub_peak_rss_plus_queued_bytes: med_opt(&|r| {
+                r.resources
+                    .hub_sockets
+                    .map(|m| m.peak_rss_plus_queued_bytes as f64)
+            }),
             agents_cpu_seconds: med(&|r| r.resources.agents.cpu_seconds),
             agents_peak_rss_bytes: med(&|r| r.resources.agents.peak_rss_bytes as f64),
             hub_cpu_us_per_response: med_opt(&|r| r.resources.hub_cpu_us_per_response),

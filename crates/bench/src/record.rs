@@ -255,6 +255,23 @@ pub struct Resources {
     pub agents_cpu_us_per_response: f64,
     /// Hub peak RSS divided by agents connected, bytes.
     pub hub_rss_bytes_per_agent: Option<f64>,
+    /// The hub's memory outside its RSS: the kernel's queues of its sockets, sampled from the
+    /// cell's start to the end of the closed-loop window (hub as its own process only).
+    pub hub_sockets: Option<SocketMemory>,
+}
+
+/// Memory the kernel holds for a process's TCP and UDP sockets (data unread, unacknowledged
+/// or unsent; see `agentwire_measure::resources::socket_queue_bytes`), sampled. A TCP hub's
+/// backlog sits there, where a QUIC hub holds it in its own heap, so the two compare whole
+/// only with it added to the RSS.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct SocketMemory {
+    /// Largest sum of the socket queues seen, bytes.
+    pub peak_queued_bytes: u64,
+    /// Largest RSS plus socket queues seen in one sample, bytes.
+    pub peak_rss_plus_queued_bytes: u64,
+    /// Samples taken.
+    pub samples: u32,
 }
 
 /// What one run of one cell measured. Only requests *started* inside the measured window

@@ -1468,6 +1468,7 @@ mod tests {
                 hub_cpu_us_per_response: None,
                 agents_cpu_us_per_response: 0.0,
                 hub_rss_bytes_per_agent: None,
+                hub_sockets: None,
             },
             bottleneck: None,
             error_samples: Vec::new(),

@@ -326,6 +326,8 @@ struct CpuWindow {
     hub_peak_rss: Option<u64>,
     /// Peak RSS of this process from the cell's start to the end of the window.
     agents_peak_rss: Option<u64>,
+    /// The hub process's socket queues, sampled up to the end of the window.
+    hub_sockets: Option<SocketMemory>,
 }
 
 impl CpuWindow {
@@ -338,8 +340,37 @@ impl CpuWindow {
             hub: a.hub.zip(b.hub).map(|(x, y)| (y - x).max(0.0)),
             hub_peak_rss: None,
             agents_peak_rss: None,
+            hub_sockets: None,
         }
     }
+}
+
+/// How often the hub's socket queues and RSS are sampled.
+const SOCKET_SAMPLE_EVERY: Duration = Duration::from_millis(200);
+
+/// The peaks of process `pid`'s socket queues, and of its RSS plus them, sampled every
+/// [`SOCKET_SAMPLE_EVERY`] until `end`; `None` without a process or a readable `/proc`.
+async fn sample_socket_memory(pid: Option<u32>, end: Instant) -> Option<SocketMemory> {
+    let pid = pid?;
+    let mut peaks: Option<SocketMemory> = None;
+    let mut tick = tokio::time::interval(SOCKET_SAMPLE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    while Instant::now() < end {
+        tick.tick().await;
+        // A few thousand lines of /proc: read off the runtime's workers.
+        let sample = tokio::task::spawn_blocking(move || {
+            resources::socket_queue_bytes(pid).zip(resources::rss_bytes(pid))
+        })
+        .await;
+        let Ok(Some((queued, rss))) = sample else {
+            continue;
+        };
+        let p = peaks.get_or_insert_with(SocketMemory::default);
+        p.peak_queued_bytes = p.peak_queued_bytes.max(queued);
+        p.peak_rss_plus_queued_bytes = p.peak_rss_plus_queued_bytes.max(rss + queued);
+        p.samples += 1;
+    }
+    peaks
 }
 
 /// What the closed-loop phase counted.
@@ -518,6 +549,7 @@ async fn client_side(config: &CellConfig, ready: &ServerReady) -> Result<ClientO
     let measure_start = t0 + Duration::from_millis(config.warmup_ms);
     let measure_end = measure_start + Duration::from_millis(config.duration_ms);
     let hub_pid = ready.hub_pid;
+    let sockets = tokio::spawn(sample_socket_memory(hub_pid, measure_end));
     let sampler = tokio::spawn(async move {
         tokio::time::sleep_until(measure_start).await;
         let a = CpuSnapshot::take(hub_pid);
@@ -527,6 +559,7 @@ async fn client_side(config: &CellConfig, ready: &ServerReady) -> Result<ClientO
         // phases (the probe's bulk, the 0-RTT reconnects) can raise it.
         w.hub_peak_rss = hub_pid.and_then(resources::peak_rss_bytes);
         w.agents_peak_rss = resources::peak_rss_bytes(std::process::id());
+        w.hub_sockets = sockets.await.ok().flatten();
         w
     });
     let closed = drive_load(config, &clients, &worker_ids, measure_start, measure_end).await;
@@ -647,6 +680,10 @@ fn assemble(
         agents_cpu_us_per_response: per_response(agents.cpu_seconds),
         hub_rss_bytes_per_agent: hub
             .map(|h| h.peak_rss_bytes as f64 / (config.agents + config.workers) as f64),
+        hub_sockets: match launcher {
+            HubLauncher::InProcess => None,
+            HubLauncher::Process(_) => cpu.and_then(|w| w.hub_sockets),
+        },
     };
     let bottleneck = bottleneck(
         cpu,

@@ -46,9 +46,25 @@ pub fn parse_stat_cpu_seconds(stat: &str) -> Option<f64> {
 /// assert_eq!(parse_status_peak_rss("Name:\tx\n"), None);
 /// ```
 pub fn parse_status_peak_rss(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    parse_status_kib(status, "VmHWM:")
+}
+
+/// Current resident set size in bytes (`VmRSS`) from the contents of `/proc/<pid>/status`.
+///
+/// ```
+/// use agentwire_measure::resources::parse_status_rss;
+/// let status = "Name:\tagentwire\nVmHWM:\t   12345 kB\nVmRSS:\t 1000 kB\n";
+/// assert_eq!(parse_status_rss(status), Some(1000 * 1024));
+/// ```
+pub fn parse_status_rss(status: &str) -> Option<u64> {
+    parse_status_kib(status, "VmRSS:")
+}
+
+/// The value of the `/proc/<pid>/status` line starting with `key`, a number of KiB, in bytes.
+fn parse_status_kib(status: &str, key: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(key))?;
     let kb: u64 = line
-        .trim_start_matches("VmHWM:")
+        .trim_start_matches(key)
         .trim()
         .trim_end_matches("kB")
         .trim()
@@ -77,6 +93,77 @@ pub fn self_cpu_seconds() -> Option<f64> {
 /// Peak RSS of process `pid` since it started or since [`reset_peak_rss`], bytes.
 pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
     read(&format!("/proc/{pid}/status")).and_then(|s| parse_status_peak_rss(&s))
+}
+
+/// Current RSS of process `pid`, bytes.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    read(&format!("/proc/{pid}/status")).and_then(|s| parse_status_rss(&s))
+}
+
+/// Bytes queued in the kernel for process `pid`'s TCP and UDP sockets (IPv4 and IPv6): for
+/// TCP, data sent and not yet acknowledged or not yet sent, plus data received and not yet
+/// read; for UDP, the memory of datagrams waiting in the send and receive buffers. This is
+/// memory a process's traffic costs outside its RSS: a TCP server's backlog of unread and
+/// unacknowledged data sits here, where a QUIC server holds the same in its own heap. Read
+/// from `/proc/<pid>/fd` (the socket inodes) and `/proc/<pid>/net/{tcp,tcp6,udp,udp6}` (the
+/// process's network namespace); Unix sockets are not counted. `None` when `/proc` cannot be
+/// read.
+pub fn socket_queue_bytes(pid: u32) -> Option<u64> {
+    let inodes = socket_inodes(pid)?;
+    let mut total = 0;
+    for table in ["tcp", "tcp6", "udp", "udp6"] {
+        if let Some(text) = read(&format!("/proc/{pid}/net/{table}")) {
+            total += parse_net_queues(&text, &inodes);
+        }
+    }
+    Some(total)
+}
+
+/// The inodes of process `pid`'s sockets, from the links in `/proc/<pid>/fd`.
+fn socket_inodes(pid: u32) -> Option<std::collections::HashSet<u64>> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(
+        fds.flatten()
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .filter_map(|target| {
+                let target = target.to_str()?;
+                target
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .parse()
+                    .ok()
+            })
+            .collect(),
+    )
+}
+
+/// The sum of `tx_queue` and `rx_queue` (hexadecimal, the fifth column) over the rows of a
+/// `/proc/net/{tcp,tcp6,udp,udp6}` table whose inode (the tenth column) is in `inodes`.
+///
+/// ```
+/// use agentwire_measure::resources::parse_net_queues;
+/// let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   \
+///  0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1 0 100 0 0 10 0\n   \
+///  1: 0100007F:1F90 0100007F:9C40 01 00000100:00001000 00:00000000 00000000     0        0 4243 1 0 20 4 30 10 -1\n   \
+///  2: 0100007F:1F91 0100007F:9C41 01 00000010:00000010 00:00000000 00000000     0        0 9999 1 0 20 4 30 10 -1\n";
+/// let ours = [4242, 4243].into_iter().collect();
+/// assert_eq!(parse_net_queues(table, &ours), 0x100 + 0x1000);
+/// ```
+pub fn parse_net_queues(text: &str, inodes: &std::collections::HashSet<u64>) -> u64 {
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let inode: u64 = fields.get(9)?.parse().ok()?;
+            if !inodes.contains(&inode) {
+                return None;
+            }
+            let (tx, rx) = fields.get(4)?.split_once(':')?;
+            let tx = u64::from_str_radix(tx, 16).ok()?;
+            let rx = u64::from_str_radix(rx, 16).ok()?;
+            Some(tx + rx)
+        })
+        .sum()
 }
 
 /// Resets the peak RSS of process `pid` (one of ours) to its current RSS. Returns whether
@@ -150,6 +237,27 @@ pub fn udp_rcvbuf_errors() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Data written to a loopback TCP connection and not read is counted for this process.
+    #[test]
+    fn unread_tcp_data_is_counted() {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_server, _) = listener.accept().unwrap();
+        let me = std::process::id();
+        let before = socket_queue_bytes(me).unwrap();
+        client.write_all(&[7u8; 10_000]).unwrap();
+        // Loopback delivers at once; allow the kernel a moment on a busy machine.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut now = socket_queue_bytes(me).unwrap();
+        while now < before + 10_000 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            now = socket_queue_bytes(me).unwrap();
+        }
+        assert!(now >= before + 10_000, "{before} then {now}");
+        assert!(rss_bytes(me).is_some_and(|rss| rss > 0));
+    }
 
     #[test]
     fn stat_with_parentheses_in_the_name() {
