@@ -256,7 +256,8 @@ pub struct Resources {
     /// Hub peak RSS divided by agents connected, bytes.
     pub hub_rss_bytes_per_agent: Option<f64>,
     /// The hub's memory outside its RSS: the kernel's queues of its sockets, sampled from the
-    /// cell's start to the end of the closed-loop window (hub as its own process only).
+    /// start of the load (every agent connected) to the end of the closed-loop window (hub as
+    /// its own process only).
     pub hub_sockets: Option<SocketMemory>,
 }
 
