@@ -115,8 +115,19 @@ impl Dial for H2Dial {
         target: &DialTarget,
         first_frame: Bytes,
     ) -> Result<Dialed, TransportError> {
-        let (s, r) = h2::connect(target.addr()?, self.tls.clone(), target.tls_name()?).await?;
-        send_first(AnySender::H2(s), AnyReceiver::H2(r), first_frame).await
+        let (s, r) = h2::connect_sending(
+            target.addr()?,
+            self.tls.clone(),
+            target.tls_name()?,
+            Some(first_frame),
+        )
+        .await?;
+        Ok(Dialed {
+            sender: AnySender::H2(s),
+            receiver: AnyReceiver::H2(r),
+            zero_rtt: ZeroRtt::NotTried,
+            socket_buffers: SocketBuffers::default(),
+        })
     }
 }
 

@@ -741,6 +741,19 @@ pub async fn connect(
     tls: Arc<rustls::ClientConfig>,
     server_name: rustls_pki_types::ServerName<'static>,
 ) -> Result<(H2Sender, H2Receiver), TransportError> {
+    connect_sending(addr, tls, server_name, None).await
+}
+
+/// [`connect`], with `first_frame` (the agent's hello) queued on the session stream right
+/// behind the session request, so that both leave in one write. Written later, it could meet
+/// a connection the hub had already closed (a refused client certificate closes it just after
+/// the handshake), and the write's broken pipe would hide the hub's TLS alert, which says why.
+pub async fn connect_sending(
+    addr: SocketAddr,
+    tls: Arc<rustls::ClientConfig>,
+    server_name: rustls_pki_types::ServerName<'static>,
+    first_frame: Option<Bytes>,
+) -> Result<(H2Sender, H2Receiver), TransportError> {
     if !tls.alpn_protocols.iter().any(|p| p == ALPN_H2) {
         return Err(ConnectError::Config(
             "the TLS client configuration does not offer ALPN \"h2\", which HTTP/2 requires".into(),
@@ -766,12 +779,12 @@ pub async fn connect(
         .into());
     }
     let (requests, conn) = client_builder()
-        .handshake::<_, Bytes>(stream)
+        .handshake::<_, Bytes>(super::tls_alert::AlertOnWriteError::new(stream))
         .await
         .map_err(|e| ConnectError::refused(format!("HTTP/2 handshake with {addr} failed"), e))?;
     let (core, tx, rx) = Core::new(Some(addr), authority);
     tokio::spawn(drive_client(conn, core.clone()));
-    match open_session(&core, requests, tx).await {
+    match open_session(&core, requests, tx, first_frame).await {
         Ok(()) => Ok(halves(core, rx)),
         Err(e) => {
             session_failed(&core, &e);
@@ -803,6 +816,7 @@ async fn open_session(
     core: &Arc<Core>,
     requests: h2::client::SendRequest<Bytes>,
     tx: mpsc::Sender<Inbound>,
+    first_frame: Option<Bytes>,
 ) -> Result<(), TransportError> {
     let mut requests = requests
         .ready()
@@ -810,10 +824,17 @@ async fn open_session(
         .map_err(|e| session_request_failed("ready", e))?;
     let request =
         post(&core.authority, SESSION_PATH).map_err(|e| session_request_failed("request", e))?;
-    let (response, out) = requests
+    let (response, mut out) = requests
         .send_request(request, false)
         .map_err(|e| session_request_failed("send", e))?;
     core.streams_opened.fetch_add(1, Ordering::Relaxed);
+    if let Some(frame) = first_frame {
+        check_outgoing(&frame, core.peer_max.load(Ordering::Relaxed))?;
+        let len = frame.len() as u64;
+        out.send_data(frame, false)
+            .map_err(|e| session_request_failed("first frame", e))?;
+        core.bytes_sent.fetch_add(len, Ordering::Relaxed);
+    }
     *core.session_out.lock().await = Some(out);
     core.set_requests(Some(requests));
     tokio::spawn(session_answer(response, core.clone(), tx));
@@ -828,6 +849,13 @@ async fn session_answer(
     tx: mpsc::Sender<Inbound>,
 ) {
     let answer = match response.await {
+        Err(e) if closed_after_handshake(&e) => Err(session_request_failed(
+            "the hub closed the connection right after the TLS handshake, as a hub that \
+             requires client certificates does when it refuses the agent's certificate \
+             (or the lack of one)",
+            e,
+        )
+        .into()),
         Err(e) => Err(session_request_failed("response", e).into()),
         Ok(response) if response.status() != StatusCode::OK => Err(ConnectError::Config(format!(
             "the hub answered {} to the HTTP/2 session request",
@@ -843,6 +871,18 @@ async fn session_answer(
             let _ = tx.send(Err(e)).await;
         }
     }
+}
+
+/// Whether the session request failed because the connection broke under it (a broken pipe
+/// or a reset): with TLS 1.3 that is how a hub's refusal of the client's certificate can
+/// arrive, when the client's writes meet the closed connection before its alert is read.
+fn closed_after_handshake(e: &h2::Error) -> bool {
+    e.get_io().is_some_and(|io| {
+        matches!(
+            io.kind(),
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+        )
+    })
 }
 
 fn post(authority: &str, path: &str) -> Result<Request<()>, http::Error> {

@@ -21,6 +21,7 @@ pub mod quic_budget;
 pub mod quic_inbound;
 pub mod quic_socket;
 pub mod stream;
+mod tls_alert;
 pub mod uds;
 pub mod ws;
 
