@@ -802,6 +802,8 @@ fn resources_section<'a>(report: &Report, doc: &mut Vec<Block<'a>>) {
         "hub mode",
         "hub CPU s",
         "hub peak RSS MiB",
+        "hub socket queues MiB",
+        "hub RSS + queues MiB",
         "agents CPU s",
         "agents peak RSS MiB",
         "hub CPU µs/response",
@@ -821,6 +823,11 @@ fn resources_section<'a>(report: &Report, doc: &mut Vec<Block<'a>>) {
         });
         row.push(opt_num(c.hub_cpu_seconds, 2));
         row.push(opt_num(c.hub_peak_rss_bytes.map(|b| b / MIB), 1));
+        row.push(opt_num(c.hub_peak_socket_queued_bytes.map(|b| b / MIB), 1));
+        row.push(opt_num(
+            c.hub_peak_rss_plus_queued_bytes.map(|b| b / MIB),
+            1,
+        ));
         // A process always has some resident memory: a zero peak means the agent side was
         // not measured, so neither number is shown.
         let agents_measured = c.agents_peak_rss_bytes > 0.0;
@@ -837,7 +844,11 @@ fn resources_section<'a>(report: &Report, doc: &mut Vec<Block<'a>>) {
     } else {
         doc.push(Block::Para(
             "CPU over the closed-loop window and peak resident memory, hub and agent side \
-             separately (the hub only when it ran as its own process; – where not measured)."
+             separately (the hub only when it ran as its own process; – where not measured). \
+             The hub's socket queues are what the kernel holds for its TCP and UDP sockets \
+             (unread, unacknowledged or unsent data), sampled while the load runs; RSS + \
+             queues is the largest sum in one sample. A TCP hub keeps its backlog there, a \
+             QUIC hub in its RSS."
                 .into(),
         ));
         doc.push(Block::Table(t));
