@@ -680,10 +680,8 @@ fn assemble(
         agents_cpu_us_per_response: per_response(agents.cpu_seconds),
         hub_rss_bytes_per_agent: hub
             .map(|h| h.peak_rss_bytes as f64 / (config.agents + config.workers) as f64),
-        hub_sockets: match launcher {
-            HubLauncher::InProcess => None,
-            HubLauncher::Process(_) => cpu.and_then(|w| w.hub_sockets),
-        },
+        // Sampled only with a hub process to sample (`ServerReady::hub_pid`).
+        hub_sockets: cpu.and_then(|w| w.hub_sockets),
     };
     let bottleneck = bottleneck(
         cpu,

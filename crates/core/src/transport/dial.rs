@@ -95,12 +95,19 @@ async fn send_first(
     first_frame: Bytes,
 ) -> Result<Dialed, TransportError> {
     sender.send_frame(first_frame, SendClass::Control).await?;
-    Ok(Dialed {
-        sender,
-        receiver,
-        zero_rtt: ZeroRtt::NotTried,
-        socket_buffers: SocketBuffers::default(),
-    })
+    Ok(Dialed::without_0rtt(sender, receiver))
+}
+
+impl Dialed {
+    /// A connection of a transport without 0-RTT or UDP socket buffers.
+    fn without_0rtt(sender: AnySender, receiver: AnyReceiver) -> Dialed {
+        Dialed {
+            sender,
+            receiver,
+            zero_rtt: ZeroRtt::NotTried,
+            socket_buffers: SocketBuffers::default(),
+        }
+    }
 }
 
 /// HTTP/2 over TLS 1.3.
@@ -122,12 +129,7 @@ impl Dial for H2Dial {
             Some(first_frame),
         )
         .await?;
-        Ok(Dialed {
-            sender: AnySender::H2(s),
-            receiver: AnyReceiver::H2(r),
-            zero_rtt: ZeroRtt::NotTried,
-            socket_buffers: SocketBuffers::default(),
-        })
+        Ok(Dialed::without_0rtt(AnySender::H2(s), AnyReceiver::H2(r)))
     }
 }
 
