@@ -1,0 +1,2 @@
+#!/bin/sh
+AW_ACK=1 exec /tmp/bins/agentwire-ack "$@"

@@ -1,0 +1,2 @@
+#!/bin/sh
+AW_ACK=3 exec /tmp/bins/agentwire-ack "$@"

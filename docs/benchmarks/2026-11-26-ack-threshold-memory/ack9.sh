@@ -1,0 +1,2 @@
+#!/bin/sh
+AW_ACK=9 exec /tmp/bins/agentwire-ack "$@"
