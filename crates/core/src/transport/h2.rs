@@ -3,16 +3,18 @@
 //! Mapping (see `docs/protocol.md`, "Transport mappings"). One TCP+TLS connection carries one
 //! agent session:
 //! - **Session stream.** The agent opens `POST /agentwire/v1/session` (content-type
-//!   `application/agentwire`). Its request body is the stream of agent→hub control frames:
-//!   the hello first, then subscribe/unsubscribe/heartbeat/goodbye (everything sent with
-//!   [`SendClass::Control`] or [`SendClass::Heartbeat`]). The hub answers `200` at once; the
-//!   response body is the ordered stream of **all** hub→agent frames (welcome, then every
-//!   envelope and control frame), so hub→agent is one ordered HTTP/2 stream.
-//! - **Message streams.** Each agent→hub envelope ([`SendClass::Message`]) travels on its own
-//!   HTTP/2 stream, `POST /agentwire/v1/message`, whose body is exactly one frame; the hub
-//!   answers `204` once it has read the frame (the sender does not wait for that answer). A
-//!   lost TCP segment stalls everything (TCP), but each message is its own HTTP/2 stream, as
-//!   in the per-message QUIC mapping.
+//!   `application/agentwire`). Its request body is the stream of agent→hub control frames
+//!   (the hello first, then subscribe/unsubscribe/heartbeat/goodbye: everything sent with
+//!   [`SendClass::Control`] or [`SendClass::Heartbeat`]) and of its envelopes up to
+//!   [`SESSION_MESSAGE_MAX`] bytes. The hub answers `200` at once; the response body is the
+//!   ordered stream of **all** hub→agent frames (welcome, then every envelope and control
+//!   frame), so hub→agent is one ordered HTTP/2 stream.
+//! - **Message streams.** Each larger agent→hub envelope ([`SendClass::Message`]) travels on
+//!   its own HTTP/2 stream, `POST /agentwire/v1/message`, whose body is exactly one frame; the
+//!   hub answers `204` once it has read the frame (the sender does not wait for that answer).
+//!   HTTP/2 interleaves it with the session stream and the other message streams, so a bulk
+//!   message does not hold up the messages sent after it (a lost TCP segment still stalls
+//!   everything). The hub accepts envelopes of any size on either kind of stream.
 //! - Any other path gets `404`, another method on these paths `405`, a second session or a
 //!   `/message` before the session `400`. A message body that is not exactly one valid frame
 //!   under the current maximum frame size is a [`TransportError::Frame`] delivered to the
@@ -250,6 +252,18 @@ fn map_h2_error(e: &h2::Error) -> TransportError {
 
 /// Session frames held back by `feed_frame` before they are written anyway.
 const SESSION_BATCH: usize = 64 * 1024;
+
+/// An agent's messages up to this many bytes (frame header included) ride the session
+/// stream, batched with its control frames; larger ones get a message stream of their own, so
+/// that HTTP/2 interleaves them with everything else instead of holding the session stream up
+/// behind them. 16 KiB is one DATA frame at HTTP/2's default maximum frame size.
+pub const SESSION_MESSAGE_MAX: usize = 16 * 1024;
+
+/// Whether `frame`, sent with `class` by an agent, travels on a message stream of its own.
+fn own_stream(frame: &Bytes, class: SendClass) -> bool {
+    matches!(class, SendClass::Message(_) | SendClass::Request(_))
+        && frame.len() > SESSION_MESSAGE_MAX
+}
 
 fn client_builder() -> h2::client::Builder {
     let mut b = h2::client::Builder::new();
@@ -1033,22 +1047,22 @@ impl FrameSender for H2Sender {
         }
         let len = frame.len() as u64;
         let client = !self.core.authority.is_empty();
-        match class {
-            SendClass::Message(_) | SendClass::Request(_) if client => {
-                self.send_message(frame).await?
-            }
-            _ => self.send_session(frame).await?,
+        if client && own_stream(&frame, class) {
+            self.send_message(frame).await?;
+        } else {
+            self.send_session(frame).await?;
         }
         self.core.bytes_sent.fetch_add(len, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Frames for the session stream (every frame from the hub; control frames from an agent)
-    /// wait to go out together in one DATA chunk at the next flush, or sooner once 64 KiB are
-    /// waiting; an agent's messages travel on streams of their own and are sent at once.
+    /// Frames for the session stream (every frame from the hub; control frames and messages
+    /// up to [`SESSION_MESSAGE_MAX`] from an agent) wait to go out together in one DATA chunk
+    /// at the next flush, or sooner once 64 KiB are waiting; an agent's larger messages travel
+    /// on streams of their own and are sent at once.
     async fn feed_frame(&self, frame: Bytes, class: SendClass) -> Result<(), TransportError> {
         let client = !self.core.authority.is_empty();
-        if client && matches!(class, SendClass::Message(_) | SendClass::Request(_)) {
+        if client && own_stream(&frame, class) {
             return self.send_frame(frame, class).await;
         }
         check_outgoing(&frame, self.core.peer_max.load(Ordering::Relaxed))?;
@@ -1317,9 +1331,50 @@ mod tests {
             }
             let stats = agent_tx.stats();
             assert_eq!(stats.transport, "http2");
-            assert_eq!(stats.streams_opened, 101);
+            // Messages this small ride the session stream: no stream but the session's.
+            assert_eq!(stats.streams_opened, 1);
             assert!(stats.bytes_sent > 0 && stats.bytes_received > 0);
             assert!(hub_tx.stats().bytes_received >= stats.bytes_sent);
+        })
+        .await;
+    }
+
+    /// A frame of `len` bytes in all (length prefix and type byte included) whose payload
+    /// starts with `tag`.
+    fn sized(tag: u32, len: usize) -> Bytes {
+        let mut payload = vec![0u8; len - FRAME_HEADER_LEN - 1];
+        payload[..4].copy_from_slice(&tag.to_be_bytes());
+        raw(0x10, &payload)
+    }
+
+    #[tokio::test]
+    async fn small_messages_ride_the_session_stream_and_large_ones_get_their_own() {
+        guarded(async {
+            let ((_hub_tx, mut hub_rx), (agent_tx, _agent_rx)) = pair().await;
+            let small = [SESSION_MESSAGE_MAX, SESSION_MESSAGE_MAX - 1, 64];
+            let large = [SESSION_MESSAGE_MAX + 1, 100 * 1024, 1024 * 1024];
+            let mut sent = Vec::new();
+            for (i, len) in small.iter().chain(&large).enumerate() {
+                let frame = sized(i as u32, *len);
+                // Fed and flushed, as the agent's writer does, and sent at once.
+                if i % 2 == 0 {
+                    agent_tx.feed_frame(frame.clone(), MSG).await.unwrap();
+                    agent_tx.flush().await.unwrap();
+                } else {
+                    agent_tx.send_frame(frame.clone(), MSG).await.unwrap();
+                }
+                sent.push(frame);
+            }
+            let mut got = Vec::new();
+            for _ in 0..sent.len() {
+                let f = hub_rx.recv_frame().await.unwrap().unwrap();
+                got.push(f.to_wire());
+            }
+            // Large messages may overtake or trail the others; every one arrives whole, once.
+            got.sort();
+            sent.sort();
+            assert_eq!(got, sent);
+            assert_eq!(agent_tx.stats().streams_opened, 1 + large.len() as u64);
         })
         .await;
     }
@@ -1388,7 +1443,9 @@ mod tests {
     async fn garbage_on_a_message_stream_is_an_error() {
         guarded(async {
             let ((_hub_tx, mut hub_rx), (agent_tx, _agent_rx)) = pair().await;
-            let mut two = raw(0x10, b"one").to_vec();
+            // Large enough for a message stream of its own (smaller ones share the session
+            // stream, where bytes after a frame are the next frame).
+            let mut two = sized(1, SESSION_MESSAGE_MAX + 1).to_vec();
             two.extend_from_slice(b"garbage");
             agent_tx.send_frame(Bytes::from(two), MSG).await.unwrap();
             match hub_rx.recv_frame().await {
@@ -1399,9 +1456,12 @@ mod tests {
         .await;
         guarded(async {
             let ((_hub_tx, mut hub_rx), (agent_tx, _agent_rx)) = pair().await;
-            // Announces 100 bytes, carries 3.
-            let cut = Bytes::from_static(&[0, 0, 0, 100, 0x10, 1, 2]);
-            agent_tx.send_frame(cut, MSG).await.unwrap();
+            // Announces 100 bytes more than it carries, on a message stream of its own.
+            let whole = sized(1, SESSION_MESSAGE_MAX + 1);
+            let mut cut = whole.to_vec();
+            let announced = (whole.len() - 4 + 100) as u32;
+            cut[..4].copy_from_slice(&announced.to_be_bytes());
+            agent_tx.send_frame(Bytes::from(cut), MSG).await.unwrap();
             match hub_rx.recv_frame().await {
                 Err(TransportError::Frame(FrameError::Truncated { .. })) => {}
                 other => panic!("expected Truncated, got {other:?}"),
