@@ -1,6 +1,7 @@
 //! Fast paths for reading the payloads read most, in the layout peers write them (serde's:
 //! fields in declaration order, structs as maps, compact JSON): the request-headers event
-//! every request starts with, body chunks in JSON, and metrics reports.
+//! every request starts with, body chunks in JSON, metrics reports, and the plain answer to
+//! every event (`allow`, nothing but the correlation id in its audit).
 //!
 //! Each reader follows that layout byte by byte and gives up (`None`) at anything else: a
 //! field out of order or unknown, a JSON string with an escape, whitespace, another number
@@ -16,8 +17,8 @@ use bytes::Bytes;
 use crate::Encoding;
 
 use crate::messages::{
-    Body, BodyChunkEvent, CounterMetric, GaugeMetric, MetricsReport, RequestHeadersEvent,
-    RequestMetadata, Text,
+    AgentResponse, Body, BodyChunkEvent, CounterMetric, GaugeMetric, MetricsReport,
+    RequestHeadersEvent, RequestMetadata, Text,
 };
 use crate::text::{HeaderValues, Headers, Labels};
 
@@ -44,6 +45,63 @@ pub(crate) fn metrics_report(encoding: Encoding, bytes: &[u8]) -> Option<Metrics
         Encoding::Json => metrics_report_json(bytes),
         Encoding::MsgPack => metrics_report_msgpack(bytes),
     }
+}
+
+/// An agent's answer in `encoding`, or `None`: only the plain one (an `allow` whose audit
+/// carries nothing but the correlation id, no header operations, routing hints or body
+/// changes), which is what most events get; every other answer goes to serde.
+pub(crate) fn agent_response(encoding: Encoding, bytes: &[u8]) -> Option<AgentResponse> {
+    match encoding {
+        Encoding::Json => agent_response_json(bytes),
+        Encoding::MsgPack => agent_response_msgpack(bytes),
+    }
+}
+
+/// The plain answer with these fields, as serde reads it.
+fn plain_answer(version: u64, correlation_id: &str, needs_more: bool) -> Option<AgentResponse> {
+    let mut response = AgentResponse::allow();
+    response.version = u32::try_from(version).ok()?;
+    response.needs_more = needs_more;
+    response.set_correlation_id(correlation_id);
+    Some(response)
+}
+
+/// Reads compact JSON as serde_json writes the plain answer, or `None`.
+fn agent_response_json(bytes: &[u8]) -> Option<AgentResponse> {
+    let mut r = Json { bytes, at: 0 };
+    r.lit(br#"{"version":"#)?;
+    let version = r.u64()?;
+    r.lit(br#","decision":"allow","request_headers":[],"response_headers":[],"routing_metadata":{},"audit":{"tags":[],"rule_ids":[],"confidence":null,"reason_codes":[],"custom":{"correlation_id":"#)?;
+    let cid = r.str()?;
+    r.lit(br#"}},"needs_more":"#)?;
+    let needs_more = r.bool()?;
+    r.lit(br#","request_body_mutation":null,"response_body_mutation":null,"websocket_decision":null}"#)?;
+    if r.at != bytes.len() {
+        return None;
+    }
+    plain_answer(version, &cid, needs_more)
+}
+
+/// Reads MessagePack as rmp_serde writes the plain answer (structs as maps), or `None`.
+fn agent_response_msgpack(bytes: &[u8]) -> Option<AgentResponse> {
+    let mut r = Pack { bytes, at: 0 };
+    r.lit(b"\x8a\xa7version")?;
+    let version = r.u64()?;
+    r.lit(b"\xa8decision\xa5allow\xafrequest_headers\x90\xb0response_headers\x90\xb0routing_metadata\x80\xa5audit\x85\xa4tags\x90\xa8rule_ids\x90\xaaconfidence\xc0\xacreason_codes\x90\xa6custom\x81\xaecorrelation_id")?;
+    let cid = r.str()?;
+    r.lit(b"\xaaneeds_more")?;
+    let needs_more = match r.byte()? {
+        0xc2 => false,
+        0xc3 => true,
+        _ => return None,
+    };
+    r.lit(
+        b"\xb5request_body_mutation\xc0\xb6response_body_mutation\xc0\xb2websocket_decision\xc0",
+    )?;
+    if r.at != bytes.len() {
+        return None;
+    }
+    plain_answer(version, &cid, needs_more)
 }
 
 /// Most items reserved ahead for a length a peer announced (the list grows past it as items
@@ -815,6 +873,76 @@ mod tests {
             damage(&mut bytes, at, byte, how);
             if let Some(fast) = body_chunk_json(&bytes) {
                 prop_assert_eq!(fast, Encoding::Json.decode::<BodyChunkEvent>(&bytes).unwrap());
+            }
+        }
+    }
+
+    /// An answer as an agent writes it: `response` answering `cid`, in both encodings.
+    fn answer_bytes(response: &AgentResponse, cid: &str) -> [(Encoding, Vec<u8>); 2] {
+        let wire = crate::messages::ResponseWire::new(response, cid);
+        [
+            (
+                Encoding::Json,
+                Encoding::Json.encode(&wire).unwrap().to_vec(),
+            ),
+            (
+                Encoding::MsgPack,
+                Encoding::MsgPack.encode(&wire).unwrap().to_vec(),
+            ),
+        ]
+    }
+
+    proptest! {
+        /// The plain answer is read back as serde reads it, whatever its correlation id,
+        /// version and `needs_more`; damaged, the reader gives up or agrees with serde.
+        #[test]
+        fn plain_answers_read_what_serde_writes_and_never_disagree(
+            cid in any::<String>(),
+            version in any::<u32>(),
+            needs_more in any::<bool>(),
+            at in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+            how in 0u8..3,
+        ) {
+            let mut response = AgentResponse::allow();
+            response.version = version;
+            response.needs_more = needs_more;
+            for (encoding, mut bytes) in answer_bytes(&response, &cid) {
+                let slow: AgentResponse = encoding.decode(&bytes).unwrap();
+                match agent_response(encoding, &bytes) {
+                    Some(fast) => prop_assert_eq!(fast, slow),
+                    None => prop_assert!(encoding == Encoding::Json && bytes.contains(&b'\\')),
+                }
+                damage(&mut bytes, at, byte, how);
+                if let Some(fast) = agent_response(encoding, &bytes) {
+                    prop_assert_eq!(fast, encoding.decode::<AgentResponse>(&bytes).unwrap());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn answers_that_are_not_plain_are_left_to_serde() {
+        let mut tagged = AgentResponse::allow();
+        tagged.audit.tags.push("waf".into());
+        let mut routed = AgentResponse::allow();
+        routed.routing_metadata.insert("pool".into(), "b".into());
+        let mut custom = AgentResponse::allow();
+        custom
+            .audit
+            .custom
+            .insert("score".into(), serde_json::Value::from(3));
+        for response in [
+            AgentResponse::block(403, Some("no".into())),
+            tagged,
+            routed,
+            custom,
+        ] {
+            for (encoding, bytes) in answer_bytes(&response, "r1") {
+                assert!(agent_response(encoding, &bytes).is_none(), "{response:?}");
+                let decoded = crate::messages::AgentResponse::decode(encoding, &bytes).unwrap();
+                assert_eq!(decoded.decision, response.decision);
+                assert_eq!(decoded.correlation_id(), Some("r1"));
             }
         }
     }

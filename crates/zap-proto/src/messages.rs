@@ -419,6 +419,22 @@ impl AgentResponse {
         }
     }
 
+    /// Decodes an answer: the plain one (`allow`, nothing but the correlation id in its
+    /// audit) directly, anything else by serde (the same result either way; what the proxy
+    /// side uses).
+    ///
+    /// ```
+    /// use agentwire_zap_proto::{messages::{Decision, ResponseWire}, AgentResponse, Encoding};
+    /// let wire = Encoding::MsgPack.encode(&ResponseWire::new(&AgentResponse::allow(), "r1"))?;
+    /// let answer = AgentResponse::decode(Encoding::MsgPack, &wire)?;
+    /// assert_eq!(answer.decision, Decision::Allow);
+    /// assert_eq!(answer.correlation_id(), Some("r1"));
+    /// # Ok::<(), agentwire_zap_proto::CodecError>(())
+    /// ```
+    pub fn decode(encoding: crate::Encoding, payload: &[u8]) -> Result<Self, crate::CodecError> {
+        encoding.decode_fast(payload, crate::fast_read::agent_response)
+    }
+
     /// The correlation id the answer carries (`audit.custom["correlation_id"]`), if any.
     pub fn correlation_id(&self) -> Option<&str> {
         self.audit.custom.get(CID_KEY).and_then(|v| v.as_str())

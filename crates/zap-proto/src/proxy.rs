@@ -380,7 +380,7 @@ impl ProxySession {
         let undecodable = |error| ProxyError::Undecodable { kind, error };
         match kind {
             MessageType::AgentResponse => {
-                let response: AgentResponse = encoding.decode(payload).map_err(undecodable)?;
+                let response = AgentResponse::decode(encoding, payload).map_err(undecodable)?;
                 let cid = response.correlation_id().unwrap_or_default().to_string();
                 if self.pending.remove(cid.as_str()).is_some() {
                     self.drop_settled_deadlines();
