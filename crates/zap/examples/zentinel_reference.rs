@@ -56,8 +56,42 @@ fn arg(args: &[String], name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-/// The same event as `agentwire_zap::bench::event(n, 0)`, as the reference's type.
+/// The same event as `agentwire_zap::bench::event(n, 0)`, built directly in the reference's
+/// type (the bench loop builds one per request, as ours does; `main` checks once that it
+/// equals [`converted_event`]).
 fn zen_event(n: u64) -> zen::RequestHeadersEvent {
+    let cid = format!("bench-{n}");
+    let headers = [
+        ("host", "api.example.com"),
+        ("user-agent", "agentwire-bench/1.0"),
+        ("accept", "*/*"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
+    .collect::<HashMap<_, _>>();
+    zen::RequestHeadersEvent {
+        metadata: zen::RequestMetadata {
+            correlation_id: cid.clone(),
+            request_id: cid,
+            client_ip: "192.168.1.100".into(),
+            client_port: 40000,
+            server_name: Some("api.example.com".into()),
+            protocol: "HTTP/1.1".into(),
+            tls_version: Some("TLSv1.3".into()),
+            tls_cipher: None,
+            route_id: None,
+            upstream_id: None,
+            timestamp: "2026-11-25T00:00:00Z".into(),
+            traceparent: None,
+        },
+        method: "GET".into(),
+        uri: "/api/v1/users".into(),
+        headers,
+    }
+}
+
+/// `agentwire_zap::bench::event(n, 0)` converted to the reference's type.
+fn converted_event(n: u64) -> zen::RequestHeadersEvent {
     let Event::RequestHeaders(ours) = agentwire_zap::bench::event(n, 0) else {
         unreachable!("body size 0 makes request headers")
     };
@@ -111,6 +145,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
         Some("bench") => {
+            if serde_json::to_value(zen_event(7))? != serde_json::to_value(converted_event(7))? {
+                return Err("zen_event no longer builds agentwire's bench event".into());
+            }
             let requests: u64 = arg(&args, "--requests").map_or(Ok(20_000), |v| v.parse())?;
             let concurrency: usize = arg(&args, "--concurrency").map_or(Ok(16), |v| v.parse())?;
             let agent_pid: Option<u32> = arg(&args, "--agent-pid").map(|v| v.parse()).transpose()?;
