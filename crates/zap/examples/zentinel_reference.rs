@@ -56,38 +56,16 @@ fn arg(args: &[String], name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-/// The same event as `agentwire_zap::bench::event(n, 0)`, built directly in the reference's
-/// type (the bench loop builds one per request, as ours does; `main` checks once that it
-/// equals [`converted_event`]).
-fn zen_event(n: u64) -> zen::RequestHeadersEvent {
+/// The same event as `agentwire_zap::bench::event(n, 0)` in the reference's type: `template`
+/// (that event converted once) with request `n`'s ids. The bench loop makes one per request,
+/// as ours does, without converting our type each time; `main` checks once that it equals
+/// [`converted_event`].
+fn zen_event(template: &zen::RequestHeadersEvent, n: u64) -> zen::RequestHeadersEvent {
+    let mut event = template.clone();
     let cid = format!("bench-{n}");
-    let headers = [
-        ("host", "api.example.com"),
-        ("user-agent", "agentwire-bench/1.0"),
-        ("accept", "*/*"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
-    .collect::<HashMap<_, _>>();
-    zen::RequestHeadersEvent {
-        metadata: zen::RequestMetadata {
-            correlation_id: cid.clone(),
-            request_id: cid,
-            client_ip: "192.168.1.100".into(),
-            client_port: 40000,
-            server_name: Some("api.example.com".into()),
-            protocol: "HTTP/1.1".into(),
-            tls_version: Some("TLSv1.3".into()),
-            tls_cipher: None,
-            route_id: None,
-            upstream_id: None,
-            timestamp: "2026-11-25T00:00:00Z".into(),
-            traceparent: None,
-        },
-        method: "GET".into(),
-        uri: "/api/v1/users".into(),
-        headers,
-    }
+    event.metadata.request_id.clone_from(&cid);
+    event.metadata.correlation_id = cid;
+    event
 }
 
 /// `agentwire_zap::bench::event(n, 0)` converted to the reference's type.
@@ -145,7 +123,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
         Some("bench") => {
-            if serde_json::to_value(zen_event(7))? != serde_json::to_value(converted_event(7))? {
+            let template = Arc::new(converted_event(0));
+            if serde_json::to_value(zen_event(&template, 7))? != serde_json::to_value(converted_event(7))? {
                 return Err("zen_event no longer builds agentwire's bench event".into());
             }
             let requests: u64 = arg(&args, "--requests").map_or(Ok(20_000), |v| v.parse())?;
@@ -154,7 +133,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let client = Arc::new(AgentClientV2Uds::new("reference", socket.as_str(), Duration::from_secs(30)).await?);
             client.connect().await?;
             let encoding = format!("{:?}", client.encoding().await).to_lowercase();
-            let warm = zen_event(u64::MAX);
+            let warm = zen_event(&template, u64::MAX);
             client.send_request_headers(&warm.metadata.correlation_id.clone(), &warm).await?;
             let next = Arc::new(AtomicU64::new(0));
             let errors: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
@@ -166,6 +145,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let client = client.clone();
                     let next = next.clone();
                     let errors = errors.clone();
+                    let template = template.clone();
                     tokio::spawn(async move {
                         let mut hist = new_histogram();
                         let mut answered = 0u64;
@@ -174,7 +154,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                             if n >= requests {
                                 break;
                             }
-                            let event = zen_event(n);
+                            let event = zen_event(&template, n);
                             let t = Instant::now();
                             let cid = event.metadata.correlation_id.clone();
                             match client.send_request_headers(&cid, &event).await {
