@@ -480,14 +480,36 @@ impl FrameDecoder {
     /// let raw = d.next_frame().unwrap().unwrap();
     /// assert_eq!(raw.to_wire().as_ptr(), bytes.as_ptr()); // the received buffer itself
     /// ```
-    pub fn push_bytes(&mut self, bytes: Bytes) {
+    pub fn push_bytes(&mut self, mut bytes: Bytes) {
         if self.buf.is_empty() && self.whole.is_empty() {
             self.whole = bytes;
-        } else {
-            self.make_room(&bytes);
-            self.spill();
-            self.buf.extend_from_slice(&bytes);
+            return;
         }
+        // A frame begun in an earlier buffer: copy in only the bytes that complete it, and
+        // keep the rest of this buffer uncopied behind it (frames of 10 KiB in 64 KiB reads
+        // or QUIC chunks straddle nearly every boundary, and the whole buffer was copied).
+        if let Some(rest) = self.completing(&bytes) {
+            let head = bytes.split_to(rest);
+            self.make_room(&head);
+            self.buf.extend_from_slice(&head);
+            self.whole = bytes;
+            return;
+        }
+        self.make_room(&bytes);
+        self.spill();
+        self.buf.extend_from_slice(&bytes);
+    }
+
+    /// When `buf` holds the start of a frame (its length prefix complete and valid) that
+    /// `incoming` completes with bytes to spare, how many bytes of `incoming` complete it.
+    fn completing(&self, incoming: &[u8]) -> Option<usize> {
+        if !self.whole.is_empty() {
+            return None;
+        }
+        let len = read_len(&self.buf, self.max_frame_size).ok()??;
+        let total = FRAME_HEADER_LEN.saturating_add(len as usize);
+        let need = total.checked_sub(self.buf.len()).filter(|&n| n > 0)?;
+        (incoming.len() > need).then_some(need)
     }
 
     /// Moves an uncopied received buffer into `buf` (before anything is appended after it).
@@ -535,7 +557,7 @@ impl FrameDecoder {
     /// The whole size (prefix included) of the frame at the front, read from the bytes held
     /// and then `incoming`; `None` before its prefix is complete or when it is over the limit.
     fn announced_total(&self, incoming: &[u8]) -> Option<usize> {
-        let held: &[u8] = if self.whole.is_empty() {
+        let held: &[u8] = if !self.buf.is_empty() || self.whole.is_empty() {
             &self.buf
         } else {
             &self.whole
@@ -555,7 +577,7 @@ impl FrameDecoder {
     /// The length the next frame announces, once its prefix has arrived, checked against the
     /// limit. Lets a reader size its next read.
     pub fn next_len(&self) -> Result<Option<u32>, FrameError> {
-        if self.whole.is_empty() {
+        if !self.buf.is_empty() || self.whole.is_empty() {
             read_len(&self.buf, self.max_frame_size)
         } else {
             read_len(&self.whole, self.max_frame_size)
@@ -565,6 +587,10 @@ impl FrameDecoder {
     /// The next whole frame, `Ok(None)` if more bytes are needed, or an error if the stream
     /// is broken (after which the decoder should be dropped).
     pub fn next_frame(&mut self) -> Result<Option<RawFrame>, FrameError> {
+        // `buf` comes first: `whole` is set beside it only once `buf` holds whole frames.
+        if !self.buf.is_empty() {
+            return self.next_from_buf();
+        }
         if !self.whole.is_empty() {
             if let Some(len) = read_len(&self.whole, self.max_frame_size)? {
                 let total = FRAME_HEADER_LEN.saturating_add(len as usize);
@@ -582,7 +608,12 @@ impl FrameDecoder {
             // A partial frame: copy it into the buffer, where the rest will join it.
             self.spill();
         }
-        let Some(len) = self.next_len()? else {
+        self.next_from_buf()
+    }
+
+    /// The next whole frame in `buf`, if it holds one.
+    fn next_from_buf(&mut self) -> Result<Option<RawFrame>, FrameError> {
+        let Some(len) = read_len(&self.buf, self.max_frame_size)? else {
             return Ok(None);
         };
         let total = FRAME_HEADER_LEN.saturating_add(len as usize);
@@ -889,6 +920,31 @@ mod tests {
         wire.push(FrameType::Envelope as u8);
         wire.extend((1..len).map(|i| i as u8));
         Bytes::from(wire)
+    }
+
+    #[test]
+    fn frames_after_one_that_straddles_two_buffers_are_not_copied() {
+        let (a, b, c) = (big_frame(10_000), big_frame(10_000), big_frame(10_000));
+        let stream: Vec<u8> = [&a[..], &b[..], &c[..]].concat();
+        let stream = Bytes::from(stream);
+        // The first buffer ends inside `b`; the second holds b's end and all of `c`.
+        let cut = a.len() + 4_000;
+        let mut dec = FrameDecoder::new(u32::MAX);
+        dec.push_bytes(stream.slice(..cut));
+        assert_eq!(dec.next_frame().unwrap().unwrap().to_wire(), a);
+        assert_eq!(dec.next_frame(), Ok(None));
+        let second = stream.slice(cut..);
+        dec.push_bytes(second.clone());
+        // Only b's missing bytes were copied in: c is still the received buffer.
+        assert_eq!(dec.buf.len(), b.len());
+        let rest = b.len() - 4_000;
+        assert_eq!(dec.whole.as_ptr(), second[rest..].as_ptr());
+        assert_eq!(dec.next_frame().unwrap().unwrap().to_wire(), b);
+        let third = dec.next_frame().unwrap().unwrap();
+        assert_eq!(third.to_wire(), c);
+        assert_eq!(third.to_wire().as_ptr(), second[rest..].as_ptr());
+        assert_eq!(dec.next_frame(), Ok(None));
+        assert_eq!(dec.finish(), Ok(()));
     }
 
     #[test]

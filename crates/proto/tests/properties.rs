@@ -141,6 +141,17 @@ fn frame() -> impl Strategy<Value = Frame> {
 /// Feeds `bytes` cut at `cuts`, each piece copied (`push`) or handed over (`push_bytes`) as
 /// `owned` says, piece by piece.
 fn decode_chunked(bytes: &[u8], cuts: &[usize], owned: &[bool]) -> Vec<RawFrame> {
+    decode_chunked_draining(bytes, cuts, owned, &[])
+}
+
+/// As [`decode_chunked`], but frames are taken after piece `i` only when `hold[i]` is not
+/// true (several pieces may arrive before the reader looks), and at the end.
+fn decode_chunked_draining(
+    bytes: &[u8],
+    cuts: &[usize],
+    owned: &[bool],
+    hold: &[bool],
+) -> Vec<RawFrame> {
     let mut points: Vec<usize> = cuts
         .iter()
         .map(|c| c % (bytes.len() + 1))
@@ -156,9 +167,15 @@ fn decode_chunked(bytes: &[u8], cuts: &[usize], owned: &[bool]) -> Vec<RawFrame>
         } else {
             dec.push(&bytes[w[0]..w[1]]);
         }
+        if hold.get(i).copied().unwrap_or(false) {
+            continue;
+        }
         while let Some(raw) = dec.next_frame().unwrap() {
             out.push(raw);
         }
+    }
+    while let Some(raw) = dec.next_frame().unwrap() {
+        out.push(raw);
     }
     assert_eq!(dec.finish(), Ok(()));
     out
@@ -202,6 +219,23 @@ proptest! {
         }
         let raws = decode_chunked(&stream, &cuts, &owned);
         let decoded: Vec<Frame> = raws.iter().map(|r| Frame::decode(r, codec).unwrap()).collect();
+        prop_assert_eq!(decoded, frames);
+    }
+
+    #[test]
+    fn frames_round_trip_when_pieces_arrive_before_the_reader_looks(
+        frames in vec(frame(), 1..6),
+        cuts in vec(any::<usize>(), 0..12),
+        owned in vec(any::<bool>(), 0..13),
+        hold in vec(any::<bool>(), 0..13),
+    ) {
+        let mut stream = Vec::new();
+        for f in &frames {
+            f.encode_into(Codec::MsgPack, &mut stream).unwrap();
+        }
+        let raws = decode_chunked_draining(&stream, &cuts, &owned, &hold);
+        let decoded: Vec<Frame> =
+            raws.iter().map(|r| Frame::decode(r, Codec::MsgPack).unwrap()).collect();
         prop_assert_eq!(decoded, frames);
     }
 
