@@ -36,6 +36,7 @@ use tokio::time::Instant;
 use crate::netpath::{self, EmulatedPath};
 use crate::record::*;
 use crate::resources;
+use crate::resources::NetTable;
 use crate::server::{HubLauncher, QuicKnobs, ServerReady, ServerSide, ServerSpec};
 use crate::stats::{self, OpenLoopSchedule};
 
@@ -345,12 +346,52 @@ impl CpuWindow {
     }
 }
 
+/// The kernel socket tables that hold the hub's sockets for `transport` at `url`: UDP for
+/// QUIC, TCP for HTTP/2 and WebSocket (Unix sockets are not counted), of the address family
+/// the URL names (both when it names a host).
+///
+/// ```
+/// use agentwire_bench::scenario::hub_socket_tables;
+/// use agentwire_bench::BenchTransport;
+/// use agentwire_measure::resources::NetTable;
+/// assert_eq!(hub_socket_tables(BenchTransport::Quic, "quic://127.0.0.1:4433"), [NetTable::Udp]);
+/// assert_eq!(hub_socket_tables(BenchTransport::Wss, "wss://[::1]:4433/agentwire/v1"), [NetTable::Tcp6]);
+/// assert_eq!(hub_socket_tables(BenchTransport::H2, "h2://localhost:4433"), [NetTable::Tcp, NetTable::Tcp6]);
+/// assert!(hub_socket_tables(BenchTransport::Unix, "unix:///tmp/hub.sock").is_empty());
+/// ```
+pub fn hub_socket_tables(transport: BenchTransport, url: &str) -> Vec<NetTable> {
+    let (v4, v6) = match transport {
+        BenchTransport::Quic | BenchTransport::QuicLanes => (NetTable::Udp, NetTable::Udp6),
+        BenchTransport::H2 | BenchTransport::Wss => (NetTable::Tcp, NetTable::Tcp6),
+        BenchTransport::Unix => return Vec::new(),
+    };
+    let authority = url
+        .split_once("://")
+        .map_or(url, |(_, rest)| rest)
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => vec![v4],
+        Ok(std::net::IpAddr::V6(_)) => vec![v6],
+        Err(_) => vec![v4, v6],
+    }
+}
+
 /// How often the hub's socket queues and RSS are sampled.
 const SOCKET_SAMPLE_EVERY: Duration = Duration::from_millis(200);
 
 /// The peaks of process `pid`'s socket queues, and of its RSS plus them, sampled every
 /// [`SOCKET_SAMPLE_EVERY`] until `end`; `None` without a process or a readable `/proc`.
-async fn sample_socket_memory(pid: Option<u32>, end: Instant) -> Option<SocketMemory> {
+async fn sample_socket_memory(
+    pid: Option<u32>,
+    tables: Vec<NetTable>,
+    end: Instant,
+) -> Option<SocketMemory> {
     let pid = pid?;
     let mut peaks: Option<SocketMemory> = None;
     let mut tick = tokio::time::interval(SOCKET_SAMPLE_EVERY);
@@ -358,8 +399,9 @@ async fn sample_socket_memory(pid: Option<u32>, end: Instant) -> Option<SocketMe
     while Instant::now() < end {
         tick.tick().await;
         // A few thousand lines of /proc: read off the runtime's workers.
+        let tables = tables.clone();
         let sample = tokio::task::spawn_blocking(move || {
-            resources::socket_queue_bytes(pid).zip(resources::rss_bytes(pid))
+            resources::socket_queue_bytes_in(pid, &tables).zip(resources::rss_bytes(pid))
         })
         .await;
         let Ok(Some((queued, rss))) = sample else {
@@ -549,7 +591,8 @@ async fn client_side(config: &CellConfig, ready: &ServerReady) -> Result<ClientO
     let measure_start = t0 + Duration::from_millis(config.warmup_ms);
     let measure_end = measure_start + Duration::from_millis(config.duration_ms);
     let hub_pid = ready.hub_pid;
-    let sockets = tokio::spawn(sample_socket_memory(hub_pid, measure_end));
+    let tables = hub_socket_tables(config.transport, &ready.url);
+    let sockets = tokio::spawn(sample_socket_memory(hub_pid, tables, measure_end));
     let sampler = tokio::spawn(async move {
         tokio::time::sleep_until(measure_start).await;
         let a = CpuSnapshot::take(hub_pid);

@@ -109,10 +109,51 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
 /// process's network namespace); Unix sockets are not counted. `None` when `/proc` cannot be
 /// read.
 pub fn socket_queue_bytes(pid: u32) -> Option<u64> {
+    socket_queue_bytes_in(pid, &NetTable::ALL)
+}
+
+/// One of the kernel's socket tables under `/proc/<pid>/net/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetTable {
+    /// `tcp`: TCP over IPv4.
+    Tcp,
+    /// `tcp6`: TCP over IPv6.
+    Tcp6,
+    /// `udp`: UDP over IPv4.
+    Udp,
+    /// `udp6`: UDP over IPv6.
+    Udp6,
+}
+
+impl NetTable {
+    /// All four.
+    pub const ALL: [NetTable; 4] = [NetTable::Tcp, NetTable::Tcp6, NetTable::Udp, NetTable::Udp6];
+
+    /// The file's name.
+    ///
+    /// ```
+    /// use agentwire_measure::resources::NetTable;
+    /// assert_eq!(NetTable::Udp6.file_name(), "udp6");
+    /// ```
+    pub fn file_name(self) -> &'static str {
+        match self {
+            NetTable::Tcp => "tcp",
+            NetTable::Tcp6 => "tcp6",
+            NetTable::Udp => "udp",
+            NetTable::Udp6 => "udp6",
+        }
+    }
+}
+
+/// As [`socket_queue_bytes`], from the named tables only. Reading a TCP table walks the
+/// kernel's whole table of established connections, however few the process has: about
+/// 4.5 ms for each of `tcp` and `tcp6` on the 24 GiB test machine, every sample; a sampler
+/// that knows which protocol and address family the process serves should read only those.
+pub fn socket_queue_bytes_in(pid: u32, tables: &[NetTable]) -> Option<u64> {
     let inodes = socket_inodes(pid)?;
     let mut total = 0;
-    for table in ["tcp", "tcp6", "udp", "udp6"] {
-        if let Some(text) = read(&format!("/proc/{pid}/net/{table}")) {
+    for table in tables {
+        if let Some(text) = read(&format!("/proc/{pid}/net/{}", table.file_name())) {
             total += parse_net_queues(&text, &inodes);
         }
     }
