@@ -223,6 +223,12 @@ proptest! {
     }
 
     #[test]
+    fn the_size_hint_covers_the_messagepack_encoding(env in envelope()) {
+        let encoded = Codec::MsgPack.encode_envelope(&env).unwrap();
+        prop_assert!(encoded.len() <= env.encoded_len_hint(Codec::MsgPack));
+    }
+
+    #[test]
     fn frames_round_trip_when_pieces_arrive_before_the_reader_looks(
         frames in vec(frame(), 1..6),
         cuts in vec(any::<usize>(), 0..12),
