@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::any::{AnyReceiver, AnySender};
+use super::read_ahead::ReadAhead;
 use super::stream::{StreamReceiver, StreamSender};
 use super::{h2, uds, ws, ConnectError, FrameReceiver, FrameSender, TransportError, TransportKind};
 
@@ -150,7 +151,7 @@ async fn tcp_setup(
             .map_err(|e| failed(ws_stage, e))?;
         return Ok(accepted(AnySender::Ws(s), AnyReceiver::Ws(r)));
     };
-    let tls_stream = tokio::time::timeout(timeout, acceptor.accept(stream))
+    let tls_stream = tokio::time::timeout(timeout, acceptor.accept(ReadAhead::new(stream)))
         .await
         .map_err(|_| failed("tls", TransportError::Timeout(timeout)))?
         .map_err(|e| {

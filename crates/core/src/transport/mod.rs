@@ -20,6 +20,7 @@ pub mod quic;
 pub mod quic_budget;
 pub mod quic_inbound;
 pub mod quic_socket;
+pub mod read_ahead;
 pub mod stream;
 mod tls_alert;
 pub mod uds;

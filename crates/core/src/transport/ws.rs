@@ -440,7 +440,7 @@ pub async fn accept(
     let io: Io = match tls {
         Some(acceptor) => Box::new(
             acceptor
-                .accept(tcp)
+                .accept(super::read_ahead::ReadAhead::new(tcp))
                 .await
                 .map_err(|e| ConnectError::tls_handshake("TLS handshake failed", e))?,
         ),
