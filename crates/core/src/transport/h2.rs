@@ -783,7 +783,7 @@ pub async fn connect_sending(
         .map_err(|e| ConnectError::socket(format!("cannot connect to {addr}"), e))?;
     let _ = tcp.set_nodelay(true);
     let stream = tokio_rustls::TlsConnector::from(tls)
-        .connect(server_name, tcp)
+        .connect(server_name, super::read_ahead::ReadAhead::new(tcp))
         .await
         .map_err(|e| ConnectError::tls_handshake(format!("TLS handshake with {addr} failed"), e))?;
     if stream.get_ref().1.alpn_protocol() != Some(ALPN_H2) {

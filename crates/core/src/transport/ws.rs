@@ -529,9 +529,12 @@ async fn connect_path(
     let (scheme, io): (&str, Io) = match tls {
         Some((config, name)) => {
             let connector = tokio_rustls::TlsConnector::from(config);
-            let stream = connector.connect(name, tcp).await.map_err(|e| {
-                ConnectError::tls_handshake(format!("TLS handshake with {addr} failed"), e)
-            })?;
+            let stream = connector
+                .connect(name, super::read_ahead::ReadAhead::new(tcp))
+                .await
+                .map_err(|e| {
+                    ConnectError::tls_handshake(format!("TLS handshake with {addr} failed"), e)
+                })?;
             ("wss", Box::new(stream))
         }
         None => ("ws", Box::new(tcp)),
