@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use agentwire::transport::TransportKind;
 use agentwire::{
-    Agent, AgentError, AgentHandle, AgentOptions, CongestionControl, Connector, Destination, Kind,
-    Priority, StreamMapping,
+    Agent, AgentError, AgentHandle, AgentOptions, CongestionControl, Connector, Destination,
+    HubUrl, Kind, Priority, StreamMapping,
 };
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
@@ -346,39 +346,32 @@ impl CpuWindow {
     }
 }
 
-/// The kernel socket tables that hold the hub's sockets for `transport` at `url`: UDP for
-/// QUIC, TCP for HTTP/2 and WebSocket (Unix sockets are not counted), of the address family
-/// the URL names (both when it names a host).
+/// The kernel socket tables that hold the sockets of the hub at `url`: UDP for QUIC, TCP for
+/// HTTP/2 and WebSocket (Unix sockets are not counted), of the address family the URL names
+/// (both when it names a host; all four when it does not parse).
 ///
 /// ```
 /// use agentwire_bench::scenario::hub_socket_tables;
-/// use agentwire_bench::BenchTransport;
 /// use agentwire_measure::resources::NetTable;
-/// assert_eq!(hub_socket_tables(BenchTransport::Quic, "quic://127.0.0.1:4433"), [NetTable::Udp]);
-/// assert_eq!(hub_socket_tables(BenchTransport::Wss, "wss://[::1]:4433/agentwire/v1"), [NetTable::Tcp6]);
-/// assert_eq!(hub_socket_tables(BenchTransport::H2, "h2://localhost:4433"), [NetTable::Tcp, NetTable::Tcp6]);
-/// assert!(hub_socket_tables(BenchTransport::Unix, "unix:///tmp/hub.sock").is_empty());
+/// assert_eq!(hub_socket_tables("quic://127.0.0.1:4433"), [NetTable::Udp]);
+/// assert_eq!(hub_socket_tables("wss://[::1]:4433/agentwire/v1"), [NetTable::Tcp6]);
+/// assert_eq!(hub_socket_tables("h2://localhost:4433"), [NetTable::Tcp, NetTable::Tcp6]);
+/// assert!(hub_socket_tables("unix:///tmp/hub.sock").is_empty());
 /// ```
-pub fn hub_socket_tables(transport: BenchTransport, url: &str) -> Vec<NetTable> {
-    let (v4, v6) = match transport {
-        BenchTransport::Quic | BenchTransport::QuicLanes => (NetTable::Udp, NetTable::Udp6),
-        BenchTransport::H2 | BenchTransport::Wss => (NetTable::Tcp, NetTable::Tcp6),
-        BenchTransport::Unix => return Vec::new(),
+pub fn hub_socket_tables(url: &str) -> Vec<NetTable> {
+    let Ok(url) = HubUrl::parse(url) else {
+        return NetTable::ALL.to_vec();
     };
-    let authority = url
-        .split_once("://")
-        .map_or(url, |(_, rest)| rest)
-        .split('/')
-        .next()
-        .unwrap_or_default();
-    let host = match authority.strip_prefix('[') {
-        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
-        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    let (v4, v6) = match url.transport {
+        TransportKind::Quic => (NetTable::Udp, NetTable::Udp6),
+        TransportKind::Http2 | TransportKind::WebSocket => (NetTable::Tcp, NetTable::Tcp6),
+        // A hub URL never names the cluster link.
+        TransportKind::Unix | TransportKind::Cluster => return Vec::new(),
     };
-    match host.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V4(_)) => vec![v4],
-        Ok(std::net::IpAddr::V6(_)) => vec![v6],
-        Err(_) => vec![v4, v6],
+    match url.host().and_then(|h| h.parse::<std::net::IpAddr>().ok()) {
+        Some(std::net::IpAddr::V4(_)) => vec![v4],
+        Some(std::net::IpAddr::V6(_)) => vec![v6],
+        None => vec![v4, v6],
     }
 }
 
@@ -591,7 +584,7 @@ async fn client_side(config: &CellConfig, ready: &ServerReady) -> Result<ClientO
     let measure_start = t0 + Duration::from_millis(config.warmup_ms);
     let measure_end = measure_start + Duration::from_millis(config.duration_ms);
     let hub_pid = ready.hub_pid;
-    let tables = hub_socket_tables(config.transport, &ready.url);
+    let tables = hub_socket_tables(&ready.url);
     let sockets = tokio::spawn(sample_socket_memory(hub_pid, tables, measure_end));
     let sampler = tokio::spawn(async move {
         tokio::time::sleep_until(measure_start).await;
