@@ -563,11 +563,7 @@ impl FrameDecoder {
     /// The whole size (prefix included) of the frame at the front, read from the bytes held
     /// and then `incoming`; `None` before its prefix is complete or when it is over the limit.
     fn announced_total(&self, incoming: &[u8]) -> Option<usize> {
-        let held: &[u8] = if !self.buf.is_empty() || self.whole.is_empty() {
-            &self.buf
-        } else {
-            &self.whole
-        };
+        let held = self.front();
         let mut prefix = [0u8; FRAME_HEADER_LEN];
         let from_held = held.len().min(FRAME_HEADER_LEN);
         prefix[..from_held].copy_from_slice(&held[..from_held]);
@@ -583,10 +579,16 @@ impl FrameDecoder {
     /// The length the next frame announces, once its prefix has arrived, checked against the
     /// limit. Lets a reader size its next read.
     pub fn next_len(&self) -> Result<Option<u32>, FrameError> {
-        if !self.buf.is_empty() || self.whole.is_empty() {
-            read_len(&self.buf, self.max_frame_size)
+        read_len(self.front(), self.max_frame_size)
+    }
+
+    /// The buffered bytes the next frame starts in: `buf` while it holds any (`whole` is set
+    /// beside it only once `buf` holds whole frames), else `whole`.
+    fn front(&self) -> &[u8] {
+        if self.buf.is_empty() {
+            &self.whole
         } else {
-            read_len(&self.whole, self.max_frame_size)
+            &self.buf
         }
     }
 
