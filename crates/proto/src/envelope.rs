@@ -10,11 +10,11 @@ use std::fmt;
 
 use base64::Engine as _;
 use bytes::Bytes;
-
-use crate::Codec;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::ser::{SerializeTuple, Serializer};
 use serde::{Deserialize, Serialize};
+
+use crate::Codec;
 
 /// What a message is for. The hub routes every kind the same way; the kind tells agents and
 /// metrics what the message means.
