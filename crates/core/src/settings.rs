@@ -314,11 +314,11 @@ impl QuicSettings {
     }
 
     /// Builds the quinn endpoint configuration: the largest UDP payload this endpoint accepts
-    /// (announced to peers, who size their datagrams by it) is the
-    /// [largest datagram](Self::largest_datagram), at least quinn's default.
+    /// (announced to peers, who size their datagrams by it) is
+    /// [`endpoint_payload`](Self::endpoint_payload).
     pub fn endpoint_config(&self) -> Result<quinn::EndpointConfig, String> {
         let mut config = quinn::EndpointConfig::default();
-        let payload = self.largest_datagram().max(1472);
+        let payload = self.endpoint_payload();
         config
             .max_udp_payload_size(payload)
             .map_err(|_| format!("MTU {payload} is out of range (1200..=65527)"))?;
@@ -339,6 +339,22 @@ impl QuicSettings {
     /// ```
     pub fn largest_datagram(&self) -> u16 {
         self.max_mtu.max(self.loopback_mtu)
+    }
+
+    /// The largest UDP payload an endpoint with these settings accepts: the
+    /// [largest datagram](Self::largest_datagram), at least quinn's default of 1,472.
+    ///
+    /// ```
+    /// use agentwire::settings::QuicSettings;
+    /// let mut s = QuicSettings::default();
+    /// s.max_mtu = 1452;
+    /// s.loopback_mtu = 0;
+    /// assert_eq!(s.endpoint_payload(), 1472);
+    /// s.loopback_mtu = 65_507;
+    /// assert_eq!(s.endpoint_payload(), 65_507);
+    /// ```
+    pub fn endpoint_payload(&self) -> u16 {
+        self.largest_datagram().max(1472)
     }
 
     /// The settings of one connection to or from `peer`: on a loopback address (IPv4, IPv6 or

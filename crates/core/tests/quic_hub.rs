@@ -703,6 +703,33 @@ async fn loopback_connections_use_the_loopback_datagram_size() {
     );
 }
 
+/// The hub's endpoint hands each large received datagram on without copying it and reuses its
+/// buffer once every message in it is gone (`vendor/README.md`): bodies from 1 byte to 300 KiB,
+/// several thousand 64 KiB datagrams in all, more than it keeps buffers for, come back intact,
+/// each with its own bytes.
+#[tokio::test]
+async fn large_datagrams_arrive_intact_through_reused_buffers() {
+    let t = start_hub(HubConfig::default()).await;
+    let _echo = t.echo_agent("echo").await;
+    let mut agents = Vec::new();
+    for i in 0..4 {
+        agents.push(t.agent(&format!("sender-{i}")).await);
+    }
+    let body = |agent: usize, n: usize| -> Vec<u8> {
+        let len = [1, 1000, 10 * 1024, 65_000, 100 * 1024, 300 * 1024][n % 6];
+        (0..len).map(|i| (i * 31 + n * 7 + agent * 13) as u8).collect()
+    };
+    let runs = agents.iter().enumerate().map(|(a, agent)| async move {
+        for n in 0..60 {
+            let sent = body(a, n);
+            let reply = agent.request("echo", sent.clone(), 30 * SECOND).await;
+            let reply = reply.unwrap_or_else(|e| panic!("agent {a} request {n}: {e}"));
+            assert!(reply.body[..] == sent[..], "agent {a} request {n} changed");
+        }
+    });
+    futures_util::future::join_all(runs).await;
+}
+
 /// With a receive budget far below what the agents send at once, every connection gets the
 /// smallest window and still delivers everything: windows throttle, they never stall.
 #[tokio::test]

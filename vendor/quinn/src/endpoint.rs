@@ -138,6 +138,7 @@ impl Endpoint {
     ) -> io::Result<Self> {
         let addr = socket.local_addr()?;
         let allow_mtud = !socket.may_fragment();
+        let accepts = server_config.is_some();
         let rc = EndpointRef::new(
             socket,
             proto::Endpoint::new(
@@ -148,6 +149,7 @@ impl Endpoint {
             ),
             addr.is_ipv6(),
             runtime.clone(),
+            accepts,
         );
         let driver = EndpointDriver(rc.clone());
         runtime.spawn(Box::pin(
@@ -683,9 +685,10 @@ impl EndpointRef {
         inner: proto::Endpoint,
         ipv6: bool,
         runtime: Arc<dyn Runtime>,
+        accepts: bool,
     ) -> Self {
         let (sender, events) = mpsc::unbounded_channel();
-        let recv_state = RecvState::new(sender, socket.max_receive_segments(), &inner);
+        let recv_state = RecvState::new(sender, socket.max_receive_segments(), &inner, accepts);
         Self(Arc::new(EndpointInner {
             shared: Shared {
                 incoming: Notify::new(),
@@ -741,8 +744,50 @@ impl std::ops::Deref for EndpointRef {
 struct RecvState {
     incoming: VecDeque<proto::Incoming>,
     connections: ConnectionSet,
-    recv_buf: Box<[u8]>,
+    /// One receive buffer per datagram of a batch, each `slot_len` bytes.
+    recv_slots: Vec<BytesMut>,
+    slot_len: usize,
+    /// Buffers handed on with their datagrams, oldest first, to be reused once every datagram
+    /// in them is dropped; `None` where every datagram is copied out of its slot.
+    spare: Option<VecDeque<BytesMut>>,
     recv_limiter: WorkLimiter,
+}
+
+/// On an endpoint that accepts connections, a receive slot at most this large is handed on as
+/// the buffer of a datagram that fills at least half of it, without a copy; a spare buffer
+/// takes its place.
+const MAX_HANDOFF_SLOT: usize = 128 * 1024;
+
+/// At most this many handed-on buffers are kept for reuse: 32 MiB of 64 KiB buffers, counting
+/// those that still hold datagrams the application has not dropped yet.
+const MAX_SPARE: usize = 512;
+
+/// How many of the oldest handed-on buffers are looked at for one that is free again; each one
+/// still in use goes to the back, so that one long-held datagram does not keep the free
+/// buffers behind it from being reused.
+const SPARE_TRIES: usize = 4;
+
+/// A spare buffer of `len` bytes: a handed-on buffer in which every datagram has been dropped,
+/// else a new one. When the next one is free too, it is dropped, so that buffers kept through
+/// a burst of long-held datagrams are given back as the load falls.
+fn spare_slot(spare: &mut VecDeque<BytesMut>, len: usize) -> BytesMut {
+    for _ in 0..SPARE_TRIES.min(spare.len()) {
+        let Some(mut buf) = spare.pop_front() else {
+            break;
+        };
+        if buf.try_reclaim(len) {
+            if spare.front_mut().is_some_and(|next| next.try_reclaim(len)) {
+                spare.pop_front();
+            }
+            // SAFETY: every receive buffer was zero-filled when it was allocated
+            // (`BytesMut::zeroed`) and has only been written since, so all `len` bytes of its
+            // allocation, which `try_reclaim` gave back, are initialized.
+            unsafe { buf.set_len(len) };
+            return buf;
+        }
+        spare.push_back(buf);
+    }
+    BytesMut::zeroed(len)
 }
 
 impl RecvState {
@@ -750,13 +795,14 @@ impl RecvState {
         sender: mpsc::UnboundedSender<(ConnectionHandle, EndpointEvent)>,
         max_receive_segments: usize,
         endpoint: &proto::Endpoint,
+        accepts: bool,
     ) -> Self {
-        let recv_buf = vec![
-            0;
-            endpoint.config().get_max_udp_payload_size().min(64 * 1024) as usize
-                * max_receive_segments
-                * BATCH_SIZE
-        ];
+        let slot_len = endpoint.config().get_max_udp_payload_size().min(64 * 1024) as usize
+            * max_receive_segments;
+        // One zeroed allocation, whose pages the kernel provides as they are first written.
+        let mut region = BytesMut::zeroed(slot_len * BATCH_SIZE);
+        let recv_slots = (0..BATCH_SIZE).map(|_| region.split_to(slot_len)).collect();
+        let spare = (accepts && slot_len <= MAX_HANDOFF_SLOT).then(VecDeque::new);
         Self {
             connections: ConnectionSet {
                 senders: FxHashMap::default(),
@@ -764,7 +810,9 @@ impl RecvState {
                 close: None,
             },
             incoming: VecDeque::new(),
-            recv_buf: recv_buf.into(),
+            recv_slots,
+            slot_len,
+            spare,
             recv_limiter: WorkLimiter::new(RECV_TIME_BOUND),
         }
     }
@@ -779,23 +827,34 @@ impl RecvState {
     ) -> Result<PollProgress, io::Error> {
         let mut received_connection_packet = false;
         let mut metas = [RecvMeta::default(); BATCH_SIZE];
-        let mut iovs: [IoSliceMut; BATCH_SIZE] = {
-            let mut bufs = self
-                .recv_buf
-                .chunks_mut(self.recv_buf.len() / BATCH_SIZE)
-                .map(IoSliceMut::new);
-
-            // expect() safe as self.recv_buf is chunked into BATCH_SIZE items
-            // and iovs will be of size BATCH_SIZE, thus from_fn is called
-            // exactly BATCH_SIZE times.
-            std::array::from_fn(|_| bufs.next().expect("BATCH_SIZE elements"))
-        };
         loop {
-            match socket.poll_recv(cx, &mut iovs, &mut metas) {
+            let polled = {
+                let mut bufs = self.recv_slots.iter_mut().map(|slot| IoSliceMut::new(slot));
+                // expect() safe as recv_slots has BATCH_SIZE items and iovs will be of size
+                // BATCH_SIZE, thus from_fn is called exactly BATCH_SIZE times.
+                let mut iovs: [IoSliceMut; BATCH_SIZE] =
+                    std::array::from_fn(|_| bufs.next().expect("BATCH_SIZE elements"));
+                socket.poll_recv(cx, &mut iovs, &mut metas)
+            };
+            match polled {
                 Poll::Ready(Ok(msgs)) => {
                     self.recv_limiter.record_work(msgs);
-                    for (meta, buf) in metas.iter().zip(iovs.iter()).take(msgs) {
-                        let mut data: BytesMut = buf[0..meta.len].into();
+                    for (meta, slot) in metas.iter().zip(self.recv_slots.iter_mut()).take(msgs) {
+                        let mut data = match self.spare.as_mut() {
+                            Some(spare) if meta.len >= self.slot_len / 2 => {
+                                // The datagram keeps the slot's buffer; a spare takes its place.
+                                let mut rest =
+                                    std::mem::replace(slot, spare_slot(spare, self.slot_len));
+                                let data = rest.split_to(meta.len);
+                                rest.clear();
+                                if spare.len() == MAX_SPARE {
+                                    spare.pop_front();
+                                }
+                                spare.push_back(rest);
+                                data
+                            }
+                            _ => BytesMut::from(&slot[..meta.len]),
+                        };
                         while !data.is_empty() {
                             let buf = data.split_to(meta.stride.min(data.len()));
                             let mut response_buffer = Vec::new();
@@ -864,7 +923,8 @@ impl fmt::Debug for RecvState {
         f.debug_struct("RecvState")
             .field("incoming", &self.incoming)
             .field("connections", &self.connections)
-            // recv_buf too large
+            // recv_slots too large
+            .field("slot_len", &self.slot_len)
             .field("recv_limiter", &self.recv_limiter)
             .finish_non_exhaustive()
     }

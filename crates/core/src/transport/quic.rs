@@ -268,7 +268,7 @@ pub fn endpoint_on(
     let loopback = settings.for_peer(addr.ip());
     let socket = Arc::new(
         if addr.ip().to_canonical().is_loopback() && settings.loopback_mtu > 0 {
-            GsoCapped::loopback(socket, loopback.max_mtu)
+            GsoCapped::loopback(socket, loopback.max_mtu, settings.endpoint_payload())
         } else {
             GsoCapped::new(socket)
         },

@@ -22,6 +22,13 @@
 //! 430-470 MiB instead of 270-285 MiB, with no more messages per second
 //! (`docs/benchmarks/2026-11-24-hub-memory/`).
 //!
+//! quinn receives into one buffer per datagram of a batch, each sized for as many datagrams as
+//! one receive may coalesce (GRO: up to 64 on Linux), and copies every datagram out of it. A
+//! loopback socket receives at most one GSO send at once, at most the largest UDP payload of
+//! its address family, so [`GsoCapped::loopback`] tells quinn so ([`loopback_receive_segments`]):
+//! a receive buffer is then one 64 KiB datagram, and the (patched) endpoint hands a datagram
+//! that fills most of it on without copying it (`vendor/README.md`).
+//!
 //! This module owns those adjustments; it must not change what is sent or received.
 
 use std::fmt;
@@ -65,11 +72,39 @@ pub fn gso_chunks(len: usize, segment: usize) -> impl Iterator<Item = std::ops::
         .map(move |start| start..(start + step).min(len))
 }
 
+/// The largest UDP payload one IPv4 datagram carries (65,535 minus the IP and UDP headers).
+const LARGEST_PAYLOAD_V4: usize = 65_507;
+/// The largest UDP payload one IPv6 datagram carries without jumbograms.
+const LARGEST_PAYLOAD_V6: usize = 65_527;
+
+/// How many of quinn's per-segment receive sizes (`payload`, the endpoint's largest UDP
+/// payload, which quinn caps at 64 KiB) a receive on a loopback socket needs: a loopback
+/// receive is one datagram or one GSO send, never more than the largest payload of the
+/// address family.
+///
+/// ```
+/// use agentwire::transport::quic_socket::loopback_receive_segments;
+/// assert_eq!(loopback_receive_segments(65_507, true), 1);
+/// assert_eq!(loopback_receive_segments(65_507, false), 2);
+/// assert_eq!(loopback_receive_segments(65_527, false), 1);
+/// assert_eq!(loopback_receive_segments(1472, true), 45);
+/// ```
+pub fn loopback_receive_segments(payload: usize, ipv4: bool) -> usize {
+    let largest = if ipv4 {
+        LARGEST_PAYLOAD_V4
+    } else {
+        LARGEST_PAYLOAD_V6
+    };
+    largest.div_ceil(payload.clamp(1, 64 * 1024))
+}
+
 /// A quinn socket whose GSO sends stay within 65,535 bytes.
 pub struct GsoCapped {
     inner: Arc<dyn AsyncUdpSocket>,
     /// At most this many datagrams per batch, when every datagram has one known size.
     batch_limit: Option<usize>,
+    /// At most this many segments per receive, when the socket is a loopback socket.
+    receive_limit: Option<usize>,
 }
 
 impl GsoCapped {
@@ -78,17 +113,21 @@ impl GsoCapped {
         GsoCapped {
             inner,
             batch_limit: None,
+            receive_limit: None,
         }
     }
 
-    /// Wraps `inner`, a socket whose datagrams are all at most `datagram` bytes (a socket
-    /// bound to a loopback address, whose connections all use the loopback size): quinn is
-    /// told to batch no more of them than one GSO send takes ([`segments_for`]), so that no
-    /// connection keeps a buffer of several of them.
-    pub fn loopback(inner: Arc<dyn AsyncUdpSocket>, datagram: u16) -> Self {
+    /// Wraps `inner`, a socket bound to a loopback address whose connections all send
+    /// datagrams of at most `datagram` bytes, on an endpoint whose largest UDP payload is
+    /// `payload`: quinn is told to batch no more of them than one GSO send takes
+    /// ([`segments_for`]), so that no connection keeps a buffer of several of them, and to
+    /// size receive buffers for one loopback receive ([`loopback_receive_segments`]).
+    pub fn loopback(inner: Arc<dyn AsyncUdpSocket>, datagram: u16, payload: u16) -> Self {
+        let ipv4 = inner.local_addr().is_ok_and(|a| a.is_ipv4());
         GsoCapped {
             inner,
             batch_limit: Some(segments_for(usize::from(datagram))),
+            receive_limit: Some(loopback_receive_segments(usize::from(payload), ipv4)),
         }
     }
 }
@@ -98,6 +137,7 @@ impl fmt::Debug for GsoCapped {
         f.debug_struct("GsoCapped")
             .field("inner", &self.inner)
             .field("batch_limit", &self.batch_limit)
+            .field("receive_limit", &self.receive_limit)
             .finish()
     }
 }
@@ -148,7 +188,8 @@ impl AsyncUdpSocket for GsoCapped {
     }
 
     fn max_receive_segments(&self) -> usize {
-        self.inner.max_receive_segments()
+        let inner = self.inner.max_receive_segments();
+        self.receive_limit.map_or(inner, |limit| inner.min(limit))
     }
 
     fn may_fragment(&self) -> bool {
@@ -175,12 +216,28 @@ mod tests {
             native
         );
         assert_eq!(
-            GsoCapped::loopback(inner.clone(), 65_507).max_transmit_segments(),
+            GsoCapped::loopback(inner.clone(), 65_507, 65_507).max_transmit_segments(),
             1
         );
         assert_eq!(
-            GsoCapped::loopback(inner, 16_384).max_transmit_segments(),
+            GsoCapped::loopback(inner, 16_384, 65_507).max_transmit_segments(),
             native.min(3)
+        );
+    }
+
+    #[tokio::test]
+    async fn loopback_sockets_receive_one_send_at_once() {
+        let inner = socket();
+        let native = inner.max_receive_segments();
+        assert_eq!(GsoCapped::new(inner.clone()).max_receive_segments(), native);
+        // An IPv4 socket: one 65,507-byte payload is the most a receive holds.
+        assert_eq!(
+            GsoCapped::loopback(inner.clone(), 65_507, 65_507).max_receive_segments(),
+            1
+        );
+        assert_eq!(
+            GsoCapped::loopback(inner, 1452, 1472).max_receive_segments(),
+            native.min(45)
         );
     }
 }
