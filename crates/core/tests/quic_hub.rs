@@ -717,7 +717,9 @@ async fn large_datagrams_arrive_intact_through_reused_buffers() {
     }
     let body = |agent: usize, n: usize| -> Vec<u8> {
         let len = [1, 1000, 10 * 1024, 65_000, 100 * 1024, 300 * 1024][n % 6];
-        (0..len).map(|i| (i * 31 + n * 7 + agent * 13) as u8).collect()
+        (0..len)
+            .map(|i| (i * 31 + n * 7 + agent * 13) as u8)
+            .collect()
     };
     let runs = agents.iter().enumerate().map(|(a, agent)| async move {
         for n in 0..60 {
