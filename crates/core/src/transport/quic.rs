@@ -268,7 +268,12 @@ pub fn endpoint_on(
     let loopback = settings.for_peer(addr.ip());
     let socket = Arc::new(
         if addr.ip().to_canonical().is_loopback() && settings.loopback_mtu > 0 {
-            GsoCapped::loopback(socket, loopback.max_mtu, settings.endpoint_payload())
+            let capped = GsoCapped::loopback(socket, loopback.max_mtu);
+            if server.is_some() {
+                capped.receiving_one_send(settings.endpoint_payload())
+            } else {
+                capped
+            }
         } else {
             GsoCapped::new(socket)
         },

@@ -25,9 +25,13 @@
 //! quinn receives into one buffer per datagram of a batch, each sized for as many datagrams as
 //! one receive may coalesce (GRO: up to 64 on Linux), and copies every datagram out of it. A
 //! loopback socket receives at most one GSO send at once, at most the largest UDP payload of
-//! its address family, so [`GsoCapped::loopback`] tells quinn so ([`loopback_receive_segments`]):
-//! a receive buffer is then one 64 KiB datagram, and the (patched) endpoint hands a datagram
-//! that fills most of it on without copying it (`vendor/README.md`).
+//! its address family, so for an endpoint that accepts connections
+//! [`GsoCapped::receiving_one_send`] tells quinn so ([`loopback_receive_segments`]): a receive
+//! buffer is then one 64 KiB datagram, and the (patched) endpoint hands a datagram that fills
+//! most of it on without copying it (`vendor/README.md`). Connecting endpoints keep quinn's
+//! sizes: there the buffers of a batch are one allocation large enough to be a fresh mapping,
+//! whose pages the kernel provides as they are written, where 2 MiB may come from the heap
+//! and be zeroed for every new agent.
 //!
 //! This module owns those adjustments; it must not change what is sent or received.
 
@@ -117,18 +121,25 @@ impl GsoCapped {
         }
     }
 
-    /// Wraps `inner`, a socket bound to a loopback address whose connections all send
-    /// datagrams of at most `datagram` bytes, on an endpoint whose largest UDP payload is
-    /// `payload`: quinn is told to batch no more of them than one GSO send takes
-    /// ([`segments_for`]), so that no connection keeps a buffer of several of them, and to
-    /// size receive buffers for one loopback receive ([`loopback_receive_segments`]).
-    pub fn loopback(inner: Arc<dyn AsyncUdpSocket>, datagram: u16, payload: u16) -> Self {
-        let ipv4 = inner.local_addr().is_ok_and(|a| a.is_ipv4());
+    /// Wraps `inner`, a socket whose datagrams are all at most `datagram` bytes (a socket
+    /// bound to a loopback address, whose connections all use the loopback size): quinn is
+    /// told to batch no more of them than one GSO send takes ([`segments_for`]), so that no
+    /// connection keeps a buffer of several of them.
+    pub fn loopback(inner: Arc<dyn AsyncUdpSocket>, datagram: u16) -> Self {
         GsoCapped {
             inner,
             batch_limit: Some(segments_for(usize::from(datagram))),
-            receive_limit: Some(loopback_receive_segments(usize::from(payload), ipv4)),
+            receive_limit: None,
         }
+    }
+
+    /// For a loopback socket of an endpoint whose largest UDP payload is `payload`: quinn is
+    /// told to size its receive buffers for one loopback receive
+    /// ([`loopback_receive_segments`]).
+    pub fn receiving_one_send(mut self, payload: u16) -> Self {
+        let ipv4 = self.inner.local_addr().is_ok_and(|a| a.is_ipv4());
+        self.receive_limit = Some(loopback_receive_segments(usize::from(payload), ipv4));
+        self
     }
 }
 
@@ -216,11 +227,11 @@ mod tests {
             native
         );
         assert_eq!(
-            GsoCapped::loopback(inner.clone(), 65_507, 65_507).max_transmit_segments(),
+            GsoCapped::loopback(inner.clone(), 65_507).max_transmit_segments(),
             1
         );
         assert_eq!(
-            GsoCapped::loopback(inner, 16_384, 65_507).max_transmit_segments(),
+            GsoCapped::loopback(inner, 16_384).max_transmit_segments(),
             native.min(3)
         );
     }
@@ -230,13 +241,21 @@ mod tests {
         let inner = socket();
         let native = inner.max_receive_segments();
         assert_eq!(GsoCapped::new(inner.clone()).max_receive_segments(), native);
+        assert_eq!(
+            GsoCapped::loopback(inner.clone(), 65_507).max_receive_segments(),
+            native
+        );
         // An IPv4 socket: one 65,507-byte payload is the most a receive holds.
         assert_eq!(
-            GsoCapped::loopback(inner.clone(), 65_507, 65_507).max_receive_segments(),
+            GsoCapped::loopback(inner.clone(), 65_507)
+                .receiving_one_send(65_507)
+                .max_receive_segments(),
             1
         );
         assert_eq!(
-            GsoCapped::loopback(inner, 1452, 1472).max_receive_segments(),
+            GsoCapped::loopback(inner, 1452)
+                .receiving_one_send(1472)
+                .max_receive_segments(),
             native.min(45)
         );
     }
