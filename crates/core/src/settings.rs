@@ -236,6 +236,10 @@ pub struct SocketBuffers {
 /// The most UDP payload one IPv4 datagram carries (65,535 less the IPv4 and UDP headers).
 pub const MAX_UDP_PAYLOAD_V4: u16 = 65_507;
 
+/// The most UDP payload one IPv6 datagram carries without jumbograms (65,535 less the UDP
+/// header).
+pub const MAX_UDP_PAYLOAD_V6: u16 = 65_527;
+
 /// RFC 9002's initial congestion window for datagrams of `mtu` bytes: ten datagrams, at most
 /// max(14,720, two datagrams).
 ///

@@ -45,6 +45,8 @@ use std::task::{Context, Poll};
 use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, UdpPoller};
 
+use crate::settings::{MAX_UDP_PAYLOAD_V4, MAX_UDP_PAYLOAD_V6};
+
 /// Largest total a Linux GSO send may carry (`sk_buff` length limit for one UDP datagram).
 const MAX_GSO_BYTES: usize = 65_535;
 
@@ -76,11 +78,6 @@ pub fn gso_chunks(len: usize, segment: usize) -> impl Iterator<Item = std::ops::
         .map(move |start| start..(start + step).min(len))
 }
 
-/// The largest UDP payload one IPv4 datagram carries (65,535 minus the IP and UDP headers).
-const LARGEST_PAYLOAD_V4: usize = 65_507;
-/// The largest UDP payload one IPv6 datagram carries without jumbograms.
-const LARGEST_PAYLOAD_V6: usize = 65_527;
-
 /// How many of quinn's per-segment receive sizes (`payload`, the endpoint's largest UDP
 /// payload, which quinn caps at 64 KiB) a receive on a loopback socket needs: a loopback
 /// receive is one datagram or one GSO send, never more than the largest payload of the
@@ -95,11 +92,11 @@ const LARGEST_PAYLOAD_V6: usize = 65_527;
 /// ```
 pub fn loopback_receive_segments(payload: usize, ipv4: bool) -> usize {
     let largest = if ipv4 {
-        LARGEST_PAYLOAD_V4
+        MAX_UDP_PAYLOAD_V4
     } else {
-        LARGEST_PAYLOAD_V6
+        MAX_UDP_PAYLOAD_V6
     };
-    largest.div_ceil(payload.clamp(1, 64 * 1024))
+    usize::from(largest).div_ceil(payload.clamp(1, 64 * 1024))
 }
 
 /// A quinn socket whose GSO sends stay within 65,535 bytes.
