@@ -747,9 +747,9 @@ struct RecvState {
     /// One receive buffer per datagram of a batch, each `slot_len` bytes.
     recv_slots: Vec<BytesMut>,
     slot_len: usize,
-    /// Buffers handed on with their datagrams, oldest first, to be reused once every datagram
-    /// in them is dropped; `None` where every datagram is copied out of its slot.
-    spare: Option<VecDeque<BytesMut>>,
+    /// Buffers handed on with their datagrams; `None` where every datagram is copied out of
+    /// its slot.
+    spare: Option<SpareBuffers>,
     recv_limiter: WorkLimiter,
 }
 
@@ -767,27 +767,62 @@ const MAX_SPARE: usize = 512;
 /// buffers behind it from being reused.
 const SPARE_TRIES: usize = 4;
 
-/// A spare buffer of `len` bytes: a handed-on buffer in which every datagram has been dropped,
-/// else a new one. When the next one is free too, it is dropped, so that buffers kept through
-/// a burst of long-held datagrams are given back as the load falls.
-fn spare_slot(spare: &mut VecDeque<BytesMut>, len: usize) -> BytesMut {
-    for _ in 0..SPARE_TRIES.min(spare.len()) {
-        let Some(mut buf) = spare.pop_front() else {
-            break;
-        };
-        if buf.try_reclaim(len) {
-            if spare.front_mut().is_some_and(|next| next.try_reclaim(len)) {
-                spare.pop_front();
-            }
-            // SAFETY: every receive buffer was zero-filled when it was allocated
-            // (`BytesMut::zeroed`) and has only been written since, so all `len` bytes of its
-            // allocation, which `try_reclaim` gave back, are initialized.
-            unsafe { buf.set_len(len) };
-            return buf;
+/// Receive buffers of `len` bytes handed on with their datagrams, oldest first, to be reused
+/// once every datagram in them is dropped.
+struct SpareBuffers {
+    bufs: VecDeque<BytesMut>,
+    len: usize,
+}
+
+impl SpareBuffers {
+    fn new(len: usize) -> Self {
+        Self {
+            bufs: VecDeque::new(),
+            len,
         }
-        spare.push_back(buf);
     }
-    BytesMut::zeroed(len)
+
+    /// Hands `slot`'s first `datagram` bytes on as the datagram's buffer, and puts a spare
+    /// buffer in the slot's place.
+    fn hand_on(&mut self, slot: &mut BytesMut, datagram: usize) -> BytesMut {
+        let spare = self.take();
+        let mut rest = std::mem::replace(slot, spare);
+        let data = rest.split_to(datagram);
+        rest.clear();
+        if self.bufs.len() == MAX_SPARE {
+            self.bufs.pop_front();
+        }
+        self.bufs.push_back(rest);
+        data
+    }
+
+    /// A buffer in which every datagram has been dropped, else a new one. When the next one is
+    /// free too, it is dropped, so that buffers kept through a burst of long-held datagrams
+    /// are given back as the load falls.
+    fn take(&mut self) -> BytesMut {
+        let len = self.len;
+        for _ in 0..SPARE_TRIES.min(self.bufs.len()) {
+            let Some(mut buf) = self.bufs.pop_front() else {
+                break;
+            };
+            if buf.try_reclaim(len) {
+                if self
+                    .bufs
+                    .front_mut()
+                    .is_some_and(|next| next.try_reclaim(len))
+                {
+                    self.bufs.pop_front();
+                }
+                // SAFETY: every receive buffer was zero-filled when it was allocated
+                // (`BytesMut::zeroed`) and has only been written since, so all `len` bytes of
+                // its allocation, which `try_reclaim` gave back, are initialized.
+                unsafe { buf.set_len(len) };
+                return buf;
+            }
+            self.bufs.push_back(buf);
+        }
+        BytesMut::zeroed(len)
+    }
 }
 
 impl RecvState {
@@ -802,7 +837,7 @@ impl RecvState {
         // One zeroed allocation, whose pages the kernel provides as they are first written.
         let mut region = BytesMut::zeroed(slot_len * BATCH_SIZE);
         let recv_slots = (0..BATCH_SIZE).map(|_| region.split_to(slot_len)).collect();
-        let spare = (accepts && slot_len <= MAX_HANDOFF_SLOT).then(VecDeque::new);
+        let spare = (accepts && slot_len <= MAX_HANDOFF_SLOT).then(|| SpareBuffers::new(slot_len));
         Self {
             connections: ConnectionSet {
                 senders: FxHashMap::default(),
@@ -842,16 +877,7 @@ impl RecvState {
                     for (meta, slot) in metas.iter().zip(self.recv_slots.iter_mut()).take(msgs) {
                         let mut data = match self.spare.as_mut() {
                             Some(spare) if meta.len >= self.slot_len / 2 => {
-                                // The datagram keeps the slot's buffer; a spare takes its place.
-                                let mut rest =
-                                    std::mem::replace(slot, spare_slot(spare, self.slot_len));
-                                let data = rest.split_to(meta.len);
-                                rest.clear();
-                                if spare.len() == MAX_SPARE {
-                                    spare.pop_front();
-                                }
-                                spare.push_back(rest);
-                                data
+                                spare.hand_on(slot, meta.len)
                             }
                             _ => BytesMut::from(&slot[..meta.len]),
                         };
