@@ -272,7 +272,10 @@ impl FrameReceiver for StreamReceiver {
             {
                 self.buf = BytesMut::with_capacity(READ_BUFFER);
             }
+            // The read goes first: when data is waiting the watch is never polled, so never
+            // registered and dropped again, for this frame (the end was checked just above).
             let read = tokio::select! {
+                biased;
                 r = self.reader.read_buf(&mut self.buf) => r,
                 _ = closed.changed() => continue,
             };

@@ -276,9 +276,13 @@ fn malformed(reason: &str) -> (TransportError, Option<CloseFrame>) {
 
 /// A deadline `d` from now, saturating far in the future.
 fn deadline_after(d: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(d)
-        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
+    later(Instant::now(), d)
+}
+
+/// `d` after `t`, saturating a year after `t`.
+fn later(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d)
+        .unwrap_or_else(|| t + Duration::from_secs(86_400 * 365))
 }
 
 /// How much tungstenite asks of the stream per read. It zero-fills that much of its buffer
@@ -308,7 +312,6 @@ impl WsSender {
         if let Some(f) = &frame {
             check_outgoing(f, self.inner.peer_max.load(Ordering::Relaxed))?;
         }
-        let mut state = self.inner.state.subscribe();
         if let Some(why) = self.inner.ended() {
             return Err(why);
         }
@@ -326,9 +329,16 @@ impl WsSender {
             };
             written.map_err(|e| TransportError::io("WebSocket write failed", e))
         };
+        // The write goes first: most complete at once, and then the watch for the end is never
+        // polled (so never registered) for them. `wait_end` looks at the current state before it
+        // waits, so an end that came before it is seen.
         let result = tokio::select! {
+            biased;
             r = write => r,
-            why = wait_end(&mut state) => Err(why),
+            why = async {
+                let mut state = inner.state.subscribe();
+                wait_end(&mut state).await
+            } => Err(why),
         };
         match result {
             Ok(()) => {
@@ -648,26 +658,42 @@ async fn read_loop(
 ) {
     let mut tx = Some(tx);
     let mut state = inner.state.subscribe();
+    // The end of the connection (set once: the first reason wins). One future for the whole
+    // loop, so waiting for a message does not register and drop a watcher every time.
+    let ended = state.changed();
+    tokio::pin!(ended);
+    let mut ended_seen = false;
     let mut grace: Option<Instant> = None;
+    // Liveness: one timer, moved on only when it fires, rather than armed anew per message.
+    let mut last_heard = Instant::now();
+    let timer = tokio::time::sleep_until(later(last_heard, pong_timeout));
+    tokio::pin!(timer);
     loop {
         if grace.is_none() {
-            let close = state.borrow().as_ref().map(|e| e.close.clone());
+            let close = inner.state.borrow().as_ref().map(|e| e.close.clone());
             if let Some(close) = close {
                 tx = None;
                 shut_sink(&inner, close).await;
-                grace = Some(deadline_after(CLOSE_GRACE));
+                let until = deadline_after(CLOSE_GRACE);
+                grace = Some(until);
+                timer.as_mut().reset(until);
             }
         }
-        let deadline = grace.unwrap_or_else(|| deadline_after(pong_timeout));
         let next = tokio::select! {
             biased;
-            _ = state.changed(), if grace.is_none() => continue,
-            next = tokio::time::timeout_at(deadline, source.next()) => next,
-        };
-        let message = match next {
-            Ok(Some(Ok(message))) => message,
-            _ if grace.is_some() => break,
-            Err(_elapsed) => {
+            _ = &mut ended, if grace.is_none() && !ended_seen => {
+                ended_seen = true;
+                continue;
+            }
+            () = &mut timer => {
+                if grace.is_some() {
+                    break;
+                }
+                let due = later(last_heard, pong_timeout);
+                if due > Instant::now() {
+                    timer.as_mut().reset(due);
+                    continue;
+                }
                 let reason = format!("no message from the peer within {pong_timeout:?}");
                 inner.end(
                     TransportError::Timeout(pong_timeout),
@@ -675,7 +701,12 @@ async fn read_loop(
                 );
                 continue;
             }
-            Ok(None) => {
+            next = source.next() => next,
+        };
+        let message = match next {
+            Some(Ok(message)) => message,
+            _ if grace.is_some() => break,
+            None => {
                 inner.end(
                     TransportError::Closed {
                         code: None,
@@ -685,7 +716,7 @@ async fn read_loop(
                 );
                 continue;
             }
-            Ok(Some(Err(e))) => {
+            Some(Err(e)) => {
                 let (why, close) = map_read_error(e);
                 inner.end(why, close);
                 continue;
@@ -694,6 +725,7 @@ async fn read_loop(
         if grace.is_some() {
             continue; // draining until the peer's Close
         }
+        last_heard = Instant::now();
         match message {
             Message::Binary(bytes) => {
                 inner
@@ -703,9 +735,13 @@ async fn read_loop(
                     Ok(frame) => {
                         if let Some(sender) = &tx {
                             let delivered = tokio::select! {
+                                biased;
                                 r = sender.send(frame) => r.is_ok(),
                                 // Ended meanwhile: the loop's top notices.
-                                _ = state.changed() => true,
+                                _ = &mut ended, if !ended_seen => {
+                                    ended_seen = true;
+                                    true
+                                }
                             };
                             if !delivered {
                                 // The receiver is gone: keep reading for liveness and Close.
