@@ -685,6 +685,9 @@ async fn read_loop(
                 ended_seen = true;
                 continue;
             }
+            // Before the timer: bytes that wait in the socket count as heard even if this task
+            // was held up (by a full channel to the receiver) past the deadline.
+            next = source.next() => next,
             () = &mut timer => {
                 if grace.is_some() {
                     break;
@@ -701,7 +704,6 @@ async fn read_loop(
                 );
                 continue;
             }
-            next = source.next() => next,
         };
         let message = match next {
             Some(Ok(message)) => message,
@@ -1155,6 +1157,39 @@ mod tests {
         ));
         let _ = stop_tx.send(());
         peer.await.unwrap();
+    }
+
+    /// A receiver that stops taking frames for longer than the liveness timeout holds up the
+    /// reading task; a peer that kept talking meanwhile must not be timed out for it.
+    #[tokio::test]
+    async fn a_slow_receiver_does_not_time_out_a_talking_peer() {
+        let quick = WsOptions {
+            ping_interval: Duration::from_millis(50),
+            pong_timeout: Duration::from_millis(300),
+        };
+        let (addr, server) = serve(None, quick).await;
+        let (c_tx, _c_rx) = connect(addr, "127.0.0.1", None, quick).await.unwrap();
+        let (_s_tx, mut s_rx) = server.await.unwrap().unwrap();
+        let frames = CHANNEL_CAPACITY + 8;
+        for i in 0..frames {
+            c_tx.send_frame(subscribe(&format!("t{i}")), SendClass::Control)
+                .await
+                .unwrap();
+        }
+        // The channel fills and the reading task waits on it, well past the timeout.
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        for i in 0..frames {
+            assert_eq!(
+                topic(&recv(&mut s_rx).await.unwrap().unwrap()),
+                format!("t{i}")
+            );
+        }
+        // Still alive a few timeouts later: pings kept arriving.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        c_tx.send_frame(subscribe("after"), SendClass::Control)
+            .await
+            .unwrap();
+        assert_eq!(topic(&recv(&mut s_rx).await.unwrap().unwrap()), "after");
     }
 
     #[tokio::test]
