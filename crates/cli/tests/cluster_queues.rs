@@ -21,7 +21,7 @@ use agentwire::{Agent, AgentOptions, Destination, HubTrust, Kind};
 use std::process::Command;
 
 use common::lan::Lan;
-use common::{addr_after, run, spawn_command, text, wait_for, Running};
+use common::{addr_after, run, spawn_command, text, wait_for, wait_for_all, Running};
 
 /// Where the NATS nodes and the hubs run.
 struct Placement {
@@ -514,9 +514,13 @@ fn nats_unreachable_at_start_is_an_error_or_with_cluster_optional_a_lone_hub() {
         "--cluster-optional",
     ]);
     let (_hub, lines) = spawn_command(command);
-    let warning = wait_for(&lines, "warning: cannot reach NATS");
-    assert!(warning.contains("--cluster-optional"), "{warning}");
-    wait_for(&lines, "hub listening on unix://");
+    // The warning goes to stderr and the listening line, printed after it, to stdout: they
+    // may arrive in either order.
+    let found = wait_for_all(
+        &lines,
+        &["warning: cannot reach NATS", "hub listening on unix://"],
+    );
+    assert!(found[0].contains("--cluster-optional"), "{}", found[0]);
     let (_echo, echo_out) = {
         let mut c = Command::new(common::BIN);
         c.args(["agent", "--hub", &url, "--id", "echo", "--echo"]);

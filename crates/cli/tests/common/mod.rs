@@ -78,6 +78,37 @@ pub fn wait_for(rx: &mpsc::Receiver<String>, needle: &str) -> String {
     panic!("no line containing {needle:?}; saw: {seen:#?}");
 }
 
+/// Waits until every one of `needles` has been in an output line, in any order, and returns
+/// the lines in the order of `needles`. For lines from the two streams: stdout and stderr
+/// are read by a thread each, so a line the process printed later to one stream can arrive
+/// before a line it printed earlier to the other (and `wait_for` would skip it).
+pub fn wait_for_all(rx: &mpsc::Receiver<String>, needles: &[&str]) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut found: Vec<Option<String>> = vec![None; needles.len()];
+    let mut seen = Vec::new();
+    while found.iter().any(Option::is_none) {
+        let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else {
+            break;
+        };
+        let Ok(line) = rx.recv_timeout(left) else {
+            break;
+        };
+        match (0..needles.len()).find(|&i| found[i].is_none() && line.contains(needles[i])) {
+            Some(i) => found[i] = Some(line),
+            None => seen.push(line),
+        }
+    }
+    let missing: Vec<&str> = (0..needles.len())
+        .filter(|&i| found[i].is_none())
+        .map(|i| needles[i])
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no line containing {missing:?}; saw: {seen:#?}"
+    );
+    found.into_iter().flatten().collect()
+}
+
 pub fn run(args: &[&str]) -> Output {
     Command::new(BIN)
         .args(args)
