@@ -64,18 +64,10 @@ pub fn addr_after(line: &str, scheme: &str) -> String {
         .to_owned()
 }
 
-/// Waits for an output line containing `needle` and returns it.
+/// Waits for an output line containing `needle` and returns it (lines before it are
+/// skipped).
 pub fn wait_for(rx: &mpsc::Receiver<String>, needle: &str) -> String {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let mut seen = Vec::new();
-    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-        match rx.recv_timeout(left) {
-            Ok(line) if line.contains(needle) => return line,
-            Ok(line) => seen.push(line),
-            Err(_) => break,
-        }
-    }
-    panic!("no line containing {needle:?}; saw: {seen:#?}");
+    wait_for_all(rx, &[needle]).remove(0)
 }
 
 /// Waits until every one of `needles` has been in an output line, in any order, and returns
