@@ -42,7 +42,7 @@ use std::time::Duration;
 use agentwire_proto::{ErrorCode, FrameDecoder, FrameError, Limits, RawFrame};
 use bytes::Bytes;
 use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Mutex};
 use tokio::time::Instant;
@@ -659,10 +659,10 @@ async fn read_loop(
     let mut tx = Some(tx);
     let mut state = inner.state.subscribe();
     // The end of the connection (set once: the first reason wins). One future for the whole
-    // loop, so waiting for a message does not register and drop a watcher every time.
-    let ended = state.changed();
+    // loop, so waiting for a message does not register and drop a watcher every time. Fused:
+    // once it has resolved it stays pending, and the loop's top sees the end.
+    let ended = state.changed().fuse();
     tokio::pin!(ended);
-    let mut ended_seen = false;
     let mut grace: Option<Instant> = None;
     // Liveness: one timer, moved on only when it fires, rather than armed anew per message.
     let mut last_heard = Instant::now();
@@ -681,10 +681,7 @@ async fn read_loop(
         }
         let next = tokio::select! {
             biased;
-            _ = &mut ended, if grace.is_none() && !ended_seen => {
-                ended_seen = true;
-                continue;
-            }
+            _ = &mut ended, if grace.is_none() => continue,
             // Before the timer: bytes that wait in the socket count as heard even if this task
             // was held up (by a full channel to the receiver) past the deadline.
             next = source.next() => next,
@@ -740,10 +737,7 @@ async fn read_loop(
                                 biased;
                                 r = sender.send(frame) => r.is_ok(),
                                 // Ended meanwhile: the loop's top notices.
-                                _ = &mut ended, if !ended_seen => {
-                                    ended_seen = true;
-                                    true
-                                }
+                                _ = &mut ended => true,
                             };
                             if !delivered {
                                 // The receiver is gone: keep reading for liveness and Close.
