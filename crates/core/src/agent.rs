@@ -514,7 +514,7 @@ struct AgentInner {
     transport: TransportKind,
     queue: Arc<PriorityQueue<Outgoing>>,
     next_id: AtomicU64,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Envelope>>>,
+    pending: Mutex<HashMap<u64, Pending>>,
     connection: Box<dyn ConnectionControl>,
     closed: tokio::sync::watch::Receiver<Option<TransportError>>,
     sent: AtomicU64,
@@ -589,7 +589,7 @@ impl Agent {
         let inner = Arc::new(AgentInner {
             transport: sender.kind(),
             queue: Arc::new(PriorityQueue::new(opts.send_queue_capacity)),
-            next_id: AtomicU64::new(1),
+            next_id: AtomicU64::new(first_envelope_id()),
             pending: Mutex::new(HashMap::new()),
             connection: Box::new(sender.clone()),
             closed: closed_rx,
@@ -799,7 +799,12 @@ impl AgentHandle {
         env.kind = Kind::Request;
         let (tx, rx) = oneshot::channel();
         let id = env.id;
-        self.lock_pending().insert(id, tx);
+        let asked = match &env.to {
+            Destination::Agent(agent) => Asked::Agent(agent.clone()),
+            Destination::Queue(_) => Asked::Hub,
+            Destination::Topic(_) | Destination::Broadcast => Asked::Anyone,
+        };
+        self.lock_pending().insert(id, Pending { tx, asked });
         let guard = PendingGuard { handle: self, id };
         self.send_envelope(env).await?;
         let answer = tokio::time::timeout(timeout, rx).await;
@@ -934,8 +939,47 @@ impl AgentHandle {
             .close(ErrorCode::Normal, "agent closed");
     }
 
-    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Envelope>>> {
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Pending>> {
         self.inner.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A request waiting for its answer.
+struct Pending {
+    tx: oneshot::Sender<Envelope>,
+    asked: Asked,
+}
+
+/// Who may answer a request. The hub already refuses answers from anyone not asked and
+/// writes every envelope's `from` itself; the agent checks again (defence in depth).
+#[derive(Debug)]
+enum Asked {
+    /// The agent it went to, or the hub (an error on its behalf).
+    Agent(String),
+    /// The hub only (a queue's receipt, or an error).
+    Hub,
+    /// Any subscriber (a topic or broadcast request): the first answer wins.
+    Anyone,
+}
+
+impl Asked {
+    fn may_answer(&self, from: &str) -> bool {
+        match self {
+            Asked::Agent(id) => from == id || crate::hub::is_reserved(from),
+            Asked::Hub => crate::hub::is_reserved(from),
+            Asked::Anyone => true,
+        }
+    }
+}
+
+/// Where an agent's envelope ids start: random, so that ids say nothing across connections
+/// and cannot be guessed from a count. Below 2^52, so that JSON readers keep them exact.
+fn first_envelope_id() -> u64 {
+    let mut bytes = [0u8; 8];
+    let random = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes);
+    match random {
+        Ok(()) => (u64::from_le_bytes(bytes) >> 12).max(1),
+        Err(_) => 1,
     }
 }
 
@@ -1083,8 +1127,19 @@ async fn agent_reader<R: FrameReceiver>(
         handle.inner.received.fetch_add(1, Ordering::Relaxed);
         if matches!(env.kind, Kind::Response | Kind::Error) {
             if let Some(corr) = env.correlation {
-                if let Some(waiter) = handle.lock_pending().remove(&corr) {
-                    let _ = waiter.send(env);
+                let waiter = {
+                    let mut pending = handle.lock_pending();
+                    match pending.get(&corr) {
+                        Some(p) if p.asked.may_answer(&env.from) => pending.remove(&corr),
+                        Some(p) => {
+                            tracing::warn!(correlation = corr, from = %env.from, asked = ?p.asked, "dropping an answer from an agent that was not asked");
+                            continue;
+                        }
+                        None => None,
+                    }
+                };
+                if let Some(waiter) = waiter {
+                    let _ = waiter.tx.send(env);
                     continue;
                 }
                 // Its request timed out or was cancelled: nobody waits for it any more. The

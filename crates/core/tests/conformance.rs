@@ -321,6 +321,84 @@ async fn timeout_and_cancellation(f: Flavor) {
     asker.request("echo", "after", 5 * SECOND).await.unwrap();
 }
 
+/// Answers only from whom they were asked, over a real transport. For each request of `asker`
+/// to `slow`, `forger` answers first with the request's very id (responses and errors in
+/// turn), and `slow` answers only once the hub has refused every forgery: `forger` gets an
+/// `unauthorized` error for each, `asker` gets the real answer and nothing else. The hub's
+/// `$` names cannot be taken or published on either.
+///
+/// Attempts per transport: `AGENTWIRE_FORGE_ATTEMPTS` (default 2,000;
+/// `scripts/faults/forged-answers.sh` runs 100,000).
+async fn forged_answers_are_refused(f: Flavor) {
+    let kind = f.kind;
+    let attempts: usize = std::env::var("AGENTWIRE_FORGE_ATTEMPTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000);
+    let per_request = 50;
+    let r = rig(f, HubConfig::default()).await;
+    let mut slow = r.agent(kind, "slow").await;
+    let asker = r.agent(kind, "asker").await;
+    let mut forger = r.agent(kind, "forger").await;
+    let mut refused = 0;
+    for round in 0..attempts.div_ceil(per_request) {
+        let request = asker
+            .envelope(Destination::agent("slow"), Kind::Request)
+            .with_body(format!("q{round}"));
+        let id = request.id;
+        let handle = asker.handle().clone();
+        let answer =
+            tokio::spawn(async move { handle.request_envelope(request, 30 * SECOND).await });
+        let asked = next(&mut slow).await;
+        assert_eq!(asked.envelope.id, id);
+        for i in 0..per_request {
+            let k = if i % 2 == 0 {
+                Kind::Response
+            } else {
+                Kind::Error
+            };
+            let forged = forger
+                .envelope(Destination::agent("asker"), k)
+                .with_correlation(id)
+                .with_header("code", "internal")
+                .with_body("forged");
+            forger.send_envelope(forged).await.unwrap();
+        }
+        for _ in 0..per_request {
+            let e = next(&mut forger).await.envelope;
+            assert_eq!(
+                (
+                    e.kind,
+                    e.from.as_str(),
+                    e.headers.get("code").map(String::as_str)
+                ),
+                (Kind::Error, "$hub", Some("unauthorized")),
+                "{kind}: {e:?}"
+            );
+            refused += 1;
+        }
+        asked.reply(format!("real{round}")).await.unwrap();
+        let got = answer.await.unwrap().unwrap();
+        assert_eq!(
+            (got.from.as_str(), &got.body[..]),
+            ("slow", format!("real{round}").as_bytes()),
+            "{kind}: a forged answer was accepted"
+        );
+    }
+    assert!(refused >= attempts);
+
+    forger
+        .publish("$presence", Kind::Event, "spoofed leave")
+        .await
+        .unwrap();
+    let e = next(&mut forger).await.envelope;
+    assert_eq!(e.headers["code"], "unauthorized", "{kind}: {e:?}");
+    match Agent::connect(r.opts(kind, "$hub")).await {
+        Err(AgentError::Rejected { code, .. }) => assert_eq!(code, ErrorCode::Unauthorized),
+        other => panic!("{kind}: $hub taken as an id: {:?}", other.err()),
+    }
+}
+
 /// How a raw connection ended: the code of a goodbye or of the close, if any.
 async fn end_code(receiver: &mut AnyReceiver) -> Option<ErrorCode> {
     loop {
@@ -519,6 +597,8 @@ macro_rules! conformance {
             async fn dropping_the_agent_disconnects_it() { super::dropping_the_agent_disconnects_it($kind).await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn critical_overtakes_bulk() { super::critical_overtakes_bulk($kind).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn forged_answers_are_refused() { super::forged_answers_are_refused($kind).await }
         }
     )*};
 }

@@ -28,8 +28,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 pub use self::core::{
-    token_sha256, AbuseLimits, AccessError, AccessPolicy, Action, AgentSnapshot, Conn, CoreConfig,
-    DuplicatePolicy, Grant, HubCore, Now, Outbound, Peer, Registration, ATTEMPT_HEADER,
+    is_reserved, token_sha256, AbuseLimits, AccessError, AccessPolicy, Action, AgentSnapshot, Conn,
+    CoreConfig, DuplicatePolicy, Grant, HubCore, Now, Outbound, Peer, Registration, ATTEMPT_HEADER,
     CREDIT_HEADER, DELAY_HEADER, DUPLICATE_HEADER, HUB_ID, PRESENCE_TOPIC, PRODUCER_ID_HEADER,
     QUEUE_OP_HEADER, QUEUE_OWNER_ID, TASK_ID_HEADER,
 };

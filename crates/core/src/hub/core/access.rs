@@ -23,7 +23,8 @@
 //! else matches itself. `send` patterns name destinations as the CLI writes them:
 //! `agent:ID`, `topic:NAME`, `queue:NAME`, and `*` for broadcast. A list left out allows
 //! nothing. Answers to requests (`response` and `error` envelopes with a correlation, to one
-//! agent) are always allowed, as NATS allows responses. Tokens should be long and random
+//! agent) need no `send` pattern, as NATS allows responses; the hub core delivers an answer
+//! only from the agent the request went to. Tokens should be long and random
 //! (`agentwire token` makes one): a SHA-256 of a guessable token is easy to reverse.
 
 use std::path::{Path, PathBuf};

@@ -59,6 +59,18 @@ pub(super) struct Waiting<R> {
     pub reply: Option<R>,
 }
 
+/// A request a connection was sent and may answer once.
+pub(super) struct Owed<D, R> {
+    /// Who asked.
+    pub requester: Weak<Conn<D, R>>,
+    /// After this the hub no longer waits for the answer; the entry is forgotten (a late
+    /// answer is then recognised by the requester's settled ids).
+    pub deadline: Instant,
+    /// A direct request, which the requester's `waiting` tracks; `false` for a copy of a
+    /// topic or broadcast request, whose answers go to the requester untracked.
+    pub direct: bool,
+}
+
 /// The outbound queue: control frames first, then four priority classes, FIFO within each.
 /// Bounded in envelope frames; control frames (a handful per connection) are not counted.
 pub(super) struct OutQueue<R> {
@@ -159,15 +171,19 @@ pub(super) struct ConnState<D, R> {
     /// This agent's direct requests waiting for an answer, by request id.
     pub waiting: HashMap<u64, Waiting<R>>,
     /// Requests this agent was sent and has not answered: (requester's connection id,
-    /// request id) → the requester. An index for failing them when this agent leaves; the
-    /// requester's `waiting` decides whether an answer is still due.
-    pub owed: HashMap<(u64, u64), Weak<Conn<D, R>>>,
+    /// request id) → what the hub knows of it. The only answers this agent may send: an
+    /// answer to a request not in here is refused (nobody answers for another agent). Also
+    /// the index for failing direct requests when this agent leaves; the requester's
+    /// `waiting` decides whether an answer is still due.
+    pub owed: HashMap<(u64, u64), Owed<D, R>>,
     /// Request ids the hub settled itself (cancelled at the deadline, failed because the
     /// target left), oldest first: an answer arriving for one of them is late and dropped.
     pub settled: VecDeque<(u64, Instant)>,
     pub settled_ids: HashSet<u64>,
     /// The agent's send-rate buckets (set at registration when rate limits are on).
     pub rate: Option<super::limits::AgentRate>,
+    /// The earliest deadline in `owed` (when to look for entries to forget).
+    pub owed_earliest: Option<Instant>,
 }
 
 /// Most request ids one connection remembers as settled by the hub.
@@ -184,6 +200,25 @@ impl<D, R> ConnState<D, R> {
                 }
             }
         }
+    }
+
+    /// Remembers that this connection was sent request `key` and may answer it.
+    pub fn owe(&mut self, key: (u64, u64), owed: Owed<D, R>) {
+        self.owed_earliest = Some(
+            self.owed_earliest
+                .map_or(owed.deadline, |e| e.min(owed.deadline)),
+        );
+        self.owed.insert(key, owed);
+    }
+
+    /// Forgets the requests whose deadline has passed: the hub answered them already (direct
+    /// requests), or stopped waiting for answers (copies of topic and broadcast requests).
+    pub fn forget_owed(&mut self, now: Instant) {
+        if self.owed_earliest.is_none_or(|e| e > now) {
+            return;
+        }
+        self.owed.retain(|_, o| o.deadline > now);
+        self.owed_earliest = self.owed.values().map(|o| o.deadline).min();
     }
 
     /// Forgets settled ids older than `before`.
@@ -260,6 +295,7 @@ impl<D, R> Conn<D, R> {
                 settled: VecDeque::new(),
                 settled_ids: HashSet::new(),
                 rate: None,
+                owed_earliest: None,
             }),
             remote: OnceLock::new(),
             certified_id: OnceLock::new(),

@@ -24,6 +24,12 @@
 //! keeps each waiting request until its answer arrives, its ttl runs out (the hub answers
 //! `cancelled`), its target leaves (`unknown-agent`) or it cannot be queued (`queue-full`).
 //! An answer for a request the hub already settled is dropped.
+//!
+//! Nobody answers for another agent: each connection keeps the requests it was sent and has
+//! not answered (`owed`), and an answer is delivered only from a connection that owes it,
+//! once; anything else is refused with `unauthorized` and counted (`not-asked`). Copies of a
+//! topic or broadcast request are owed too, one answer per copy. Names beginning with `$` are
+//! the hub's (`reserved`).
 
 mod access;
 mod conn;
@@ -31,6 +37,7 @@ mod limits;
 mod queue_owner;
 mod queues;
 mod registry;
+mod reserved;
 #[cfg(test)]
 mod tests;
 
@@ -54,8 +61,9 @@ pub use queues::{
     QUEUE_OP_HEADER, TASK_ID_HEADER,
 };
 pub use registry::DuplicatePolicy;
+pub use reserved::is_reserved;
 
-use conn::{PushError, Waiting};
+use conn::{Owed, PushError, Waiting};
 use queue_owner::QueueControl;
 use queues::HubQueues;
 use registry::{Registered, Registry};
@@ -68,6 +76,9 @@ pub const HUB_ID: &str = "$hub";
 
 /// The topic on which the hub publishes `join` and `leave` events.
 pub const PRESENCE_TOPIC: &str = "$presence";
+
+/// The default of [`CoreConfig::max_open_requests`].
+pub const DEFAULT_MAX_OPEN_REQUESTS: usize = 65_536;
 
 /// What the core needs of the hub's configuration.
 ///
@@ -95,6 +106,10 @@ pub struct CoreConfig {
     /// deadline, or because their target left), so that their real answers, arriving late,
     /// are dropped instead of delivered as a second answer. At most 4,096 ids per connection.
     pub settled_memory: Duration,
+    /// Requests one agent may have waiting for answers at once, and requests it may have
+    /// been sent and not yet answered: beyond, its requests get `limit-exceeded` and requests
+    /// to it `queue-full` (topic and broadcast copies are dropped for it).
+    pub max_open_requests: usize,
     /// Work queues: ack wait, attempts, backoff, duplicate window, limits.
     pub queue: agentwire_queue::QueueConfig,
     /// Per-agent credentials and permissions; `None`: any agent may take any id (subject to
@@ -118,6 +133,7 @@ impl Default for CoreConfig {
             duplicate_policy: DuplicatePolicy::RejectNew,
             max_request_wait: Duration::from_secs(60),
             settled_memory: Duration::from_secs(600),
+            max_open_requests: DEFAULT_MAX_OPEN_REQUESTS,
             queue: agentwire_queue::QueueConfig::default(),
             access: None,
             limits: AbuseLimits::default(),
@@ -381,32 +397,9 @@ impl<D, R> HubCore<D, R> {
             self.on_envelope(conn, reg, &raw, reply, now, out);
             return;
         }
-        let limits = &self.config.policy.limits;
         match Frame::decode(&raw, reg.codec) {
             Err(e) => self.end(conn, e.close_code(), &e.to_string(), now, out),
-            Ok(Frame::Subscribe(topic))
-                if !reg.grant.as_ref().is_none_or(|g| g.may_subscribe(&topic)) =>
-            {
-                self.denied(
-                    conn,
-                    &format!("not allowed to subscribe to {topic:?}"),
-                    None,
-                    now,
-                    out,
-                )
-            }
-            Ok(Frame::Subscribe(topic)) => match limits.check_name(&topic) {
-                Err(e) => self.end(conn, ErrorCode::LimitExceeded, &e.to_string(), now, out),
-                Ok(()) => {
-                    let topic: Arc<str> = Arc::from(topic);
-                    let fresh = conn.lock().topics.insert(topic.clone());
-                    // The closed check after the insert pairs with `close`, which marks the
-                    // connection closed before it takes its topics: one of the two removes it.
-                    if fresh && !conn.is_closed() {
-                        self.registry.subscribe(&topic, conn);
-                    }
-                }
-            },
+            Ok(Frame::Subscribe(topic)) => self.on_subscribe(conn, reg, topic, now, out),
             Ok(Frame::Unsubscribe(topic)) => {
                 if let Some(topic) = conn.lock().topics.take(topic.as_str()) {
                     self.registry.unsubscribe([&topic], conn);
@@ -446,6 +439,37 @@ impl<D, R> HubCore<D, R> {
                 now,
                 out,
             ),
+        }
+    }
+
+    /// A subscribe: refused (the connection stays) when the topic is the hub's or the
+    /// agent's grant does not name it; a name over the limits closes the connection.
+    fn on_subscribe(
+        &self,
+        conn: &Arc<Conn<D, R>>,
+        reg: &Registration,
+        topic: String,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) {
+        let refusal = reserved::subscribe_refusal(&topic).or_else(|| {
+            (!reg.grant.as_ref().is_none_or(|g| g.may_subscribe(&topic)))
+                .then(|| format!("not allowed to subscribe to {topic:?}"))
+        });
+        if let Some(why) = refusal {
+            self.denied(conn, &why, None, now, out);
+            return;
+        }
+        if let Err(e) = self.config.policy.limits.check_name(&topic) {
+            self.end(conn, ErrorCode::LimitExceeded, &e.to_string(), now, out);
+            return;
+        }
+        let topic: Arc<str> = Arc::from(topic);
+        let fresh = conn.lock().topics.insert(topic.clone());
+        // The closed check after the insert pairs with `close`, which marks the connection
+        // closed before it takes its topics: one of the two removes it.
+        if fresh && !conn.is_closed() {
+            self.registry.subscribe(&topic, conn);
         }
     }
 
@@ -510,6 +534,7 @@ impl<D, R> HubCore<D, R> {
                 if let Some(before) = forget_before {
                     st.forget_settled(before);
                 }
+                st.forget_owed(now.instant);
                 let ids: Vec<u64> = st
                     .waiting
                     .iter()
@@ -637,8 +662,8 @@ impl<D, R> HubCore<D, R> {
                 return;
             }
         };
-        if let Err(code) = queue_owner::id_allowed(&session.agent_id, conn.transport()) {
-            let why = format!("the agent id {QUEUE_OWNER_ID:?} is the cluster's own");
+        if let Some(why) = reserved::id_refusal(&session.agent_id, conn.transport()) {
+            let code = ErrorCode::Unauthorized;
             let reply = agentwire_proto::Reject::new(code, why).to_frame();
             self.reject(conn, reply, code, now, out);
             return;
@@ -848,9 +873,10 @@ impl<D, R> HubCore<D, R> {
                 format!("agent {who:?} left before answering"),
             )
         };
-        for ((_, request), requester) in owed {
-            if let Some(requester) = requester.upgrade() {
-                self.fail_request(&requester, request, fail, &why, now, out);
+        for ((_, request), owed) in owed {
+            if let Some(requester) = owed.requester.upgrade().filter(|_| owed.direct) {
+                let target = Some(conn.id());
+                self.fail_request(&requester, request, target, fail, &why, now, out);
             }
         }
         if was_registered {
@@ -928,6 +954,10 @@ impl<D, R> HubCore<D, R> {
                 return;
             }
         }
+        if let Some(why) = reserved::send_refusal(&view.to) {
+            self.denied(conn, &why, Some((view.id, reply)), now, out);
+            return;
+        }
         if let Some(grant) = &reg.grant {
             if !grant.may_send(&view.to, view.kind, view.correlation) {
                 let why = format!("not allowed to send to {}", view.to.to_owned());
@@ -996,19 +1026,31 @@ impl<D, R> HubCore<D, R> {
             }
             DestinationRef::Topic(topic) => {
                 let class = class_of(&view);
+                let ask = self.fan_out_ask(conn, &view, now);
                 self.registry
                     .for_each_subscriber(topic, Some(conn), |target| {
-                        self.fan_out(target, &frames, class, view.kind, out);
+                        self.fan_out(target, &frames, class, view.kind, ask.as_ref(), out);
                     });
             }
             DestinationRef::Broadcast => {
                 let class = class_of(&view);
+                let ask = self.fan_out_ask(conn, &view, now);
                 self.registry.for_each_other(conn, |target| {
-                    self.fan_out(target, &frames, class, view.kind, out);
+                    self.fan_out(target, &frames, class, view.kind, ask.as_ref(), out);
                 });
             }
             DestinationRef::Queue(_) => {} // handled above
         }
+    }
+
+    /// When the hub stops waiting for answers to the request `view`: its ttl, at most
+    /// [`CoreConfig::max_request_wait`].
+    fn request_deadline(&self, view: &EnvelopeView<'_>, now: Now) -> Instant {
+        let wait = match view.ttl_ms {
+            0 => self.config.max_request_wait,
+            ms => Duration::from_millis(u64::from(ms)).min(self.config.max_request_wait),
+        };
+        now.instant + wait
     }
 
     /// A request to one agent: remembered as waiting on the requester, owed by the target.
@@ -1023,23 +1065,31 @@ impl<D, R> HubCore<D, R> {
         now: Now,
         out: &mut Vec<Action<D, R>>,
     ) {
-        let wait = match view.ttl_ms {
-            0 => self.config.max_request_wait,
-            ms => Duration::from_millis(u64::from(ms)).min(self.config.max_request_wait),
-        };
+        let deadline = self.request_deadline(view, now);
         {
             let mut st = conn.lock();
-            if st.waiting.contains_key(&view.id) {
-                drop(st);
-                self.send_error(
-                    conn,
-                    view.id,
+            let refusal = if st.waiting.contains_key(&view.id) {
+                Some((
                     ErrorCode::ProtocolViolation,
-                    "a request with this id is already waiting for its answer",
-                    reply,
-                    now,
-                    out,
-                );
+                    "a request with this id is already waiting for its answer".to_owned(),
+                ))
+            } else if st.waiting.len() >= self.config.max_open_requests {
+                Some((
+                    ErrorCode::LimitExceeded,
+                    format!(
+                        "{} requests of this agent already wait for answers (the hub's limit)",
+                        st.waiting.len()
+                    ),
+                ))
+            } else {
+                None
+            };
+            if let Some((code, why)) = refusal {
+                drop(st);
+                if code == ErrorCode::LimitExceeded {
+                    self.metrics.dropped("open-requests");
+                }
+                self.send_error(conn, view.id, code, &why, reply, now, out);
                 return;
             }
             st.waiting.insert(
@@ -1047,7 +1097,7 @@ impl<D, R> HubCore<D, R> {
                 Waiting {
                     target: target.id(),
                     remote: target.transport() == TransportKind::Cluster,
-                    deadline: now.instant + wait,
+                    deadline,
                     started: now.instant,
                     reply,
                 },
@@ -1059,6 +1109,7 @@ impl<D, R> HubCore<D, R> {
             self.fail_request(
                 conn,
                 view.id,
+                None,
                 ErrorCode::Internal,
                 "could not encode the request",
                 now,
@@ -1066,26 +1117,15 @@ impl<D, R> HubCore<D, R> {
             );
             return;
         };
-        let pushed = {
-            let mut st = target.lock();
-            let pushed = st.queue.push(Outbound {
-                frame,
-                class: SendClass::Request(view.priority),
-                kind: Some(Kind::Request),
-                reply: None,
-            });
-            if pushed.is_ok() {
-                st.owed.insert((conn.id(), view.id), Arc::downgrade(conn));
-            }
-            pushed.map_err(|r| r.error)
+        let ask = Ask {
+            requester: conn,
+            request: view.id,
+            deadline,
+            direct: true,
         };
-        match pushed {
-            Ok(was_empty) => {
-                self.metrics.queue_depth_add(1);
-                if was_empty {
-                    out.push(Action::Wake(target.clone()));
-                }
-            }
+        let class = SendClass::Request(view.priority);
+        match self.push_frame(target, frame, class, Kind::Request, Some(&ask), out) {
+            Ok(()) => {}
             Err(e) => {
                 let Some(w) = conn.lock().waiting.remove(&view.id) else {
                     return;
@@ -1099,7 +1139,10 @@ impl<D, R> HubCore<D, R> {
         }
     }
 
-    /// A response or error to agent `target` answering its request `request`.
+    /// A response or error to agent `target` answering its request `request`: delivered only
+    /// when `conn` was asked (it owes the answer), and for a direct request only while the
+    /// requester still waits for it. An answer nobody asked `conn` for is refused and
+    /// counted; one the hub already settled (deadline, target gone) is dropped.
     #[allow(clippy::too_many_arguments)]
     fn forward_answer(
         &self,
@@ -1111,7 +1154,23 @@ impl<D, R> HubCore<D, R> {
         now: Now,
         out: &mut Vec<Action<D, R>>,
     ) {
-        conn.lock().owed.remove(&(target.id(), request));
+        let key = (target.id(), request);
+        let Some(owed) = conn.lock().owed.remove(&key) else {
+            if target.lock().settled_ids.contains(&request) {
+                // Asked, but the hub answered it itself already and forgot the debt.
+                self.metrics.dropped("late-answer");
+                return;
+            }
+            self.metrics.dropped("not-asked");
+            let who = target.registration().map(|r| r.agent_id.clone());
+            tracing::info!(agent = ?conn.registration().map(|r| r.agent_id.clone()), to = ?who, request, "refused an answer to a request this agent was not asked");
+            let why = format!(
+                "no request {request} of {} waits for an answer from you",
+                who.as_deref().unwrap_or("?")
+            );
+            self.send_error(conn, view.id, ErrorCode::Unauthorized, &why, None, now, out);
+            return;
+        };
         let codec = target.registration().map_or(Codec::MsgPack, |r| r.codec);
         let Some(frame) = frames.get(codec) else {
             self.metrics.dropped("encode-failed");
@@ -1120,52 +1179,42 @@ impl<D, R> HubCore<D, R> {
         let class = SendClass::Message(view.priority);
         let (pushed, started) = {
             let mut st = target.lock();
-            if st.settled_ids.contains(&request) && !st.waiting.contains_key(&request) {
-                drop(st);
-                // The hub answered this request itself already (deadline, target gone).
-                self.metrics.dropped("late-answer");
-                return;
-            }
-            match st.waiting.remove(&request) {
-                Some(w) if w.target == conn.id() => {
-                    let started = w.started;
-                    let answer = Outbound {
-                        frame,
-                        class,
-                        kind: Some(view.kind),
-                        reply: w.reply,
-                    };
-                    match st.queue.push(answer) {
-                        Ok(was_empty) => (Ok(was_empty), Some(started)),
-                        Err(refused) => {
-                            // Not delivered: the request keeps waiting (its deadline answers).
-                            let reply = refused.outbound.reply;
-                            st.waiting.insert(
-                                request,
-                                Waiting {
-                                    target: conn.id(),
-                                    remote: w.remote,
-                                    deadline: w.deadline,
-                                    started,
-                                    reply,
-                                },
-                            );
-                            (Err(refused.error), None)
-                        }
-                    }
-                }
+            let mut waiting = match st.waiting.remove(&request) {
+                Some(w) if owed.direct && w.target == conn.id() => Some(w),
                 other => {
                     if let Some(w) = other {
                         // Waiting on another agent: not this one's to answer.
                         st.waiting.insert(request, w);
                     }
-                    let pushed = st.queue.push(Outbound {
-                        frame,
-                        class,
-                        kind: Some(view.kind),
-                        reply: None,
-                    });
-                    (pushed.map_err(|r| r.error), None)
+                    if owed.direct {
+                        drop(st);
+                        // The hub answered this request itself already (deadline, target
+                        // gone), or its id now names a later request.
+                        self.metrics.dropped("late-answer");
+                        return;
+                    }
+                    None
+                }
+            };
+            let started = waiting.as_ref().map(|w| w.started);
+            let answer = Outbound {
+                frame,
+                class,
+                kind: Some(view.kind),
+                reply: waiting.as_mut().and_then(|w| w.reply.take()),
+            };
+            match st.queue.push(answer) {
+                Ok(was_empty) => (Ok(was_empty), started),
+                Err(refused) => {
+                    // Not delivered: a direct request keeps waiting (its deadline answers),
+                    // and the answer may come again.
+                    if let Some(mut w) = waiting {
+                        w.reply = refused.outbound.reply;
+                        st.waiting.insert(request, w);
+                    }
+                    drop(st);
+                    conn.lock().owe(key, owed);
+                    (Err(refused.error), None)
                 }
             }
         };
@@ -1231,16 +1280,34 @@ impl<D, R> HubCore<D, R> {
         }
     }
 
-    /// A topic or broadcast copy: dropped and counted when the target's queue is full.
+    /// For a topic or broadcast request: what makes each copy's target owe an answer
+    /// (untracked by the requester, which may get one answer per copy).
+    fn fan_out_ask<'a>(
+        &self,
+        conn: &'a Arc<Conn<D, R>>,
+        view: &EnvelopeView<'_>,
+        now: Now,
+    ) -> Option<Ask<'a, D, R>> {
+        (view.kind == Kind::Request).then(|| Ask {
+            requester: conn,
+            request: view.id,
+            deadline: self.request_deadline(view, now),
+            direct: false,
+        })
+    }
+
+    /// A topic or broadcast copy: dropped and counted when the target's queue is full. A copy
+    /// of a request (`ask`) makes the target owe its requester an answer.
     fn fan_out(
         &self,
         target: &Arc<Conn<D, R>>,
         frames: &Forward<'_>,
         class: SendClass,
         kind: Kind,
+        ask: Option<&Ask<'_, D, R>>,
         out: &mut Vec<Action<D, R>>,
     ) {
-        match self.push_envelope(target, frames, class, kind, None, out) {
+        match self.push_envelope(target, frames, class, kind, ask, out) {
             Ok(()) => {}
             Err(PushError::Full) => self.metrics.dropped("queue-full"),
             Err(PushError::Closed) => {}
@@ -1253,7 +1320,7 @@ impl<D, R> HubCore<D, R> {
         frames: &Forward<'_>,
         class: SendClass,
         kind: Kind,
-        reply: Option<R>,
+        ask: Option<&Ask<'_, D, R>>,
         out: &mut Vec<Action<D, R>>,
     ) -> Result<(), PushError> {
         let codec = target.registration().map_or(Codec::MsgPack, |r| r.codec);
@@ -1261,16 +1328,43 @@ impl<D, R> HubCore<D, R> {
             self.metrics.dropped("encode-failed");
             return Ok(());
         };
-        let was_empty = target
-            .lock()
-            .queue
-            .push(Outbound {
+        self.push_frame(target, frame, class, kind, ask, out)
+    }
+
+    /// Queues `frame` for `target`; for a request (`ask`), `target` owes its requester an
+    /// answer from then on, and is refused (`Full`) while it owes
+    /// [`CoreConfig::max_open_requests`] answers.
+    fn push_frame(
+        &self,
+        target: &Arc<Conn<D, R>>,
+        frame: Bytes,
+        class: SendClass,
+        kind: Kind,
+        ask: Option<&Ask<'_, D, R>>,
+        out: &mut Vec<Action<D, R>>,
+    ) -> Result<(), PushError> {
+        let was_empty = {
+            let mut st = target.lock();
+            if ask.is_some() && st.owed.len() >= self.config.max_open_requests {
+                return Err(PushError::Full);
+            }
+            let outbound = Outbound {
                 frame,
                 class,
                 kind: Some(kind),
-                reply,
-            })
-            .map_err(|r| r.error)?;
+                reply: None,
+            };
+            let was_empty = st.queue.push(outbound).map_err(|r| r.error)?;
+            if let Some(ask) = ask {
+                let owed = Owed {
+                    requester: Arc::downgrade(ask.requester),
+                    deadline: ask.deadline,
+                    direct: ask.direct,
+                };
+                st.owe((ask.requester.id(), ask.request), owed);
+            }
+            was_empty
+        };
         self.metrics.queue_depth_add(1);
         if was_empty {
             out.push(Action::Wake(target.clone()));
@@ -1285,11 +1379,14 @@ impl<D, R> HubCore<D, R> {
         }
     }
 
-    /// Settles `requester`'s waiting request `id` with an error, if it still waits.
+    /// Settles `requester`'s waiting request `id` with an error, if it still waits (on the
+    /// connection `target`, when given).
+    #[allow(clippy::too_many_arguments)]
     fn fail_request(
         &self,
         requester: &Arc<Conn<D, R>>,
         id: u64,
+        target: Option<u64>,
         code: ErrorCode,
         reason: &str,
         now: Now,
@@ -1300,6 +1397,11 @@ impl<D, R> HubCore<D, R> {
             let Some(w) = st.waiting.remove(&id) else {
                 return;
             };
+            if target.is_some_and(|t| w.target != t) {
+                // Waiting on another connection now (the id was used again).
+                st.waiting.insert(id, w);
+                return;
+            }
             st.settle(id, now.instant);
             w.reply
         };
@@ -1394,10 +1496,20 @@ impl<D, R> HubCore<D, R> {
                     &frames,
                     SendClass::Message(Priority::High),
                     Kind::Event,
+                    None,
                     out,
                 );
             });
     }
+}
+
+/// A request on its way to a target that will owe its requester the answer.
+struct Ask<'a, D, R> {
+    requester: &'a Arc<Conn<D, R>>,
+    request: u64,
+    deadline: Instant,
+    /// One target, tracked in the requester's `waiting` (not a topic or broadcast copy).
+    direct: bool,
 }
 
 fn control<R>(frame: Bytes) -> Outbound<R> {

@@ -334,11 +334,3 @@ pub(super) fn control_op(
         _ => return None,
     })
 }
-
-/// Whether an agent id may be taken over `transport` (the owner's id is the cluster's).
-pub(super) fn id_allowed(agent_id: &str, transport: TransportKind) -> Result<(), ErrorCode> {
-    if agent_id == QUEUE_OWNER_ID && transport != TransportKind::Cluster {
-        return Err(ErrorCode::Unauthorized);
-    }
-    Ok(())
-}

@@ -18,6 +18,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::transport::{SendClass, TransportKind};
 
+mod trust;
+
 /// A reply handle as a transport would have one: here, a number naming the request stream.
 type Reply = u64;
 type SimConn = Arc<Conn<(), Reply>>;
@@ -483,9 +485,9 @@ fn a_request_gets_its_answer_on_its_own_stream() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].envelope(), &answer);
     assert_eq!(got[0].reply, Some(11), "on the request's stream");
-    // A second answer is an ordinary message (it is no longer waited for).
+    // A second answer is not delivered: the request is settled and b owes nothing more.
     sim.send(&b, answer.clone().with_correlation(1));
-    assert_eq!(sim.drain(&a)[0].reply, None);
+    assert!(sim.drain(&a).is_empty());
 }
 
 #[test]
@@ -699,6 +701,13 @@ enum Step {
     },
     /// Agent `who` answers the oldest request it received and has not answered.
     Answer(usize),
+    /// Agent `from` answers, to agent `to`, a request it was not necessarily asked: the
+    /// `pick`-th request made so far (any requester, any target).
+    Forge {
+        from: usize,
+        to: usize,
+        pick: usize,
+    },
     /// Agent `who` takes what the hub queued for it.
     Drain(usize),
     Tick(u16),
@@ -716,6 +725,11 @@ fn step() -> impl Strategy<Value = Step> {
             ttl_ms
         }),
         agent.clone().prop_map(Step::Answer),
+        (agent.clone(), agent.clone(), 0..64usize).prop_map(|(from, to, pick)| Step::Forge {
+            from,
+            to,
+            pick
+        }),
         agent.prop_map(Step::Drain),
         (1..2000u16).prop_map(Step::Tick),
     ]
@@ -730,6 +744,8 @@ struct Ledger {
     /// (requester, id) → answers and errors it got for it (via its stream or not).
     answers: HashMap<(String, u64), usize>,
     requests: HashSet<(String, u64)>,
+    /// (requester, id) → the agent it asked, in the order the requests were made.
+    asked: Vec<((String, u64), String)>,
     /// Requests whose requester was disconnected while they were outstanding.
     orphaned: HashSet<(String, u64)>,
 }
@@ -799,6 +815,7 @@ proptest! {
                         .with_ttl_ms(ttl_ms);
                     sim.send_with_reply(&a, req, Some(id));
                     ledger.requests.insert((names[from].to_owned(), id));
+                    ledger.asked.push(((names[from].to_owned(), id), names[to].to_owned()));
                 }
                 Step::Answer(i) => {
                     let Some(b) = live[i].clone() else { continue };
@@ -808,6 +825,14 @@ proptest! {
                         .with_correlation(req.id);
                     next_id += 1;
                     sim.send(&b, ans);
+                }
+                Step::Forge { from, to, pick } => {
+                    let Some(f) = live[from].clone() else { continue };
+                    let Some(((_, request), _)) = ledger.asked.get(pick).cloned() else { continue };
+                    let ans = Envelope::new(next_id, names[from], Destination::agent(names[to]), Kind::Response)
+                        .with_correlation(request);
+                    next_id += 1;
+                    sim.send(&f, ans);
                 }
                 Step::Drain(i) => drain(&mut sim, i, &live, &mut inbox, &mut to_answer),
                 Step::Tick(ms) => {
@@ -844,6 +869,14 @@ proptest! {
         }
         for (key, n) in &ledger.delivered {
             prop_assert!(*n <= 1, "message {:?} delivered {} times", key, n);
+        }
+        // Every answer to a request came from the agent asked, or from the hub.
+        let asked: HashMap<(String, u64), String> = ledger.asked.iter().cloned().collect();
+        for (i, msgs) in inbox.iter().enumerate() {
+            for e in msgs.iter().filter(|e| matches!(e.kind, Kind::Response | Kind::Error)) {
+                let Some(target) = e.correlation.and_then(|c| asked.get(&(names[i].to_owned(), c))) else { continue };
+                prop_assert!(e.from == *target || e.from == HUB_ID, "{} answered {}'s request to {}", e.from, names[i], target);
+            }
         }
         for r in &ledger.requests {
             if ledger.orphaned.contains(r) { continue; }

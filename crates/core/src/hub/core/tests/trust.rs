@@ -1,0 +1,308 @@
+//! Nobody speaks for another agent: answers only from the agent that was asked, the hub's `$`
+//! names kept for the hub, and open requests bounded per agent.
+
+use super::*;
+
+/// `agentwire_hub_dropped_messages_total{reason}` as the core counted it.
+fn dropped(sim: &Sim, reason: &str) -> u64 {
+    let needle = format!("reason=\"{reason}\"}} ");
+    sim.core
+        .metrics()
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with("agentwire_hub_dropped_messages_total"))
+        .find_map(|l| {
+            l.split_once(&needle)
+                .map(|(_, n)| n.trim().parse().unwrap())
+        })
+        .unwrap_or(0)
+}
+
+fn answer(id: u64, from: &Agent, to: &str, request: u64, kind: Kind) -> Envelope {
+    Envelope::new(id, from.id.clone(), Destination::agent(to), kind)
+        .with_correlation(request)
+        .with_header("code", "internal")
+        .with_body(format!("answer-{id}").into_bytes())
+}
+
+#[test]
+fn a_third_agent_cannot_answer_for_the_asked_one() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    let c = sim.connect("c");
+    sim.send_with_reply(
+        &a,
+        env(1, &a, Destination::agent("b"), Kind::Request),
+        Some(7),
+    );
+    assert_eq!(sim.drain(&b).len(), 1);
+
+    // c guesses every id from 1 to 64, with responses and errors alike.
+    for guess in 1..=64u64 {
+        let kind = if guess % 2 == 0 {
+            Kind::Response
+        } else {
+            Kind::Error
+        };
+        sim.send(&c, answer(1000 + guess, &c, "a", guess, kind));
+        let refusal = sim.drain(&c);
+        let e = refusal[0].envelope();
+        assert_eq!(error_code(e), Some(ErrorCode::Unauthorized));
+        assert_eq!(e.from, HUB_ID);
+        assert_eq!(
+            e.correlation,
+            Some(1000 + guess),
+            "the refused answer's own id"
+        );
+    }
+    assert!(sim.drain(&a).is_empty(), "no forged answer reaches a");
+    assert_eq!(dropped(&sim, "not-asked"), 64);
+
+    // The real answer still settles the request, on its own stream.
+    sim.send(&b, answer(5, &b, "a", 1, Kind::Response));
+    let got = sim.drain(&a);
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].envelope().from.as_str(), got[0].reply),
+        ("b", Some(7))
+    );
+    // And only once: b owes nothing more, so a second answer is refused too.
+    sim.send(&b, answer(6, &b, "a", 1, Kind::Response));
+    assert!(sim.drain(&a).is_empty());
+    assert_eq!(
+        error_code(sim.drain(&b)[0].envelope()),
+        Some(ErrorCode::Unauthorized)
+    );
+    assert_eq!(dropped(&sim, "not-asked"), 65);
+}
+
+#[test]
+fn an_answer_nobody_asked_for_is_refused_even_to_an_agent_that_never_asked() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    sim.send(&b, answer(3, &b, "a", 1, Kind::Response));
+    assert!(sim.drain(&a).is_empty());
+    assert_eq!(
+        error_code(sim.drain(&b)[0].envelope()),
+        Some(ErrorCode::Unauthorized)
+    );
+    assert!(!b.conn.is_closed(), "a refusal, not a close");
+}
+
+#[test]
+fn an_id_reused_for_a_later_request_is_not_answered_by_the_first_target() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    let c = sim.connect("c");
+    let req = |to: &str, now: Now| {
+        env(1, &a, Destination::agent(to), Kind::Request)
+            .with_timestamp_us(now.unix_us)
+            .with_ttl_ms(100)
+    };
+    sim.send(&a, req("b", sim.now));
+    sim.drain(&b);
+    sim.advance(Duration::from_millis(150));
+    assert_eq!(
+        error_code(sim.drain(&a)[0].envelope()),
+        Some(ErrorCode::Cancelled)
+    );
+    // a asks c with the same id; b's late answer must not settle it.
+    sim.send(&a, req("c", sim.now));
+    sim.drain(&c);
+    sim.send(&b, answer(9, &b, "a", 1, Kind::Response));
+    assert!(sim.drain(&a).is_empty());
+    sim.send(&c, answer(9, &c, "a", 1, Kind::Response));
+    assert_eq!(sim.drain(&a)[0].envelope().from, "c");
+}
+
+#[test]
+fn every_subscriber_of_a_topic_request_may_answer_once_and_nobody_else() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    let c = sim.connect("c");
+    let d = sim.connect("d");
+    for s in [&b, &c] {
+        sim.control(s, Frame::Subscribe("jobs".into()));
+    }
+    sim.send(&a, env(1, &a, Destination::topic("jobs"), Kind::Request));
+    assert_eq!(sim.drain(&b).len(), 1);
+    assert_eq!(sim.drain(&c).len(), 1);
+    sim.send(&d, answer(2, &d, "a", 1, Kind::Response));
+    sim.send(&b, answer(3, &b, "a", 1, Kind::Response));
+    sim.send(&c, answer(4, &c, "a", 1, Kind::Response));
+    sim.send(&b, answer(5, &b, "a", 1, Kind::Response));
+    let from: Vec<String> = sim
+        .drain(&a)
+        .iter()
+        .map(|g| g.envelope().from.clone())
+        .collect();
+    assert_eq!(from, ["b", "c"]);
+    assert_eq!(
+        error_code(sim.drain(&d)[0].envelope()),
+        Some(ErrorCode::Unauthorized)
+    );
+    assert_eq!(
+        error_code(sim.drain(&b)[0].envelope()),
+        Some(ErrorCode::Unauthorized),
+        "b's second answer was not asked for"
+    );
+}
+
+#[test]
+fn what_an_agent_owes_is_forgotten_at_the_requests_deadline() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    sim.control(&b, Frame::Subscribe("t".into()));
+    let at = sim.now.unix_us;
+    let ttl = |e: Envelope, ms| e.with_timestamp_us(at).with_ttl_ms(ms);
+    sim.send(
+        &a,
+        ttl(env(1, &a, Destination::agent("b"), Kind::Request), 100),
+    );
+    sim.send(
+        &a,
+        ttl(env(2, &a, Destination::topic("t"), Kind::Request), 300),
+    );
+    assert_eq!(b.conn.lock().owed.len(), 2);
+    sim.advance(Duration::from_millis(150));
+    assert_eq!(b.conn.lock().owed.len(), 1);
+    sim.advance(Duration::from_millis(200));
+    assert!(b.conn.lock().owed.is_empty());
+    // The topic request's answer after its deadline: not asked any more.
+    sim.drain(&b);
+    sim.send(&b, answer(3, &b, "a", 2, Kind::Response));
+    assert!(sim
+        .drain(&a)
+        .iter()
+        .all(|g| g.envelope().correlation != Some(2) || g.envelope().from == HUB_ID));
+}
+
+#[test]
+fn open_requests_are_bounded_both_ways() {
+    let mut sim = Sim::new(CoreConfig {
+        max_open_requests: 2,
+        ..config()
+    });
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    let c = sim.connect("c");
+    for id in 1..=3 {
+        sim.send(&a, env(id, &a, Destination::agent("b"), Kind::Request));
+    }
+    let got = sim.drain(&a);
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        error_code(got[0].envelope()),
+        Some(ErrorCode::LimitExceeded)
+    );
+    assert_eq!(got[0].envelope().correlation, Some(3));
+    // b owes two answers: a third request to it is refused as to a full queue.
+    sim.send(&c, env(1, &c, Destination::agent("b"), Kind::Request));
+    let got = sim.drain(&c);
+    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::QueueFull));
+    // Answering frees a place.
+    sim.drain(&b);
+    sim.send(&b, answer(10, &b, "a", 1, Kind::Response));
+    sim.send(&c, env(2, &c, Destination::agent("b"), Kind::Request));
+    assert!(sim.drain(&c).is_empty());
+    assert_eq!(sim.drain(&b).len(), 1);
+}
+
+#[test]
+fn the_hubs_names_cannot_be_taken_or_spoken_to() {
+    let mut sim = Sim::new(config());
+    for id in [HUB_ID, "$presence", "$anything"] {
+        let conn = sim.open();
+        sim.hello(&conn, Hello::new(id, "impostor"));
+        let got = sim.drain_raw(&conn);
+        assert!(
+            matches!(got.first().map(|g| &g.frame), Some(Frame::Reject(r)) if r.code == ErrorCode::Unauthorized.code()),
+            "{id}: {got:?}"
+        );
+        assert!(conn.is_closed());
+    }
+    let a = sim.connect("a");
+    let w = sim.connect("watcher");
+    sim.control(&w, Frame::Subscribe(PRESENCE_TOPIC.into()));
+    assert!(
+        sim.drain(&w).is_empty(),
+        "subscribing to $presence is allowed"
+    );
+    sim.control(&w, Frame::Subscribe("$other".into()));
+    assert_eq!(
+        error_code(sim.drain(&w)[0].envelope()),
+        Some(ErrorCode::Unauthorized)
+    );
+
+    // A spoofed leave on $presence, and sends to the hub's names: refused, nothing delivered.
+    let spoof = env(1, &a, Destination::topic(PRESENCE_TOPIC), Kind::Event)
+        .with_header("event", "leave")
+        .with_header("agent", "watcher");
+    sim.send(&a, spoof);
+    sim.send(&a, env(2, &a, Destination::agent(HUB_ID), Kind::Event));
+    sim.send(&a, env(3, &a, Destination::queue("$jobs"), Kind::Task));
+    let refused: Vec<_> = sim
+        .drain(&a)
+        .iter()
+        .map(|g| (g.envelope().correlation, error_code(g.envelope())))
+        .collect();
+    assert_eq!(
+        refused,
+        [1, 2, 3].map(|i| (Some(i), Some(ErrorCode::Unauthorized)))
+    );
+    assert!(sim.drain(&w).is_empty(), "0 spoofed presence events");
+    assert_eq!(dropped(&sim, "permission-denied"), 4);
+
+    // The hub's own presence events still arrive.
+    let _b = sim.connect("b");
+    let got = sim.drain(&w);
+    assert_eq!(got[0].envelope().from, HUB_ID);
+    assert_eq!(got[0].envelope().headers["event"], "join");
+}
+
+/// A forged answer across two hubs: `a` on hub one asks `b` on hub two; `c`, also on hub two,
+/// answers in `b`'s place. Hub two refuses it at once; and were hub two to pass it on anyway
+/// (its stand-in of `c` on hub one sending it), hub one refuses it too.
+#[test]
+fn a_forged_answer_is_refused_on_both_hubs_of_a_cluster() {
+    let mut one = Sim::new(config());
+    let mut two = Sim::new(config());
+    let a = one.connect("a");
+    let b_there = one.connect_cluster("b");
+    let c_there = one.connect_cluster("c");
+    let b = two.connect("b");
+    let c = two.connect("c");
+    let a_there = two.connect_cluster("a");
+
+    one.send(&a, env(1, &a, Destination::agent("b"), Kind::Request));
+    let to_b = one.drain(&b_there);
+    assert_eq!(to_b.len(), 1);
+    two.feed(&a_there.conn, to_b[0].wire.clone(), None);
+    assert_eq!(two.drain(&b)[0].envelope().id, 1);
+
+    // On hub two: c cannot answer for b.
+    two.send(&c, answer(50, &c, "a", 1, Kind::Response));
+    assert!(two.drain(&a_there).is_empty(), "nothing goes to hub one");
+    assert_eq!(
+        error_code(two.drain(&c)[0].envelope()),
+        Some(ErrorCode::Unauthorized)
+    );
+    // On hub one: c's stand-in cannot either.
+    one.send(&c_there, answer(50, &c_there, "a", 1, Kind::Response));
+    assert!(one.drain(&a).is_empty());
+    assert_eq!(dropped(&one, "not-asked"), 1);
+
+    // b's answer crosses both hubs.
+    two.send(&b, answer(60, &b, "a", 1, Kind::Response));
+    let back = two.drain(&a_there);
+    assert_eq!(back.len(), 1);
+    one.feed(&b_there.conn, back[0].wire.clone(), None);
+    let got = one.drain(&a);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].envelope().from, "b");
+}
