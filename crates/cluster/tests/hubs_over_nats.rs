@@ -802,3 +802,73 @@ async fn a_hubs_error_for_a_request_reaches_the_requester_on_another_hub() {
     );
     echo.abort();
 }
+
+/// Nobody answers for another agent across hubs: `mallory` (on bob's hub) and `trudy` (on
+/// alice's) answer alice's request to bob with its very id before bob does; both are refused
+/// with `unauthorized`, and alice gets bob's answer only. A topic request is answered by its
+/// subscriber on the other hub.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_answer_is_refused_across_hubs() {
+    let Some(nats) = start_nats() else { return };
+    let certs = tls::generate(&tls::default_hub_names()).unwrap();
+    let a = hub_in_cluster(&nats.1, "hub-a", &certs).await;
+    let b = hub_in_cluster(&nats.1, "hub-b", &certs).await;
+    let alice = agent(&a, &certs, "alice").await;
+    let mut trudy = agent(&a, &certs, "trudy").await;
+    let mut bob = agent(&b, &certs, "bob").await;
+    let mut mallory = agent(&b, &certs, "mallory").await;
+    let all = ["alice", "bob", "mallory", "trudy"];
+    wait_for_agents(&a.hub, &all).await;
+    wait_for_agents(&b.hub, &all).await;
+
+    for round in 0..20 {
+        let request = alice
+            .envelope(Destination::agent("bob"), Kind::Request)
+            .with_body(format!("q{round}"));
+        let id = request.id;
+        let handle = alice.handle().clone();
+        let answer = tokio::spawn(async move {
+            handle
+                .request_envelope(request, Duration::from_secs(10))
+                .await
+        });
+        let asked = recv(&mut bob).await;
+        assert_eq!(asked.envelope.id, id);
+        for forger in [&mut mallory, &mut trudy] {
+            let forged = forger
+                .envelope(Destination::agent("alice"), Kind::Response)
+                .with_correlation(id)
+                .with_body("forged");
+            forger.send_envelope(forged).await.unwrap();
+            let e = recv(forger).await.envelope;
+            assert_eq!(
+                (e.kind, e.headers.get("code").map(String::as_str)),
+                (Kind::Error, Some("unauthorized")),
+                "{e:?}"
+            );
+        }
+        asked.reply(format!("real{round}")).await.unwrap();
+        let got = answer.await.unwrap().unwrap();
+        assert_eq!(
+            (got.from.as_str(), &got.body[..]),
+            ("bob", format!("real{round}").as_bytes())
+        );
+    }
+
+    // A topic request: its subscriber on the other hub may answer it.
+    bob.subscribe("jobs").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let request = alice
+        .envelope(Destination::topic("jobs"), Kind::Request)
+        .with_body("anyone?");
+    let handle = alice.handle().clone();
+    let answer = tokio::spawn(async move {
+        handle
+            .request_envelope(request, Duration::from_secs(10))
+            .await
+    });
+    let asked = recv(&mut bob).await;
+    asked.reply("me").await.unwrap();
+    let got = answer.await.unwrap().unwrap();
+    assert_eq!((got.from.as_str(), &got.body[..]), ("bob", &b"me"[..]));
+}
