@@ -9,7 +9,7 @@ use agentwire::{
     AgentOptions, Codec, CongestionControl, HubTrust, HubUrl, Kind, Priority, QuicSettings,
     StreamMapping,
 };
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 /// agentwire — a QUIC-first transport for multi-agent systems.
@@ -553,9 +553,25 @@ pub struct HubArgs {
     /// Serve Prometheus metrics on this address, e.g. 127.0.0.1:9100.
     #[arg(long)]
     pub metrics: Option<SocketAddr>,
-    /// Require agents to present this token.
-    #[arg(long, env = "AGENTWIRE_AUTH_TOKEN")]
+    /// Require agents to present this token. On the command line it shows in the process
+    /// list: prefer --auth-token-file or the environment variable.
+    #[arg(long, env = "AGENTWIRE_AUTH_TOKEN", conflicts_with = "auth_token_file")]
     pub auth_token: Option<String>,
+    /// Require agents to present the token this file holds (its first line; surrounding
+    /// whitespace ignored). The hub warns when others than its owner may read it.
+    #[arg(long)]
+    pub auth_token_file: Option<PathBuf>,
+    /// Refuse to start unless agents must show a credential (a token, an access file or a
+    /// client CA) and no token would travel unencrypted (plain ws://). Without it the hub
+    /// warns when it listens beyond loopback without credentials, and when tokens would
+    /// cross ws://.
+    #[arg(long)]
+    pub require_auth: bool,
+    /// Requests one agent may have waiting for answers at once, and requests sent to it
+    /// that it has not answered yet (beyond: limit-exceeded for its requests, queue-full for
+    /// requests to it).
+    #[arg(long, default_value_t = agentwire::hub::DEFAULT_MAX_OPEN_REQUESTS as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_open_requests: u64,
     /// Heartbeat interval told to agents, milliseconds.
     #[arg(long, default_value_t = 5_000)]
     pub heartbeat_ms: u32,
@@ -634,7 +650,14 @@ fn parse_codecs(names: &[String]) -> Result<Vec<Codec>> {
 impl HubArgs {
     pub fn hub_config(&self) -> Result<HubConfig> {
         let mut config = HubConfig::default();
-        config.policy.auth_token.clone_from(&self.auth_token);
+        config.policy.auth_token = match &self.auth_token_file {
+            Some(path) => Some(read_token_file(path)?),
+            None => self.auth_token.clone(),
+        };
+        if config.policy.auth_token.as_deref() == Some("") {
+            bail!("the auth token is empty");
+        }
+        config.max_open_requests = usize::try_from(self.max_open_requests).unwrap_or(usize::MAX);
         config.policy.heartbeat_interval_ms = self.heartbeat_ms.max(10);
         config.policy.limits.max_frame_size = self.max_frame_size;
         config.policy.codecs = parse_codecs(&self.codecs)?;
@@ -666,6 +689,30 @@ impl HubArgs {
         config.queue.max_deliver = self.queue_max_deliver.max(1);
         Ok(config)
     }
+}
+
+/// The token in `path`: its first line, trimmed. Warns when the file is readable by others
+/// than its owner.
+fn read_token_file(path: &std::path::Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the auth token file {}", path.display()))?;
+    let token = text.lines().next().unwrap_or("").trim().to_owned();
+    if token.is_empty() {
+        bail!("the auth token file {} is empty", path.display());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            eprintln!(
+                "warning: the auth token file {} may be read by others (mode {:o}): chmod 600 it",
+                path.display(),
+                mode & 0o777
+            );
+        }
+    }
+    Ok(token)
 }
 
 #[derive(Args, Debug, Clone)]

@@ -416,6 +416,12 @@ async fn hub(a: HubArgs) -> Result<()> {
         None => None,
     };
     let config: HubConfig = a.hub_config()?;
+    let urls = a
+        .listen
+        .iter()
+        .map(|u| HubUrl::parse(u).map_err(anyhow::Error::msg))
+        .collect::<Result<Vec<_>>>()?;
+    check_exposure(&urls, &config, a.require_auth)?;
     let metrics = HubMetrics::new();
     let hub = match &a.store {
         Some(dir) => {
@@ -432,8 +438,7 @@ async fn hub(a: HubArgs) -> Result<()> {
     // the queues from the first task on.
     let cluster = join_cluster(&a, &hub).await?;
     let mut listeners = Vec::new();
-    for url in &a.listen {
-        let url = HubUrl::parse(url).map_err(anyhow::Error::msg)?;
+    for url in urls {
         let listener = hub
             .listen(&url, identity.as_ref())
             .await
@@ -473,6 +478,21 @@ async fn hub(a: HubArgs) -> Result<()> {
         l.close();
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
+    Ok(())
+}
+
+/// Warns (stderr and log) about what the hub would expose, or with `require_auth` refuses to
+/// start if it would expose anything at all.
+fn check_exposure(urls: &[HubUrl], config: &HubConfig, require_auth: bool) -> Result<()> {
+    let found = agentwire::hub::exposures(urls, config);
+    if require_auth && !found.is_empty() {
+        let why: Vec<String> = found.iter().map(|e| format!("  - {e}")).collect();
+        bail!("--require-auth: not starting, because\n{}", why.join("\n"));
+    }
+    for e in found.iter().filter(|e| e.warns()) {
+        eprintln!("WARNING: {e}");
+        tracing::warn!("{e}");
+    }
     Ok(())
 }
 

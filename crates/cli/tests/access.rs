@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fails_with, run, spawn, text, wait_for};
+use common::{fails_with, run, spawn, text, wait_for, wait_for_all};
 
 fn token() -> (String, String) {
     let out = run(&["token"]);
@@ -231,5 +231,91 @@ fn agent_certificates_bind_ids_and_impostors_are_refused() {
             "cert", "agent", "--id", "hub", "--ca-dir", certs_s, "--force",
         ],
         "would be written over",
+    );
+}
+
+/// Secure defaults: an open hub beyond loopback warns, `--require-auth` refuses to start an
+/// open hub or one whose tokens would cross plain ws://, and a token from a file works.
+#[test]
+fn an_open_hub_warns_and_require_auth_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = format!("unix://{}/hub.sock", dir.path().display());
+    // Beyond loopback without credentials: a warning, and the hub still starts. (It listens on
+    // every address of this machine for a moment; nothing connects to it.)
+    let (_open, open_out) = spawn(&["hub", "--listen", "ws://0.0.0.0:0"]);
+    wait_for_all(
+        &open_out,
+        &[
+            "WARNING: ws://0.0.0.0:0 is reachable beyond this machine",
+            "hub listening on ws://",
+        ],
+    );
+
+    fails_with(
+        &["hub", "--listen", &sock, "--require-auth"],
+        "--require-auth: not starting",
+    );
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "s3cret-token-from-a-file\n").unwrap();
+    let mut perms = std::fs::metadata(&token_file).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o600);
+    std::fs::set_permissions(&token_file, perms).unwrap();
+    let file = token_file.to_str().unwrap();
+    fails_with(
+        &[
+            "hub",
+            "--listen",
+            "ws://127.0.0.1:0",
+            "--auth-token-file",
+            file,
+            "--require-auth",
+        ],
+        "travel unencrypted over loopback on ws://127.0.0.1:0",
+    );
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "\n").unwrap();
+    fails_with(
+        &[
+            "hub",
+            "--listen",
+            &sock,
+            "--auth-token-file",
+            empty.to_str().unwrap(),
+        ],
+        "is empty",
+    );
+
+    let (_hub, hub_out) = spawn(&[
+        "hub",
+        "--listen",
+        &sock,
+        "--auth-token-file",
+        file,
+        "--require-auth",
+    ]);
+    wait_for(&hub_out, "hub listening on unix://");
+    let send = |token: &str| {
+        run(&[
+            "send",
+            "--hub",
+            &sock,
+            "--id",
+            "a",
+            "--auth-token",
+            token,
+            "--to",
+            "a",
+            "--message",
+            "hi",
+        ])
+    };
+    let out = send("s3cret-token-from-a-file");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = send("s3cret-token-from-a-fil");
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("unauthorized"),
+        "{}",
+        text(&out.stderr)
     );
 }

@@ -430,11 +430,20 @@ fn encode_handshake_frame(frame: Frame) -> Bytes {
     frame.encode(Codec::MsgPack).unwrap_or_default()
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+/// Whether `given` equals the secret `expected`, in a time that depends on `given`'s length
+/// alone: neither where they differ nor how long `expected` is shows in the time taken
+/// (every byte given is compared, with the secret read round and round).
+fn constant_time_eq(expected: &[u8], given: &[u8]) -> bool {
+    if expected.is_empty() {
+        return given.is_empty();
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let differ = given
+        .iter()
+        .enumerate()
+        .fold(expected.len() ^ given.len(), |acc, (i, g)| {
+            acc | usize::from(g ^ expected[i % expected.len()])
+        });
+    std::hint::black_box(differ) == 0
 }
 
 #[cfg(test)]
@@ -791,8 +800,13 @@ mod tests {
     #[test]
     fn constant_time_eq_works() {
         assert!(constant_time_eq(b"", b""));
+        assert!(!constant_time_eq(b"", b"a"));
         assert!(constant_time_eq(b"abc", b"abc"));
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"ab"));
+        assert!(!constant_time_eq(b"abc", b""));
+        // A repetition of the secret is not the secret.
+        assert!(!constant_time_eq(b"abc", b"abcabc"));
+        assert!(!constant_time_eq(b"abcabc", b"abc"));
     }
 }

@@ -16,6 +16,7 @@
 //! agents × queue capacity × frame size.
 
 mod core;
+mod exposure;
 mod listen;
 mod store;
 
@@ -30,10 +31,11 @@ use tokio::task::JoinHandle;
 pub use self::core::{
     is_reserved, token_sha256, AbuseLimits, AccessError, AccessPolicy, Action, AgentSnapshot, Conn,
     CoreConfig, DuplicatePolicy, Grant, HubCore, Now, Outbound, Peer, Registration, ATTEMPT_HEADER,
-    CREDIT_HEADER, DELAY_HEADER, DUPLICATE_HEADER, HUB_ID, PRESENCE_TOPIC, PRODUCER_ID_HEADER,
-    QUEUE_OP_HEADER, QUEUE_OWNER_ID, TASK_ID_HEADER,
+    CREDIT_HEADER, DEFAULT_MAX_OPEN_REQUESTS, DELAY_HEADER, DUPLICATE_HEADER, HUB_ID,
+    PRESENCE_TOPIC, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, QUEUE_OWNER_ID, TASK_ID_HEADER,
 };
 pub use crate::transport::ConnectionControl;
+pub use exposure::{exposures, Exposure};
 pub use listen::{BoundAddr, Listener};
 
 use crate::metrics::{HubMetrics, MessageTable};
@@ -81,6 +83,9 @@ pub struct HubConfig {
     pub access: Option<Arc<AccessPolicy>>,
     /// Rates and counts that hold under abuse (all off by default).
     pub limits: AbuseLimits,
+    /// Requests one agent may wait on at once, and requests it may owe answers to
+    /// ([`CoreConfig::max_open_requests`]).
+    pub max_open_requests: usize,
     /// With a CA: every TLS connection must show an agent certificate it signed, and an agent
     /// may take only the id its certificate names (mutual TLS). Plain WebSocket connections
     /// are then refused; Unix-socket ones are let through (the socket file's mode guards
@@ -106,6 +111,7 @@ impl Default for HubConfig {
             queue: agentwire_queue::QueueConfig::default(),
             access: None,
             limits: AbuseLimits::default(),
+            max_open_requests: DEFAULT_MAX_OPEN_REQUESTS,
             client_ca: None,
         }
     }
@@ -123,6 +129,7 @@ impl HubConfig {
             queue: self.queue.clone(),
             access: self.access.clone(),
             limits: self.limits,
+            max_open_requests: self.max_open_requests,
             require_client_cert: self.client_ca.is_some(),
             ..CoreConfig::default()
         }

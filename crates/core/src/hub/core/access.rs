@@ -187,6 +187,13 @@ impl AccessPolicy {
         Ok(AccessPolicy { credentials })
     }
 
+    /// Whether any credential is a token (agents then send tokens in their hello).
+    pub fn uses_tokens(&self) -> bool {
+        self.credentials
+            .iter()
+            .any(|c| matches!(c.proof, Proof::Token(_)))
+    }
+
     /// The grant of the first credential that names `agent_id` and whose proof the agent
     /// showed: its token is `token`, or it is a `client_cert` credential and `certified` (the
     /// agent's verified certificate names `agent_id`; the hub core checks that).
