@@ -210,8 +210,10 @@ mod tests {
     #[test]
     fn an_access_file_counts_as_credentials_and_its_tokens_as_tokens() {
         let certs_only = r#"{"credentials": [{"client_cert": true, "ids": ["*"]}]}"#;
-        let mut config = HubConfig::default();
-        config.access = Some(Arc::new(AccessPolicy::from_json(certs_only).unwrap()));
+        let mut config = HubConfig {
+            access: Some(Arc::new(AccessPolicy::from_json(certs_only).unwrap())),
+            ..HubConfig::default()
+        };
         assert!(exposures(&urls(&["ws://0.0.0.0:1"]), &config).is_empty());
         let tokens = format!(
             r#"{{"credentials": [{{"token_sha256": "{}", "ids": ["*"]}}]}}"#,
