@@ -585,6 +585,17 @@ pub struct HubArgs {
     /// Frames each agent's send queue holds before senders get queue-full.
     #[arg(long, default_value_t = 4096)]
     pub queue_capacity: usize,
+    /// Bytes each agent's send queue holds before senders get queue-full (one message of
+    /// any size fits an empty queue).
+    #[arg(long, default_value_t = agentwire::hub::DEFAULT_AGENT_QUEUE_BYTES as u64)]
+    pub queue_bytes: u64,
+    /// Bytes all agents' send queues hold together before senders get queue-full: the most
+    /// the hub keeps for agents that do not read.
+    #[arg(long, default_value_t = agentwire::hub::DEFAULT_HUB_QUEUE_BYTES as u64)]
+    pub hub_queue_bytes: u64,
+    /// Topics one agent may subscribe to (beyond: limit-exceeded).
+    #[arg(long, default_value_t = agentwire::hub::DEFAULT_MAX_SUBSCRIPTIONS as u64)]
+    pub max_subscriptions: u64,
     /// Largest frame accepted, bytes.
     #[arg(long, default_value_t = 16 * 1024 * 1024)]
     pub max_frame_size: u32,
@@ -667,6 +678,9 @@ impl HubArgs {
         config.heartbeat_miss_limit = self.miss_limit.max(1);
         config.handshake_timeout = Duration::from_millis(self.handshake_timeout_ms.max(1));
         config.agent_queue_capacity = self.queue_capacity.max(1);
+        config.agent_queue_bytes = usize::try_from(self.queue_bytes).unwrap_or(usize::MAX);
+        config.hub_queue_bytes = usize::try_from(self.hub_queue_bytes).unwrap_or(usize::MAX);
+        config.max_subscriptions = usize::try_from(self.max_subscriptions).unwrap_or(usize::MAX);
         config.duplicate_policy = self.on_duplicate;
         config.quic = self.quic.settings();
         config.stream_mapping = self.quic.mapping;

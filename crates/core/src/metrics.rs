@@ -255,6 +255,7 @@ struct Inner {
     errors: Family<CodeLabels, Counter>,
     dropped: Family<ReasonLabels, Counter>,
     queued_messages: Gauge,
+    queued_bytes: Gauge,
     request_duration: AtomicHistogram,
     zero_rtt: Family<ResultLabels, Counter>,
 }
@@ -276,6 +277,7 @@ struct Inner {
 /// | `errors_total` | counter | `code` |
 /// | `dropped_messages_total` | counter | `reason` |
 /// | `queued_messages` | gauge | — |
+/// | `queued_bytes` | gauge | — |
 /// | `request_duration_seconds` | histogram | — |
 /// | `zero_rtt_total` | counter | `result` |
 /// | `build_info` | info | `version` |
@@ -372,6 +374,13 @@ impl HubMetrics {
             "Messages waiting in agents' send queues (sum over all agents)",
             queued_messages.clone(),
         );
+        let queued_bytes = Gauge::default();
+        registry.register(
+            "queued_bytes",
+            "Bytes of frames waiting in agents' send queues (sum over all agents; the hub's \
+             queue budget is spent when it reaches --hub-queue-bytes)",
+            queued_bytes.clone(),
+        );
         let request_duration = AtomicHistogram::latency();
         registry.register(
             "request_duration_seconds",
@@ -403,6 +412,7 @@ impl HubMetrics {
                 errors,
                 dropped,
                 queued_messages,
+                queued_bytes,
                 request_duration,
                 zero_rtt,
             }),
@@ -561,6 +571,11 @@ impl HubMetrics {
     /// total number of messages waiting in all agents' send queues.
     pub fn queue_depth_add(&self, delta: i64) {
         self.inner.queued_messages.inc_by(delta);
+    }
+
+    /// The `queued_bytes` gauge itself: the hub core's queue budget counts in it.
+    pub fn queued_bytes(&self) -> Gauge {
+        self.inner.queued_bytes.clone()
     }
 
     /// Observes one request's latency in seconds in `request_duration_seconds`

@@ -462,6 +462,25 @@ async fn bad_input_is_isolated(f: Flavor) {
         misbehave(&r, kind, "g3", b"\x06\x40\x00\x00").await,
         Some(ErrorCode::FrameTooLarge)
     );
+    // Before its hello a peer cannot send more than a hello's worth: a 100 kB hello is
+    // refused at its length.
+    let opts = r.opts(kind, "huge");
+    let url = HubUrl::parse(&r.url(kind)).unwrap();
+    let mut hello = Hello::new("huge", "x".repeat(100_000));
+    hello.codecs = vec![Codec::MsgPack.name().to_owned()];
+    let hello = Frame::Hello(hello).encode(Codec::MsgPack).unwrap();
+    match Connector::new(&opts)
+        .unwrap()
+        .open(&opts, &url, hello)
+        .await
+    {
+        Ok(mut raw) => assert_eq!(
+            end_code(&mut raw.receiver).await,
+            Some(ErrorCode::FrameTooLarge),
+            "{kind}"
+        ),
+        Err(e) => panic!("{kind}: the connection itself failed: {e}"),
+    }
     let reply = good
         .request("echo", "still fine", 5 * SECOND)
         .await

@@ -430,6 +430,11 @@ fn encode_handshake_frame(frame: Frame) -> Bytes {
     frame.encode(Codec::MsgPack).unwrap_or_default()
 }
 
+/// The largest frame a hub reads before the hello is done: a hello's id, role, codecs,
+/// capabilities and token fit in far less, and a peer that has not said who it is cannot
+/// make the hub hold more. The limit agreed in the handshake applies from the welcome on.
+pub const MAX_HELLO_FRAME: u32 = 64 * 1024;
+
 /// Whether `given` equals the secret `expected`, in a time that depends on `given`'s length
 /// alone: neither where they differ nor how long `expected` is shows in the time taken
 /// (every byte given is compared, with the secret read round and round).

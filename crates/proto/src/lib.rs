@@ -47,7 +47,7 @@ pub use frame::{
 };
 pub use handshake::{
     AgentHandshake, HandshakeError, Hello, HubDecision, HubHandshake, HubPolicy, Reject, Session,
-    Welcome, PROTOCOL_VERSION,
+    Welcome, MAX_HELLO_FRAME, PROTOCOL_VERSION,
 };
 pub use limits::{LimitError, Limits};
 pub use view::{DestinationRef, EnvelopeView};

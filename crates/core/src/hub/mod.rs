@@ -12,8 +12,9 @@
 //! [`Kind::Error`](agentwire_proto::Kind::Error) envelope with code `queue-full` and the
 //! message's id as correlation. Topic and broadcast copies that find a queue full are dropped
 //! for that subscriber and counted in
-//! `agentwire_hub_dropped_messages_total{reason="queue-full"}`. Memory is bounded by
-//! agents × queue capacity × frame size.
+//! `agentwire_hub_dropped_messages_total{reason="queue-full"}`. Each queue is bounded in
+//! bytes too (`agent_queue_bytes`), and all of them together by `hub_queue_bytes`: memory
+//! held for agents that do not read is bounded by that budget, whatever their number.
 
 mod core;
 mod exposure;
@@ -31,8 +32,9 @@ use tokio::task::JoinHandle;
 pub use self::core::{
     is_reserved, token_sha256, AbuseLimits, AccessError, AccessPolicy, Action, AgentSnapshot, Conn,
     CoreConfig, DuplicatePolicy, Grant, HubCore, Now, Outbound, Peer, Registration, ATTEMPT_HEADER,
-    CREDIT_HEADER, DEFAULT_MAX_OPEN_REQUESTS, DELAY_HEADER, DUPLICATE_HEADER, HUB_ID,
-    PRESENCE_TOPIC, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, QUEUE_OWNER_ID, TASK_ID_HEADER,
+    CREDIT_HEADER, DEFAULT_AGENT_QUEUE_BYTES, DEFAULT_HUB_QUEUE_BYTES, DEFAULT_MAX_OPEN_REQUESTS,
+    DEFAULT_MAX_SUBSCRIPTIONS, DELAY_HEADER, DUPLICATE_HEADER, HUB_ID, PRESENCE_TOPIC,
+    PRODUCER_ID_HEADER, QUEUE_OP_HEADER, QUEUE_OWNER_ID, TASK_ID_HEADER,
 };
 pub use crate::transport::ConnectionControl;
 pub use exposure::{exposures, Exposure};
@@ -64,6 +66,12 @@ pub struct HubConfig {
     pub heartbeat_miss_limit: u32,
     /// Frames each agent's send queue holds before senders get `queue-full`.
     pub agent_queue_capacity: usize,
+    /// Bytes each agent's send queue holds ([`CoreConfig::agent_queue_bytes`]).
+    pub agent_queue_bytes: usize,
+    /// Bytes all agents' send queues hold together ([`CoreConfig::hub_queue_bytes`]).
+    pub hub_queue_bytes: usize,
+    /// Topics one agent may subscribe to ([`CoreConfig::max_subscriptions`]).
+    pub max_subscriptions: usize,
     /// Time allowed for TLS plus the hello/welcome exchange.
     pub handshake_timeout: Duration,
     /// What to do with a second agent using a connected id.
@@ -102,6 +110,9 @@ impl Default for HubConfig {
             },
             heartbeat_miss_limit: 3,
             agent_queue_capacity: 4096,
+            agent_queue_bytes: DEFAULT_AGENT_QUEUE_BYTES,
+            hub_queue_bytes: DEFAULT_HUB_QUEUE_BYTES,
+            max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
             handshake_timeout: Duration::from_secs(10),
             duplicate_policy: DuplicatePolicy::RejectNew,
             quic: QuicSettings::default(),
@@ -124,6 +135,9 @@ impl HubConfig {
             policy: self.policy.clone(),
             heartbeat_miss_limit: self.heartbeat_miss_limit,
             agent_queue_capacity: self.agent_queue_capacity,
+            agent_queue_bytes: self.agent_queue_bytes,
+            hub_queue_bytes: self.hub_queue_bytes,
+            max_subscriptions: self.max_subscriptions,
             handshake_timeout: self.handshake_timeout,
             duplicate_policy: self.duplicate_policy,
             queue: self.queue.clone(),
@@ -546,6 +560,9 @@ impl HubInner {
             remote: sender.stats().remote_addr.map(|a| a.ip()),
             certified_id,
         };
+        // Nothing bigger than a hello until the hello is read: the core's registration
+        // raises the limit to the agreed one.
+        receiver.set_max_frame_size(agentwire_proto::MAX_HELLO_FRAME);
         let mut opened = Vec::new();
         let conn = self
             .core

@@ -373,17 +373,19 @@ fn crypto_alert(code: u64) -> Option<rustls::AlertDescription> {
 /// Wraps an established connection and its control stream into sender and receiver halves.
 ///
 /// `control` is the bidirectional stream the agent opened first (the agent passes the halves
-/// from `open_bi`, the hub those from `accept_bi`).
+/// from `open_bi`, the hub those from `accept_bi`). `max_in` is the largest frame the
+/// receiver takes until [`FrameReceiver::set_max_frame_size`] says otherwise.
 pub fn split_connection(
     conn: Connection,
     control: (SendStream, RecvStream),
     mapping: StreamMapping,
     datagrams: bool,
+    max_in: u32,
 ) -> (QuicSender, QuicReceiver) {
     let (control_send, control_recv) = control;
     let _ = control_send.set_priority(quic_priority(SendClass::Control));
     let limits = Limits::default();
-    let max_in = Arc::new(AtomicU32::new(limits.max_frame_size));
+    let max_in = Arc::new(AtomicU32::new(max_in));
     let buffered = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = quic_inbound::channel(INBOUND_QUEUE);
     let reader = StreamReader {
@@ -1199,7 +1201,10 @@ async fn accept_connection(
                 .ok()
         })
         .and_then(|chain| crate::tls::peer_agent_id(&chain));
-    let (sender, receiver) = split_connection(conn, control, mapping, settings.datagrams);
+    // Nothing bigger than a hello until the hub has read the hello (the hub raises the limit
+    // to the agreed one then).
+    let max_in = agentwire_proto::MAX_HELLO_FRAME;
+    let (sender, receiver) = split_connection(conn, control, mapping, settings.datagrams, max_in);
     if let Some(admission) = admission {
         sender.hold_admission(admission);
     }
@@ -1378,8 +1383,14 @@ impl super::dial::Dial for QuicDial {
                 control = attempt.open_control(&conn, &first_frame).await?;
             }
         }
-        let (sender, receiver) =
-            split_connection(conn, control, target.mapping, self.settings.datagrams);
+        let max_in = Limits::default().max_frame_size;
+        let (sender, receiver) = split_connection(
+            conn,
+            control,
+            target.mapping,
+            self.settings.datagrams,
+            max_in,
+        );
         sender.keep_sent_streams();
         Ok(super::dial::Dialed {
             sender: super::any::AnySender::Quic(sender),

@@ -12,6 +12,7 @@ use std::time::Instant;
 use agentwire_proto::{Codec, Kind};
 use bytes::Bytes;
 
+use super::budget::QueueBudget;
 use crate::transport::{SendClass, TransportKind};
 
 /// A frame waiting to go to one connection, taken by its driver with
@@ -72,19 +73,39 @@ pub(super) struct Owed<D, R> {
 }
 
 /// The outbound queue: control frames first, then four priority classes, FIFO within each.
-/// Bounded in envelope frames; control frames (a handful per connection) are not counted.
+/// Bounded in envelope frames and in their bytes (one frame of any size fits an empty
+/// queue), and together with every other queue by the hub's [`QueueBudget`]; control frames
+/// (a handful per connection) are counted in bytes but never refused.
 pub(super) struct OutQueue<R> {
     control: VecDeque<Outbound<R>>,
     classes: [VecDeque<Outbound<R>>; 4],
     len: usize,
     capacity: usize,
+    /// Bytes of every frame queued, control frames included.
+    bytes: usize,
+    max_bytes: usize,
+    budget: QueueBudget,
     closed: bool,
+}
+
+/// How big one connection's outbound queue may grow.
+#[derive(Debug, Clone)]
+pub(super) struct QueueBounds {
+    /// Envelope frames.
+    pub frames: usize,
+    /// Bytes of envelope frames.
+    pub bytes: usize,
+    /// The hub-wide budget it shares with every other queue.
+    pub budget: QueueBudget,
 }
 
 /// Why a frame was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum PushError {
+    /// The connection's own queue is full (frames or bytes).
     Full,
+    /// The hub's budget for all queues together is spent.
+    HubFull,
     Closed,
 }
 
@@ -95,47 +116,58 @@ pub(super) struct Refused<R> {
 }
 
 impl<R> OutQueue<R> {
-    fn new(capacity: usize) -> Self {
+    fn new(bounds: QueueBounds) -> Self {
         OutQueue {
             control: VecDeque::new(),
             classes: Default::default(),
             len: 0,
-            capacity: capacity.max(1),
+            capacity: bounds.frames.max(1),
+            bytes: 0,
+            max_bytes: bounds.bytes,
+            budget: bounds.budget,
             closed: false,
         }
     }
 
     /// Queues `out`; `Ok(true)` when the queue was empty before (the driver needs a wake-up).
     pub fn push(&mut self, out: Outbound<R>) -> Result<bool, Refused<R>> {
+        let refuse = |error, outbound| Err(Refused { error, outbound });
         if self.closed {
-            return Err(Refused {
-                error: PushError::Closed,
-                outbound: out,
-            });
+            return refuse(PushError::Closed, out);
         }
         let was_empty = self.is_empty();
+        let n = out.frame.len();
         match out.class {
-            SendClass::Control | SendClass::Heartbeat => self.control.push_back(out),
+            SendClass::Control | SendClass::Heartbeat => {
+                self.budget.force_take(n);
+                self.control.push_back(out);
+            }
             SendClass::Message(p) | SendClass::Request(p) => {
-                if self.len >= self.capacity {
-                    return Err(Refused {
-                        error: PushError::Full,
-                        outbound: out,
-                    });
+                if self.len >= self.capacity || (self.len > 0 && self.bytes + n > self.max_bytes) {
+                    return refuse(PushError::Full, out);
+                }
+                if !self.budget.try_take(n) {
+                    return refuse(PushError::HubFull, out);
                 }
                 self.classes[p.index()].push_back(out);
                 self.len += 1;
             }
         }
+        self.bytes += n;
         Ok(was_empty)
     }
 
     pub fn pop(&mut self) -> Option<Outbound<R>> {
-        if let Some(out) = self.control.pop_front() {
-            return Some(out);
-        }
-        let out = self.classes.iter_mut().find_map(VecDeque::pop_front)?;
-        self.len -= 1;
+        let out = match self.control.pop_front() {
+            Some(out) => out,
+            None => {
+                let out = self.classes.iter_mut().find_map(VecDeque::pop_front)?;
+                self.len -= 1;
+                out
+            }
+        };
+        self.bytes -= out.frame.len();
+        self.budget.give_back(out.frame.len());
         Some(out)
     }
 
@@ -159,7 +191,16 @@ impl<R> OutQueue<R> {
         self.control.clear();
         self.classes.iter_mut().for_each(VecDeque::clear);
         self.len = 0;
+        self.budget.give_back(std::mem::take(&mut self.bytes));
         n
+    }
+}
+
+impl<R> Drop for OutQueue<R> {
+    /// A connection dropped with frames still queued (a lingering close whose writer gave
+    /// up) gives their bytes back to the hub's budget.
+    fn drop(&mut self) {
+        self.budget.give_back(self.bytes);
     }
 }
 
@@ -275,7 +316,7 @@ impl<D, R> Conn<D, R> {
         id: u64,
         transport: TransportKind,
         driver: D,
-        capacity: usize,
+        bounds: QueueBounds,
         now: super::Now,
         now_ms: u64,
     ) -> Self {
@@ -288,7 +329,7 @@ impl<D, R> Conn<D, R> {
             closed: AtomicBool::new(false),
             last_seen_ms: AtomicU64::new(now_ms),
             state: Mutex::new(ConnState {
-                queue: OutQueue::new(capacity),
+                queue: OutQueue::new(bounds),
                 topics: HashSet::new(),
                 waiting: HashMap::new(),
                 owed: HashMap::new(),

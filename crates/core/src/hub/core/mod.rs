@@ -32,6 +32,7 @@
 //! the hub's (`reserved`).
 
 mod access;
+mod budget;
 mod conn;
 mod limits;
 mod queue_owner;
@@ -53,6 +54,7 @@ use agentwire_proto::{
 use bytes::Bytes;
 
 pub use access::{token_sha256, AccessError, AccessPolicy, Grant};
+pub use budget::DEFAULT_HUB_QUEUE_BYTES;
 pub use conn::{Conn, Outbound, Peer, Registration};
 pub use limits::AbuseLimits;
 pub use queue_owner::QUEUE_OWNER_ID;
@@ -63,7 +65,8 @@ pub use queues::{
 pub use registry::DuplicatePolicy;
 pub use reserved::is_reserved;
 
-use conn::{Owed, PushError, Waiting};
+use budget::QueueBudget;
+use conn::{Owed, PushError, QueueBounds, Waiting};
 use queue_owner::QueueControl;
 use queues::HubQueues;
 use registry::{Registered, Registry};
@@ -76,6 +79,12 @@ pub const HUB_ID: &str = "$hub";
 
 /// The topic on which the hub publishes `join` and `leave` events.
 pub const PRESENCE_TOPIC: &str = "$presence";
+
+/// The default of [`CoreConfig::agent_queue_bytes`]: 64 MiB.
+pub const DEFAULT_AGENT_QUEUE_BYTES: usize = 64 << 20;
+
+/// The default of [`CoreConfig::max_subscriptions`].
+pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 10_000;
 
 /// The default of [`CoreConfig::max_open_requests`].
 pub const DEFAULT_MAX_OPEN_REQUESTS: usize = 65_536;
@@ -96,6 +105,13 @@ pub struct CoreConfig {
     /// Envelope frames each connection's outbound queue holds before senders get
     /// `queue-full`.
     pub agent_queue_capacity: usize,
+    /// Bytes of envelope frames each connection's outbound queue holds before senders get
+    /// `queue-full` (a frame of any size fits an empty queue).
+    pub agent_queue_bytes: usize,
+    /// Bytes queued for all connections together before senders get `queue-full` (topic
+    /// copies are dropped and counted as `hub-queue-budget`): what a hub holds for agents
+    /// that do not read, at most.
+    pub hub_queue_bytes: usize,
     /// Time allowed from [`HubCore::open`] to a valid hello.
     pub handshake_timeout: Duration,
     /// What to do with a second agent using a connected id.
@@ -106,6 +122,9 @@ pub struct CoreConfig {
     /// deadline, or because their target left), so that their real answers, arriving late,
     /// are dropped instead of delivered as a second answer. At most 4,096 ids per connection.
     pub settled_memory: Duration,
+    /// Topics one agent may subscribe to at once; a subscribe beyond gets `limit-exceeded`
+    /// (the connection stays).
+    pub max_subscriptions: usize,
     /// Requests one agent may have waiting for answers at once, and requests it may have
     /// been sent and not yet answered: beyond, its requests get `limit-exceeded` and requests
     /// to it `queue-full` (topic and broadcast copies are dropped for it).
@@ -129,11 +148,14 @@ impl Default for CoreConfig {
             policy: HubPolicy::default(),
             heartbeat_miss_limit: 3,
             agent_queue_capacity: 4096,
+            agent_queue_bytes: DEFAULT_AGENT_QUEUE_BYTES,
+            hub_queue_bytes: DEFAULT_HUB_QUEUE_BYTES,
             handshake_timeout: Duration::from_secs(10),
             duplicate_policy: DuplicatePolicy::RejectNew,
             max_request_wait: Duration::from_secs(60),
             settled_memory: Duration::from_secs(600),
             max_open_requests: DEFAULT_MAX_OPEN_REQUESTS,
+            max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
             queue: agentwire_queue::QueueConfig::default(),
             access: None,
             limits: AbuseLimits::default(),
@@ -261,6 +283,8 @@ pub struct HubCore<D, R> {
     next_id: AtomicU64,
     queues: Mutex<HubQueues<D, R>>,
     admission: Mutex<limits::Admission>,
+    /// Bytes queued for all connections together.
+    budget: QueueBudget,
 }
 
 impl<D, R> HubCore<D, R> {
@@ -269,6 +293,7 @@ impl<D, R> HubCore<D, R> {
         let kinds = Kind::ALL.map(Kind::name);
         let priorities = Priority::ALL.map(Priority::name);
         let config_queue = config.queue.clone();
+        let budget = QueueBudget::new(metrics.queued_bytes(), config.hub_queue_bytes);
         HubCore {
             handshake: HubHandshake::new(config.policy.clone()),
             messages_in: metrics.message_table(crate::metrics::direction::IN, &kinds, &priorities),
@@ -281,6 +306,7 @@ impl<D, R> HubCore<D, R> {
             next_id: AtomicU64::new(1),
             queues: Mutex::new(HubQueues::in_memory(config_queue, now)),
             admission: Mutex::new(limits::Admission::default()),
+            budget,
         }
     }
 
@@ -327,7 +353,11 @@ impl<D, R> HubCore<D, R> {
             id,
             transport,
             driver,
-            self.config.agent_queue_capacity,
+            QueueBounds {
+                frames: self.config.agent_queue_capacity,
+                bytes: self.config.agent_queue_bytes,
+                budget: self.budget.clone(),
+            },
             now,
             self.ms(now.instant),
         ));
@@ -465,7 +495,20 @@ impl<D, R> HubCore<D, R> {
             return;
         }
         let topic: Arc<str> = Arc::from(topic);
-        let fresh = conn.lock().topics.insert(topic.clone());
+        let fresh = {
+            let mut st = conn.lock();
+            if st.topics.len() >= self.config.max_subscriptions && !st.topics.contains(&topic) {
+                drop(st);
+                self.metrics.dropped("subscription-limit");
+                let why = format!(
+                    "this agent already subscribes to {} topics (the hub's limit)",
+                    self.config.max_subscriptions
+                );
+                self.send_error(conn, 0, ErrorCode::LimitExceeded, &why, None, now, out);
+                return;
+            }
+            st.topics.insert(topic.clone())
+        };
         // The closed check after the insert pairs with `close`, which marks the connection
         // closed before it takes its topics: one of the two removes it.
         if fresh && !conn.is_closed() {
@@ -1266,6 +1309,11 @@ impl<D, R> HubCore<D, R> {
                     out,
                 );
             }
+            PushError::HubFull => {
+                self.metrics.dropped("hub-queue-budget");
+                let why = "the hub's budget for queued messages is spent; try again later";
+                self.send_error(conn, view.id, ErrorCode::QueueFull, why, reply, now, out);
+            }
             PushError::Closed => {
                 self.send_error(
                     conn,
@@ -1309,8 +1357,16 @@ impl<D, R> HubCore<D, R> {
     ) {
         match self.push_envelope(target, frames, class, kind, ask, out) {
             Ok(()) => {}
-            Err(PushError::Full) => self.metrics.dropped("queue-full"),
-            Err(PushError::Closed) => {}
+            Err(e) => self.metrics_dropped(e),
+        }
+    }
+
+    /// Counts a copy or hub message that could not be queued.
+    fn metrics_dropped(&self, e: PushError) {
+        match e {
+            PushError::Full => self.metrics.dropped("queue-full"),
+            PushError::HubFull => self.metrics.dropped("hub-queue-budget"),
+            PushError::Closed => {}
         }
     }
 

@@ -20,7 +20,7 @@ use agentwire_queue::{
     QueueError, QueueStats, Recovered, StoreOp, TaskId,
 };
 
-use super::conn::{Conn, Outbound, PushError, Registration};
+use super::conn::{Conn, Outbound, Registration};
 use super::queue_owner::{control_op, AgentConsumers, QueueControl};
 use super::{Action, HubCore, Now};
 use crate::transport::SendClass;
@@ -704,8 +704,7 @@ impl<D, R> HubCore<D, R> {
                     out.push(Action::Wake(to.clone()));
                 }
             }
-            Err(PushError::Full) => self.metrics.dropped("queue-full"),
-            Err(PushError::Closed) => {}
+            Err(e) => self.metrics_dropped(e),
         }
     }
 }

@@ -18,6 +18,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::transport::{SendClass, TransportKind};
 
+mod memory;
 mod trust;
 
 /// A reply handle as a transport would have one: here, a number naming the request stream.

@@ -4,7 +4,7 @@
 use super::*;
 
 /// `agentwire_hub_dropped_messages_total{reason}` as the core counted it.
-fn dropped(sim: &Sim, reason: &str) -> u64 {
+pub(super) fn dropped(sim: &Sim, reason: &str) -> u64 {
     let needle = format!("reason=\"{reason}\"}} ");
     sim.core
         .metrics()

@@ -1,0 +1,105 @@
+//! Memory bounded in bytes: each agent's queue, all queues together, subscriptions per agent.
+
+use super::*;
+
+fn big(id: u64, from: &Agent, to: &str, bytes: usize) -> Envelope {
+    Envelope::new(id, from.id.clone(), Destination::agent(to), Kind::Event)
+        .with_body(vec![7u8; bytes])
+}
+
+/// `agentwire_hub_queued_bytes` as the core counts it.
+fn queued_bytes(sim: &Sim) -> i64 {
+    sim.core.metrics().queued_bytes().get()
+}
+
+#[test]
+fn an_agents_queue_is_bounded_in_bytes_and_one_big_message_fits_an_empty_one() {
+    let mut sim = Sim::new(CoreConfig {
+        agent_queue_capacity: 1000,
+        agent_queue_bytes: 10_000,
+        ..config()
+    });
+    let a = sim.connect("a");
+    let _b = sim.connect("b");
+    let _c = sim.connect("c");
+    for id in 1..=3 {
+        sim.send(&a, big(id, &a, "b", 4_000));
+    }
+    let got = sim.drain(&a);
+    assert_eq!(got.len(), 1, "the third 4 kB message does not fit 10 kB");
+    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::QueueFull));
+    assert_eq!(got[0].envelope().correlation, Some(3));
+    // 50 kB to an empty queue goes; a second does not.
+    sim.send(&a, big(4, &a, "c", 50_000));
+    sim.send(&a, big(5, &a, "c", 10));
+    let got = sim.drain(&a);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].envelope().correlation, Some(5));
+}
+
+#[test]
+fn all_queues_together_stay_within_the_hubs_budget_and_give_it_back() {
+    let mut sim = Sim::new(CoreConfig {
+        agent_queue_capacity: 1000,
+        hub_queue_bytes: 20_000,
+        ..config()
+    });
+    let a = sim.connect("a");
+    let readers: Vec<Agent> = (0..4).map(|i| sim.connect(&format!("r{i}"))).collect();
+    let base = queued_bytes(&sim);
+    let mut refused = 0;
+    for id in 1..=20u64 {
+        let to = &readers[id as usize % 4].id;
+        sim.send(&a, big(id, &a, to, 3_000));
+        for g in sim.drain(&a) {
+            assert_eq!(error_code(g.envelope()), Some(ErrorCode::QueueFull));
+            assert!(String::from_utf8_lossy(&g.envelope().body).contains("budget"));
+            refused += 1;
+        }
+        assert!(queued_bytes(&sim) <= 20_000, "{}", queued_bytes(&sim));
+    }
+    assert_eq!(refused, 14, "six 3 kB messages fit 20 kB");
+    assert_eq!(super::trust::dropped(&sim, "hub-queue-budget"), 14);
+    // A topic copy beyond the budget is dropped and counted the same way.
+    sim.control(&readers[0], Frame::Subscribe("t".into()));
+    sim.send(
+        &a,
+        env(99, &a, Destination::topic("t"), Kind::Event).with_body(vec![1u8; 3_000]),
+    );
+    assert_eq!(super::trust::dropped(&sim, "hub-queue-budget"), 15);
+    // Reading and leaving give the bytes back.
+    sim.drain(&readers[0]);
+    sim.drain(&readers[1]);
+    sim.transport_closed(&readers[2]);
+    sim.transport_closed(&readers[3]);
+    assert_eq!(queued_bytes(&sim), base);
+    sim.send(&a, big(100, &a, "r0", 3_000));
+    assert!(sim.drain(&a).is_empty());
+}
+
+#[test]
+fn subscriptions_per_agent_are_bounded() {
+    let mut sim = Sim::new(CoreConfig {
+        max_subscriptions: 3,
+        ..config()
+    });
+    let a = sim.connect("a");
+    for t in ["t1", "t2", "t3", "t1"] {
+        sim.control(&a, Frame::Subscribe(t.into()));
+    }
+    assert!(
+        sim.drain(&a).is_empty(),
+        "a topic already held does not count twice"
+    );
+    sim.control(&a, Frame::Subscribe("t4".into()));
+    let got = sim.drain(&a);
+    assert_eq!(
+        error_code(got[0].envelope()),
+        Some(ErrorCode::LimitExceeded)
+    );
+    assert!(!a.conn.is_closed());
+    assert_eq!(a.conn.lock().topics.len(), 3);
+    sim.control(&a, Frame::Unsubscribe("t1".into()));
+    sim.control(&a, Frame::Subscribe("t4".into()));
+    assert!(sim.drain(&a).is_empty());
+}
