@@ -12,7 +12,7 @@ use std::time::Instant;
 use agentwire_proto::{Codec, Kind};
 use bytes::Bytes;
 
-use super::budget::QueueBudget;
+use super::budget::{QueueBudget, Share};
 use crate::transport::{SendClass, TransportKind};
 
 /// A frame waiting to go to one connection, taken by its driver with
@@ -74,8 +74,9 @@ pub(super) struct Owed<D, R> {
 
 /// The outbound queue: control frames first, then four priority classes, FIFO within each.
 /// Bounded in envelope frames and in their bytes (one frame of any size fits an empty
-/// queue), and together with every other queue by the hub's [`QueueBudget`]; control frames
-/// (a handful per connection) are counted in bytes but never refused.
+/// queue), and together with every other queue by the hub's [`QueueBudget`] (its [`Share`]
+/// gives everything back when the connection is dropped); control frames (a handful per
+/// connection) are counted in bytes but never refused.
 pub(super) struct OutQueue<R> {
     control: VecDeque<Outbound<R>>,
     classes: [VecDeque<Outbound<R>>; 4],
@@ -84,7 +85,8 @@ pub(super) struct OutQueue<R> {
     /// Bytes of every frame queued, control frames included.
     bytes: usize,
     max_bytes: usize,
-    budget: QueueBudget,
+    /// Its part of the hub's budget.
+    share: Share,
     closed: bool,
 }
 
@@ -124,7 +126,7 @@ impl<R> OutQueue<R> {
             capacity: bounds.frames.max(1),
             bytes: 0,
             max_bytes: bounds.bytes,
-            budget: bounds.budget,
+            share: Share::new(bounds.budget),
             closed: false,
         }
     }
@@ -139,14 +141,14 @@ impl<R> OutQueue<R> {
         let n = out.frame.len();
         match out.class {
             SendClass::Control | SendClass::Heartbeat => {
-                self.budget.force_take(n);
+                self.share.cover_anyway(self.bytes + n);
                 self.control.push_back(out);
             }
             SendClass::Message(p) | SendClass::Request(p) => {
                 if self.len >= self.capacity || (self.len > 0 && self.bytes + n > self.max_bytes) {
                     return refuse(PushError::Full, out);
                 }
-                if !self.budget.try_take(n) {
+                if !self.share.cover(self.bytes + n) {
                     return refuse(PushError::HubFull, out);
                 }
                 self.classes[p.index()].push_back(out);
@@ -167,7 +169,7 @@ impl<R> OutQueue<R> {
             }
         };
         self.bytes -= out.frame.len();
-        self.budget.give_back(out.frame.len());
+        self.share.shrink_to(self.bytes);
         Some(out)
     }
 
@@ -191,16 +193,9 @@ impl<R> OutQueue<R> {
         self.control.clear();
         self.classes.iter_mut().for_each(VecDeque::clear);
         self.len = 0;
-        self.budget.give_back(std::mem::take(&mut self.bytes));
+        self.bytes = 0;
+        self.share.release();
         n
-    }
-}
-
-impl<R> Drop for OutQueue<R> {
-    /// A connection dropped with frames still queued (a lingering close whose writer gave
-    /// up) gives their bytes back to the hub's budget.
-    fn drop(&mut self) {
-        self.budget.give_back(self.bytes);
     }
 }
 
