@@ -117,6 +117,7 @@ fn two_agents() -> (HubCore<(), ()>, BenchConn, BenchConn, Now) {
         let raw = FrameDecoder::decode_one(hello, u32::MAX).unwrap();
         core.on_frame(&conn, raw, None, now, &mut out);
         while core.poll_outbound(&conn).is_some() {}
+        core.written(&conn);
         conn
     };
     let a = join("a");
@@ -141,7 +142,9 @@ fn route(c: &mut Criterion) {
                 |raw| {
                     core.on_frame(&a, raw, None, now, &mut out);
                     out.clear();
-                    black_box(core.poll_outbound(&b))
+                    let taken = black_box(core.poll_outbound(&b));
+                    core.written(&b);
+                    taken
                 },
                 BatchSize::SmallInput,
             )

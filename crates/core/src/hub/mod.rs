@@ -712,6 +712,7 @@ async fn writer_loop<S: FrameSender>(hub: Arc<HubInner>, conn: Arc<HubConn>, sen
                 return;
             }
         }
+        hub.core.written(&conn);
         if conn.is_closed() {
             let linger = conn
                 .driver()

@@ -82,8 +82,12 @@ pub(super) struct OutQueue<R> {
     classes: [VecDeque<Outbound<R>>; 4],
     len: usize,
     capacity: usize,
-    /// Bytes of every frame queued, control frames included.
+    /// Bytes of every frame queued, control frames included, and of the frames the driver
+    /// took and has not written yet (`in_flight`).
     bytes: usize,
+    /// Bytes of the frames the driver took since it last said it wrote everything: a writer
+    /// blocked on a peer that does not read still holds them.
+    in_flight: usize,
     max_bytes: usize,
     /// Its part of the hub's budget.
     share: Share,
@@ -125,6 +129,7 @@ impl<R> OutQueue<R> {
             len: 0,
             capacity: bounds.frames.max(1),
             bytes: 0,
+            in_flight: 0,
             max_bytes: bounds.bytes,
             share: Share::new(bounds.budget),
             closed: false,
@@ -168,9 +173,15 @@ impl<R> OutQueue<R> {
                 out
             }
         };
-        self.bytes -= out.frame.len();
-        self.share.shrink_to(self.bytes);
+        // Still held until the driver has written it.
+        self.in_flight += out.frame.len();
         Some(out)
+    }
+
+    /// The driver wrote every frame it took: their bytes leave the bounds.
+    pub fn written(&mut self) {
+        self.bytes -= std::mem::take(&mut self.in_flight);
+        self.share.shrink_to(self.bytes);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -194,6 +205,7 @@ impl<R> OutQueue<R> {
         self.classes.iter_mut().for_each(VecDeque::clear);
         self.len = 0;
         self.bytes = 0;
+        self.in_flight = 0;
         self.share.release();
         n
     }

@@ -616,6 +616,14 @@ impl<D, R> HubCore<D, R> {
         Some(out)
     }
 
+    /// The driver wrote (flushed) every frame it took from `conn` with
+    /// [`poll_outbound`](HubCore::poll_outbound): their bytes stop counting against the
+    /// connection's queue and the hub's budget. Until then a writer blocked on a peer that
+    /// does not read keeps them counted.
+    pub fn written(&self, conn: &Conn<D, R>) {
+        conn.lock().queue.written();
+    }
+
     /// Closes the connection of agent `agent_id` with `code` and `reason` (sent to the agent
     /// first); `false` when no such agent is connected. For operators, and for a cluster
     /// that finds the id taken on another hub.

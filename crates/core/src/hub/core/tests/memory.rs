@@ -127,3 +127,30 @@ fn subscriptions_per_agent_are_bounded() {
     sim.control(&a, Frame::Subscribe("t4".into()));
     assert!(sim.drain(&a).is_empty());
 }
+
+#[test]
+fn a_frame_the_writer_holds_counts_until_it_is_written() {
+    let mut sim = Sim::new(CoreConfig {
+        agent_queue_capacity: 1000,
+        agent_queue_bytes: 10_000,
+        ..config()
+    });
+    let a = sim.connect("a");
+    let b = sim.connect("b");
+    sim.send(&a, big(1, &a, "b", 4_000));
+    // The driver takes it, and its write blocks (b does not read).
+    assert!(sim.core.poll_outbound(&b.conn).is_some());
+    sim.send(&a, big(2, &a, "b", 4_000));
+    sim.send(&a, big(3, &a, "b", 4_000));
+    let got = sim.drain(&a);
+    assert_eq!(
+        got.len(),
+        1,
+        "4 kB held by the writer + 4 kB queued leave no room for 4 kB"
+    );
+    assert_eq!(got[0].envelope().correlation, Some(3));
+    // Written at last: room again.
+    sim.core.written(&b.conn);
+    sim.send(&a, big(4, &a, "b", 4_000));
+    assert!(sim.drain(&a).is_empty());
+}

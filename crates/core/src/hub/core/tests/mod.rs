@@ -172,6 +172,7 @@ impl Sim {
                 wire: out.frame,
             });
         }
+        self.core.written(conn);
         got
     }
 
