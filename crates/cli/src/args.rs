@@ -626,6 +626,14 @@ pub struct HubArgs {
     /// Connections open at once from one IP address (off by default).
     #[arg(long)]
     pub max_connections_per_address: Option<usize>,
+    /// TCP connections in their TLS and transport handshake at once; beyond, the hub accepts
+    /// no more until one finishes (the kernel's backlog holds them).
+    #[arg(long, default_value_t = agentwire::transport::accept_gate::DEFAULT_MAX_PENDING)]
+    pub max_pending_handshakes: usize,
+    /// TCP connections from one IP address in their handshake at once; beyond, a new one is
+    /// closed before TLS.
+    #[arg(long, default_value_t = agentwire::transport::accept_gate::DEFAULT_MAX_PENDING_PER_ADDRESS)]
+    pub max_pending_per_address: usize,
     /// New connections accepted per second, all addresses together (off by default).
     #[arg(long)]
     pub max_handshakes_per_sec: Option<u32>,
@@ -698,6 +706,10 @@ impl HubArgs {
             agent_bytes_per_sec: self.agent_max_bytes_per_sec,
             connections_per_address: self.max_connections_per_address,
             handshakes_per_sec: self.max_handshakes_per_sec,
+        };
+        config.accept = agentwire::transport::accept_gate::AcceptLimits {
+            max_pending: self.max_pending_handshakes.max(1),
+            max_pending_per_address: self.max_pending_per_address.max(1),
         };
         config.queue.ack_wait = Duration::from_millis(self.queue_ack_wait_ms.max(1));
         config.queue.max_deliver = self.queue_max_deliver.max(1);

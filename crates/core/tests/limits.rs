@@ -86,3 +86,75 @@ async fn quic_answers_a_flood_with_retry_and_agents_still_connect() {
     );
     assert_eq!(th.hub.agent_count(), 5);
 }
+
+/// Idle TCP connections that never start TLS: one address may hold at most
+/// `max_pending_per_address` of them (the rest are closed before any cryptography), an agent
+/// from another address still connects, and the held ones end at the handshake timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_handshakes_from_one_address_are_capped_before_tls() {
+    use tokio::io::AsyncReadExt;
+    common::init_logs();
+    let bundle = tls::generate(&tls::default_hub_names()).unwrap();
+    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
+    let config = HubConfig {
+        accept: agentwire::transport::accept_gate::AcceptLimits {
+            max_pending: 64,
+            max_pending_per_address: 5,
+        },
+        handshake_timeout: Duration::from_secs(2),
+        ..HubConfig::default()
+    };
+    let metrics = HubMetrics::new();
+    let hub = Hub::new(config, metrics.clone());
+    let url = HubUrl::parse("wss://127.0.0.1:0").unwrap();
+    let listener = hub.listen(&url, Some(&identity)).await.unwrap();
+    let addr: std::net::SocketAddr = listener.url.to_string()["wss://".len()..].parse().unwrap();
+
+    // 500 idle connections from 127.0.0.2 (Linux routes all of 127/8 to loopback).
+    let mut idle = Vec::new();
+    for _ in 0..500 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        idle.push(socket.connect(addr).await.unwrap());
+    }
+    // Those over the cap are closed at once; five stay open (all read at the same time).
+    let mut reads = tokio::task::JoinSet::new();
+    for mut s in idle {
+        reads.spawn(async move {
+            let mut b = [0u8; 1];
+            match tokio::time::timeout(Duration::from_millis(500), s.read(&mut b)).await {
+                Err(_) => Some(s),
+                Ok(Ok(0) | Err(_)) => None,
+                Ok(Ok(_)) => panic!("the hub wrote to a connection that sent nothing"),
+            }
+        });
+    }
+    let mut held = Vec::new();
+    while let Some(r) = reads.join_next().await {
+        held.extend(r.unwrap());
+    }
+    assert_eq!(
+        held.len(),
+        5,
+        "connections from 127.0.0.2 left in their handshake"
+    );
+    assert!(metrics
+        .encode()
+        .lines()
+        .any(|l| l.starts_with("agentwire_hub_handshakes_total{")
+            && l.contains("transport=\"accept\"")));
+
+    // An agent from 127.0.0.1 connects meanwhile.
+    let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).unwrap();
+    let agent = Agent::connect(AgentOptions::new("honest", listener.url.to_string(), trust))
+        .await
+        .unwrap();
+    assert_eq!(hub.agent_count(), 1);
+    drop(agent);
+    // The five held ones end at the handshake timeout.
+    for s in &mut held {
+        let mut b = [0u8; 1];
+        let ended = tokio::time::timeout(Duration::from_secs(10), s.read(&mut b)).await;
+        assert!(matches!(ended, Ok(Ok(0) | Err(_))), "{ended:?}");
+    }
+}

@@ -159,8 +159,14 @@ impl Hub {
                 };
                 let addr = url.resolve().await.map_err(ConnectError::Config)?;
                 let config = &self.inner.config;
-                let (listen, local) =
-                    TcpListen::bind(addr, tls, config.handshake_timeout, config.websocket).await?;
+                let (listen, local) = TcpListen::bind(
+                    addr,
+                    tls,
+                    config.handshake_timeout,
+                    config.websocket,
+                    config.accept,
+                )
+                .await?;
                 let task = self.spawn_listener(listen);
                 let mut real = url.clone();
                 real.endpoint = HubEndpoint::Net {

@@ -91,6 +91,9 @@ pub struct HubConfig {
     pub access: Option<Arc<AccessPolicy>>,
     /// Rates and counts that hold under abuse (all off by default).
     pub limits: AbuseLimits,
+    /// TCP connections in their TLS and transport handshake at once, in all and per address,
+    /// counted before any cryptography.
+    pub accept: crate::transport::accept_gate::AcceptLimits,
     /// Requests one agent may wait on at once, and requests it may owe answers to
     /// ([`CoreConfig::max_open_requests`]).
     pub max_open_requests: usize,
@@ -123,6 +126,7 @@ impl Default for HubConfig {
             access: None,
             limits: AbuseLimits::default(),
             max_open_requests: DEFAULT_MAX_OPEN_REQUESTS,
+            accept: crate::transport::accept_gate::AcceptLimits::default(),
             client_ca: None,
         }
     }

@@ -14,6 +14,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::accept_gate::{AcceptGate, AcceptLimits};
 use super::any::{AnyReceiver, AnySender};
 use super::read_ahead::ReadAhead;
 use super::stream::{StreamReceiver, StreamSender};
@@ -66,16 +67,19 @@ pub struct TcpListen {
     tls: Option<tokio_rustls::TlsAcceptor>,
     timeout: Duration,
     websocket: ws::WsOptions,
+    gate: AcceptGate,
 }
 
 impl TcpListen {
     /// Binds `addr`. `tls` is the server configuration (its ALPN list decides which of HTTP/2
-    /// and WebSocket it offers); `timeout` bounds each connection's set-up.
+    /// and WebSocket it offers); `timeout` bounds each connection's set-up, and `accept` how
+    /// many set-ups go on at once.
     pub async fn bind(
         addr: SocketAddr,
         tls: Option<rustls::ServerConfig>,
         timeout: Duration,
         websocket: ws::WsOptions,
+        accept: AcceptLimits,
     ) -> Result<(TcpListen, SocketAddr), TransportError> {
         let listener = bind_tcp(addr)
             .map_err(|e| ConnectError::socket(format!("cannot listen on {addr}"), e))?;
@@ -87,6 +91,7 @@ impl TcpListen {
             tls: tls.map(|c| tokio_rustls::TlsAcceptor::from(Arc::new(c))),
             timeout,
             websocket,
+            gate: AcceptGate::new(accept),
         };
         Ok((listen, local))
     }
@@ -116,12 +121,32 @@ impl Listen for TcpListen {
 
     async fn accept(&mut self) -> Option<Setup<AnySender, AnyReceiver>> {
         loop {
+            // At the limit of set-ups going on, wait (the kernel's backlog holds the rest).
+            let slot = self.gate.slot().await?;
             match self.listener.accept().await {
                 Ok((stream, remote)) => {
+                    let Some(pass) = self.gate.pass(slot, remote.ip()) else {
+                        // Before TLS: closed at once, counted by the hub as a failed set-up.
+                        drop(stream);
+                        return Some(Box::pin(async move {
+                            Err(AcceptFailed {
+                                stage: "accept",
+                                error: TransportError::Closed {
+                                    code: Some(agentwire_proto::ErrorCode::LimitExceeded),
+                                    reason: format!(
+                                        "too many handshakes going on from {}",
+                                        remote.ip()
+                                    ),
+                                },
+                            })
+                        }));
+                    };
                     let tls = self.tls.clone();
                     let (timeout, websocket) = (self.timeout, self.websocket);
                     return Some(Box::pin(async move {
-                        tcp_setup(stream, remote, tls, timeout, websocket).await
+                        let ready = tcp_setup(stream, remote, tls, timeout, websocket).await;
+                        drop(pass);
+                        ready
                     }));
                 }
                 Err(e) => {

@@ -10,6 +10,7 @@
 //! and by whoever needs to close the connection) and a [`FrameReceiver`] (owned by one reader
 //! task). The first frame each way is the handshake, sent with [`SendClass::Control`].
 
+pub mod accept_gate;
 pub mod any;
 pub mod dial;
 mod error;

@@ -1,0 +1,152 @@
+//! The gate in front of a TCP listener's set-ups: how many connections may be in their TLS and
+//! transport handshake at once, in all and from one address, before any cryptography is spent.
+//!
+//! A connection takes a [`Pass`] when it is accepted and gives it back when its set-up ends
+//! (ready for the agentwire hello, or failed). At the total limit the listener stops accepting
+//! until a pass comes back (the kernel's backlog holds the rest: legitimate bursts wait, they
+//! are not refused); past the per-address limit a new connection is closed at once, so that one
+//! address holding idle handshakes cannot take every place. Idle handshakes end at the hub's
+//! handshake timeout.
+//!
+//! This module owns the counts; it must not read or write sockets.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The default of [`AcceptLimits::max_pending`]: the listen backlog's size.
+pub const DEFAULT_MAX_PENDING: usize = 4096;
+/// The default of [`AcceptLimits::max_pending_per_address`].
+pub const DEFAULT_MAX_PENDING_PER_ADDRESS: usize = 2048;
+
+/// Connections in their set-up (TLS, HTTP/2 or WebSocket handshake) at once.
+///
+/// ```
+/// use agentwire::transport::accept_gate::AcceptLimits;
+/// let l = AcceptLimits::default();
+/// assert!(l.max_pending_per_address <= l.max_pending);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcceptLimits {
+    /// In all (the listener waits beyond it).
+    pub max_pending: usize,
+    /// From one IP address (a connection beyond it is closed at once).
+    pub max_pending_per_address: usize,
+}
+
+impl Default for AcceptLimits {
+    fn default() -> Self {
+        AcceptLimits {
+            max_pending: DEFAULT_MAX_PENDING,
+            max_pending_per_address: DEFAULT_MAX_PENDING_PER_ADDRESS,
+        }
+    }
+}
+
+/// The counts one listener shares with the set-ups it started.
+#[derive(Debug, Clone)]
+pub struct AcceptGate {
+    slots: Arc<Semaphore>,
+    per_address: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    limits: AcceptLimits,
+}
+
+/// A place taken by one connection in its set-up; given back when dropped.
+#[derive(Debug)]
+pub struct Pass {
+    _slot: OwnedSemaphorePermit,
+    address: IpAddr,
+    per_address: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+/// A place in the set-up, not yet tied to an address (the listener holds it while it waits
+/// for the next connection).
+#[derive(Debug)]
+pub struct Slot(OwnedSemaphorePermit);
+
+impl AcceptGate {
+    /// A gate with `limits` (zero counts as one).
+    pub fn new(limits: AcceptLimits) -> Self {
+        AcceptGate {
+            slots: Arc::new(Semaphore::new(limits.max_pending.max(1))),
+            per_address: Arc::default(),
+            limits,
+        }
+    }
+
+    /// Waits for a free place (every other one is in a set-up). `None` only if the gate was
+    /// closed, which nothing does: the listener then stops.
+    pub async fn slot(&self) -> Option<Slot> {
+        self.slots.clone().acquire_owned().await.ok().map(Slot)
+    }
+
+    /// Ties `slot` to a connection from `address`; `None` when that address has
+    /// `max_pending_per_address` set-ups going already (the slot is given back).
+    pub fn pass(&self, slot: Slot, address: IpAddr) -> Option<Pass> {
+        let mut counts = self.per_address.lock().unwrap_or_else(|p| p.into_inner());
+        let n = counts.entry(address).or_insert(0);
+        if *n >= self.limits.max_pending_per_address.max(1) {
+            return None;
+        }
+        *n += 1;
+        Some(Pass {
+            _slot: slot.0,
+            address,
+            per_address: self.per_address.clone(),
+        })
+    }
+
+    /// Set-ups going on now from `address`.
+    pub fn pending_from(&self, address: IpAddr) -> usize {
+        let counts = self.per_address.lock().unwrap_or_else(|p| p.into_inner());
+        counts.get(&address).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        let mut counts = self.per_address.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = counts.get_mut(&self.address) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.address);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn one_address_is_capped_and_places_come_back() {
+        let gate = AcceptGate::new(AcceptLimits {
+            max_pending: 3,
+            max_pending_per_address: 2,
+        });
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let p1 = gate.pass(gate.slot().await.unwrap(), a).unwrap();
+        let _p2 = gate.pass(gate.slot().await.unwrap(), a).unwrap();
+        assert!(
+            gate.pass(gate.slot().await.unwrap(), a).is_none(),
+            "a third from a"
+        );
+        let _p3 = gate.pass(gate.slot().await.unwrap(), b).unwrap();
+        assert_eq!(gate.pending_from(a), 2);
+        // Every place is taken: the next waits until one comes back.
+        let waiting = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.slot().await.unwrap() }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished());
+        drop(p1);
+        let slot = waiting.await.unwrap();
+        assert_eq!(gate.pending_from(a), 1);
+        assert!(gate.pass(slot, a).is_some());
+    }
+}
