@@ -20,7 +20,7 @@ mkdir -p "$out"
 } >"$out/command.txt"
 { uname -srm; nproc; grep -m1 'model name' /proc/cpuinfo || true; } >"$out/machine.txt"
 start=$(date +%s.%N)
-log=$(AGENTWIRE_FORGE_ATTEMPTS=$attempts cargo test --release --locked -q -p agentwire \
+log=$(AGENTWIRE_FORGE_ATTEMPTS=$attempts cargo test --release --locked -p agentwire \
   --test conformance forged_answers_are_refused 2>&1) || { echo "$log" >&2; exit 1; }
 end=$(date +%s.%N)
 echo "$log" | grep -E '^test .*forged_answers_are_refused' | sort >"$out/tests.txt"
