@@ -440,3 +440,140 @@ fn dead_letters_are_listed_replayed_and_discarded_from_the_cli() {
     collect(&lines, &mut seen, |s| !s.is_empty());
     assert_eq!(seen, vec!["poison-2"]);
 }
+
+/// A hub whose store's disk fills up, then has room again (a 16 MiB tmpfs; mounting needs
+/// root: without it the test says so and passes, and CI runs as root). While the disk is
+/// full the task being written waits, new tasks are refused with the reason, and everything
+/// else keeps working; once there is room the waiting task's receipt comes, new tasks are
+/// taken, all without a restart, and a consumer gets every acknowledged task once.
+#[test]
+fn a_full_disk_then_freed_needs_no_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk");
+    std::fs::create_dir_all(&disk).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+        .arg(&disk)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root and must mount a tmpfs"
+        );
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(disk.clone());
+    let sock = dir.path().join("hub.sock");
+    let (hub_process, hub_out) = hub(&disk.join("store"), &sock);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let producer = connect(&sock, "producer").await;
+        let warm = produce(&producer, 0..5).await;
+        assert_eq!(warm.len(), 5);
+        // Fill what is left of the disk.
+        let filler = disk.join("filler");
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&filler).unwrap();
+            while f.write_all(&[0u8; 64 * 1024]).is_ok() {}
+        }
+        // Forty big tasks at once, more than the disk can take. The write that fails is tried
+        // again: the tasks in it wait for their receipts, and tasks sent meanwhile are refused
+        // as new work, with the reason.
+        let mut sends = tokio::task::JoinSet::new();
+        for i in 0..40 {
+            let p = producer.handle().clone();
+            sends.spawn(async move {
+                let r = p
+                    .enqueue(
+                        "jobs",
+                        vec![0x5au8; 128 * 1024],
+                        Some(&format!("big-{i}")),
+                        Duration::from_secs(60),
+                    )
+                    .await;
+                (i, r)
+            });
+        }
+        // The hub says its write failed; a new task is then refused, with the reason.
+        wait_for(&hub_out, "queue store write failed");
+        let refused = producer
+            .enqueue("jobs", "small", Some("small"), Duration::from_secs(10))
+            .await;
+        match refused {
+            Err(agentwire::AgentError::Remote { reason, .. }) => {
+                assert!(reason.contains("cannot write"), "{reason}")
+            }
+            other => panic!("a new task while the disk was full: {other:?}"),
+        }
+        assert!(
+            !sends.is_empty(),
+            "the tasks of the failed write wait for their receipts"
+        );
+        let mut results = Vec::new();
+        // Room again: the waiting tasks get their receipts, new tasks are taken, no restart.
+        std::fs::remove_file(&filler).unwrap();
+        while let Some(done) = tokio::time::timeout(Duration::from_secs(30), sends.join_next())
+            .await
+            .expect("every waiting task answered once the disk had room")
+        {
+            results.push(done.unwrap());
+        }
+        let mut stored = std::collections::BTreeSet::new();
+        for (i, r) in &results {
+            match r {
+                Ok(receipt) => {
+                    stored.insert(receipt.task);
+                }
+                Err(agentwire::AgentError::Remote { reason, .. })
+                    if reason.contains("cannot write") => {}
+                Err(e) => panic!("big-{i}: {e}"),
+            }
+        }
+        let after = produce(&producer, 100..150).await;
+        assert_eq!(after.len(), 50);
+        // Every acknowledged task once.
+        eprintln!(
+            "{} of 40 big tasks stored, {} refused while the disk was full",
+            stored.len(),
+            results.len() - stored.len()
+        );
+        let expected = 5 + stored.len() + 50;
+        let mut consumer = connect(&sock, "consumer").await;
+        consumer.consume("jobs", 64).await.unwrap();
+        let mut seen = std::collections::BTreeMap::<u64, usize>::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while seen.len() < expected && Instant::now() < deadline {
+            let Ok(Some(msg)) = tokio::time::timeout(Duration::from_secs(5), consumer.recv()).await
+            else {
+                break;
+            };
+            let Some(task) = agentwire::agent_queues::QueueTask::from_envelope(&msg.envelope)
+            else {
+                continue;
+            };
+            *seen.entry(task.task).or_default() += 1;
+            consumer.ack(task.task).await.unwrap();
+        }
+        assert_eq!(seen.len(), expected, "tasks delivered");
+        assert!(
+            seen.values().all(|n| *n == 1),
+            "a task delivered twice: {seen:?}"
+        );
+        assert!(stored.iter().all(|t| seen.contains_key(t)));
+    });
+    drop(hub_process);
+    let _ = hub_out;
+}

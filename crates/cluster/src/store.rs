@@ -37,6 +37,10 @@ use futures_util::StreamExt;
 
 use crate::lease::Lease;
 
+/// Unanswered tries remembered (a try a second for a minute, more than JetStream's own
+/// patience with a lost answer).
+const MAX_UNANSWERED: usize = 64;
+
 /// Messages in one JetStream atomic batch (the server's default limit).
 pub const MAX_BATCH: usize = 1000;
 
@@ -61,6 +65,10 @@ pub struct JetStreamStore {
     runtime: tokio::runtime::Handle,
     lease: Arc<Lease>,
     batches: AtomicU64,
+    /// Ids of tries whose answer never came (maybe stored after all), until a write succeeds:
+    /// a mark with one of them is this hub's own, also when the hub's writer tries the same
+    /// writes again in a later [`QueueStore::apply`].
+    unanswered: Vec<String>,
     /// The sequence of this hub's last mark on the stream (0: none yet).
     fence: AtomicU64,
     hub: String,
@@ -157,6 +165,7 @@ impl JetStreamStore {
             runtime: tokio::runtime::Handle::current(),
             lease,
             batches: AtomicU64::new(0),
+            unanswered: Vec::new(),
             fence: AtomicU64::new(0),
             hub: hub.to_owned(),
             timeout: Duration::from_secs(10),
@@ -235,24 +244,36 @@ impl JetStreamStore {
         Ok(())
     }
 
-    /// Writes `batch` and, last, this hub's mark, expecting the mark before it to be this
-    /// hub's own: all of it is stored, or nothing when another hub has claimed the stream.
-    async fn write_batch(&self, batch: &[(String, Bytes, bool)]) -> Result<(), WriteError> {
+    /// A new id for one try of a batch.
+    fn next_batch_id(&self) -> String {
+        format!(
+            "{}-{}",
+            self.hub,
+            self.batches.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// Writes `batch` as `id` and, last, this hub's mark, expecting the mark before it to be
+    /// this hub's own: all of it is stored, or nothing when another hub has claimed the
+    /// stream. `earlier` names this batch's earlier tries: when one of them was stored after
+    /// all (its answer lost), the mark it left is recognised as this batch's, not taken for
+    /// another hub's claim.
+    async fn write_batch(
+        &self,
+        batch: &[(String, Bytes, bool)],
+        id: &str,
+        earlier: &[String],
+    ) -> Result<(), WriteError> {
         let fence = self.fence.load(Ordering::Acquire);
         if fence == 0 {
             return Err(WriteError::Fenced(
                 "this hub never claimed the stream".into(),
             ));
         }
-        let id = format!(
-            "{}-{}",
-            self.hub,
-            self.batches.fetch_add(1, Ordering::Relaxed)
-        );
         let failed = |e: String| WriteError::Failed(e);
         for (i, (subject, body, deleted)) in batch.iter().enumerate() {
             let mut headers = async_nats::HeaderMap::new();
-            headers.insert("Nats-Batch-Id", id.as_str());
+            headers.insert("Nats-Batch-Id", id);
             headers.insert("Nats-Batch-Sequence", (i + 1).to_string().as_str());
             if *deleted {
                 headers.insert(DELETED_HEADER, "1");
@@ -264,7 +285,7 @@ impl JetStreamStore {
                 .map_err(|e| failed(e.to_string()))?;
         }
         let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Batch-Id", id.as_str());
+        headers.insert("Nats-Batch-Id", id);
         headers.insert(
             "Nats-Batch-Sequence",
             (batch.len() + 1).to_string().as_str(),
@@ -274,7 +295,7 @@ impl JetStreamStore {
             "Nats-Expected-Last-Subject-Sequence",
             fence.to_string().as_str(),
         );
-        headers.insert(BATCH_HEADER, id.as_str());
+        headers.insert(BATCH_HEADER, id);
         let ack = self
             .js
             .publish_with_headers(self.owner_subject(), headers, Bytes::from(self.hub.clone()))
@@ -306,7 +327,7 @@ impl JetStreamStore {
                 let ours = mark
                     .headers
                     .get(BATCH_HEADER)
-                    .is_some_and(|v| v.as_str() == id);
+                    .is_some_and(|v| v.as_str() == id || earlier.iter().any(|e| e == v.as_str()));
                 if ours {
                     self.fence.store(mark.sequence, Ordering::Release);
                     return Ok(());
@@ -465,7 +486,6 @@ impl QueueStore for JetStreamStore {
         if ops.is_empty() {
             return Ok(());
         }
-        let fail = |e: String| self.write_error(e);
         let messages = self.messages(ops);
         let runtime = self.runtime.clone();
         for batch in messages.chunks(MAX_BATCH - 1) {
@@ -475,21 +495,31 @@ impl QueueStore for JetStreamStore {
             let deadline = std::time::Instant::now() + WRITE_PATIENCE;
             loop {
                 if !self.lease.valid() {
-                    return Err(fail(
-                        "this hub no longer holds the queue owner's lease".into(),
-                    ));
+                    return Err(
+                        self.write_error("this hub no longer holds the queue owner's lease".into())
+                    );
                 }
-                match runtime.block_on(self.write_batch(batch)) {
-                    Ok(()) => break,
+                let id = self.next_batch_id();
+                match runtime.block_on(self.write_batch(batch, &id, &self.unanswered)) {
+                    Ok(()) => {
+                        self.unanswered.clear();
+                        break;
+                    }
                     Err(WriteError::Fenced(e)) => {
                         self.lease.revoke();
-                        return Err(fail(e));
+                        return Err(self.write_error(e));
                     }
-                    Err(WriteError::Failed(e)) if std::time::Instant::now() < deadline => {
+                    Err(WriteError::Failed(e)) => {
+                        if self.unanswered.len() == MAX_UNANSWERED {
+                            self.unanswered.remove(0);
+                        }
+                        self.unanswered.push(id);
+                        if std::time::Instant::now() >= deadline {
+                            return Err(self.write_error(e));
+                        }
                         tracing::warn!("a queue write to JetStream failed, trying again: {e}");
                         std::thread::sleep(Duration::from_millis(200));
                     }
-                    Err(WriteError::Failed(e)) => return Err(fail(e)),
                 }
             }
         }

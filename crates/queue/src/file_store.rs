@@ -37,7 +37,8 @@ pub const FILE_NAME: &str = "queues.redb";
 /// assert!(store.path().ends_with("queues.redb"));
 /// ```
 pub struct FileStore {
-    db: Database,
+    /// `None` after a failed write whose reopening failed too (the next write reopens it).
+    db: Option<Database>,
     path: PathBuf,
 }
 
@@ -64,7 +65,7 @@ impl FileStore {
             Ok(())
         };
         create().map_err(|e| open_error(Box::new(e)))?;
-        Ok(FileStore { db, path })
+        Ok(FileStore { db: Some(db), path })
     }
 
     /// The store's file.
@@ -79,8 +80,17 @@ impl FileStore {
         }
     }
 
-    fn write(&self, ops: &[StoreOp]) -> Result<(), redb::Error> {
-        let txn = self.db.begin_write()?;
+    /// The database, opened again if a failed write closed it.
+    fn db(&mut self) -> Result<&Database, redb::Error> {
+        let db = match self.db.take() {
+            Some(db) => db,
+            None => Database::create(&self.path)?,
+        };
+        Ok(self.db.insert(db))
+    }
+
+    fn write(&mut self, ops: &[StoreOp]) -> Result<(), redb::Error> {
+        let txn = self.db()?.begin_write()?;
         {
             let mut tasks = txn.open_table(TASKS)?;
             let mut dedupe = txn.open_table(DEDUPE)?;
@@ -127,7 +137,11 @@ fn dedupe_key(queue: &QueueName, producer_id: &str) -> String {
 
 impl QueueStore for FileStore {
     fn load(&mut self) -> Result<Recovered, StoreError> {
-        let txn = self.db.begin_read().map_err(|e| self.read_error(e))?;
+        let txn = match self.db() {
+            Ok(db) => db.begin_read(),
+            Err(e) => return Err(self.read_error(e)),
+        }
+        .map_err(|e| self.read_error(e))?;
         let tasks_table = txn.open_table(TASKS).map_err(|e| self.read_error(e))?;
         let mut tasks = Vec::new();
         for item in tasks_table.iter().map_err(|e| self.read_error(e))? {
@@ -179,9 +193,15 @@ impl QueueStore for FileStore {
         if ops.is_empty() {
             return Ok(());
         }
-        self.write(ops).map_err(|e| StoreError::Write {
-            path: self.path.clone(),
-            source: Box::new(e),
+        self.write(ops).map_err(|e| {
+            // After a failed commit (a full disk, say) redb refuses every later write until
+            // the file is opened again: close it now, so that the next try opens it afresh
+            // (and repairs it) and can succeed once the cause is gone.
+            self.db = None;
+            StoreError::Write {
+                path: self.path.clone(),
+                source: Box::new(e),
+            }
         })
     }
 }

@@ -7,11 +7,17 @@
 //! (group commit: a commit costs one flush of the disk, about 160 µs on the VM of
 //! docs/benchmarks/2026-11-26-queue-store, whatever it holds). Then it calls
 //! [`HubCore::on_persisted`](super::HubCore::on_persisted) with the last token of the batch
-//! and carries out the actions that releases. It must not decide anything about queues.
+//! and carries out the actions that releases. A write the store refuses (a full disk, a
+//! store that cannot be reached) is tried again, with backoff, with the writes after it,
+//! until the store takes it: the core refuses new queue work meanwhile
+//! ([`HubCore::on_store_failed`](super::HubCore::on_store_failed)) and takes it again once a
+//! write succeeds ([`HubCore::on_store_recovered`](super::HubCore::on_store_recovered)); no
+//! restart is needed. It must not decide anything about queues.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::sync::Weak;
+use std::time::Duration;
 
 use agentwire_queue::{QueueStore, StoreOp};
 
@@ -75,6 +81,11 @@ impl StoreFeed {
     }
 }
 
+/// The first wait before a failed write is tried again; it doubles up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(10);
+/// The longest wait between tries of a failed write.
+const RETRY_MAX: Duration = Duration::from_secs(1);
+
 fn write_loop(
     mut store: Box<dyn QueueStore>,
     rx: mpsc::Receiver<Msg>,
@@ -84,52 +95,81 @@ fn write_loop(
     // Persists arrive from many connection tasks, not always in token order.
     let mut arrived: BTreeMap<u64, Vec<StoreOp>> = BTreeMap::new();
     let mut next = 1u64;
-    // After a failed write nothing more is written (the store would miss that batch); what
-    // waits on later batches is refused the same way.
-    let mut failed: Option<String> = None;
+    // The writes not stored yet, in token order, and the last token among them. After a
+    // failed write they stay here and are tried again, with whatever came after them, until
+    // the store takes them: the queues' state in memory holds them already.
+    let mut batch: Vec<StoreOp> = Vec::new();
+    let mut last: Option<u64> = None;
+    // While writes fail: the wait before the next try.
+    let mut retry: Option<Duration> = None;
     let mut stop = None;
-    while let Ok(msg) = rx.recv() {
+    loop {
+        let msg = match retry {
+            None => match rx.recv() {
+                Ok(msg) => Some(msg),
+                Err(_) => break,
+            },
+            Some(wait) => match rx.recv_timeout(wait) {
+                Ok(msg) => Some(msg),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            },
+        };
         let mut take = |msg| match msg {
             Msg::Persist(token, writes) => {
                 arrived.insert(token, writes);
             }
             Msg::Stop(done) => stop = Some(done),
         };
-        take(msg);
+        if let Some(msg) = msg {
+            take(msg);
+        }
         while let Ok(msg) = rx.try_recv() {
             take(msg);
         }
-        let mut batch = Vec::new();
-        let mut last = None;
         while let Some(writes) = arrived.remove(&next) {
             batch.extend(writes);
             last = Some(next);
             next += 1;
         }
-        let Some(last) = last else {
+        let Some(upto) = last else {
             if stop.is_some() {
                 break;
             }
             continue;
         };
-        if failed.is_none() {
-            if let Err(e) = store.apply(&batch) {
-                failed = Some(e.with_causes());
-            }
-        }
+        let written = store.apply(&batch);
         let Some(hub) = hub.upgrade() else { return };
         if hub.store_slot().as_ref().map(|w| w.id) != Some(id) {
             // The hub closed this store (shut down, or gave a cluster's queues up): what
-            // waited on these writes is not this store's to release any more.
+            // waited on these writes is not this store's to release, or to try again.
             if stop.is_some() {
                 break;
             }
+            (batch, last, retry) = (Vec::new(), None, None);
             continue;
         }
         let mut actions = Vec::new();
-        match &failed {
-            None => hub.core.on_persisted(last, Now::system(), &mut actions),
-            Some(why) => hub.core.on_store_failed(why, Now::system(), &mut actions),
+        match written {
+            Ok(()) => {
+                (batch, last) = (Vec::new(), None);
+                if retry.take().is_some() {
+                    hub.core.on_store_recovered();
+                }
+                hub.core.on_persisted(upto, Now::system(), &mut actions);
+            }
+            Err(e) => {
+                if retry.is_none() {
+                    hub.core.on_store_failed(&e.with_causes());
+                }
+                retry = Some(retry.map_or(RETRY_FIRST, |wait| (wait * 2).min(RETRY_MAX)));
+                if stop.is_some() {
+                    tracing::error!(
+                        writes = batch.len(),
+                        "the hub stops with queue writes its store did not take"
+                    );
+                }
+            }
         }
         apply(&hub, &mut actions);
         if stop.is_some() {

@@ -204,8 +204,10 @@ pub enum Action<D, R> {
     /// ([`Registration::max_frame_size`]) to both directions of the transport.
     Registered(Arc<Conn<D, R>>),
     /// Make `writes` durable (in token order, after every earlier `Persist`), then call
-    /// [`HubCore::on_persisted`] with `token` (or [`HubCore::on_store_failed`]). Only hubs
-    /// with a queue store ([`HubCore::restore_queues`]) ask for this.
+    /// [`HubCore::on_persisted`] with `token`. A write that fails is tried again until it is
+    /// made (tell the core with [`HubCore::on_store_failed`], then
+    /// [`HubCore::on_store_recovered`]). Only hubs with a queue store
+    /// ([`HubCore::restore_queues`]) ask for this.
     Persist {
         /// Increases by one per `Persist`.
         token: u64,

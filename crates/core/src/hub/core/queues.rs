@@ -56,7 +56,8 @@ pub(crate) struct HubQueues<D, R> {
     /// Each connection's consumers, by queue name.
     by_conn: HashMap<u64, HashMap<String, ConsumerId>>,
     next_consumer: u64,
-    /// Set when the store failed: queues refuse everything from then on.
+    /// Set while the store refuses writes: new work is refused (what waits on writes already
+    /// made in memory waits on: the driver tries them again).
     failed: Option<String>,
     /// Each local agent's consumers, whoever keeps the queues: named to a new owner, or
     /// consuming here when this hub takes a cluster's queues over.
@@ -206,21 +207,27 @@ impl<D, R> HubCore<D, R> {
         self.release(ready, now, out);
     }
 
-    /// The driver could not make a batch of writes durable: producers waiting on it, or on
-    /// any later one, get an `internal` error, and the queues refuse everything from now on (their state in
-    /// memory is ahead of the store). The hub keeps routing everything else.
-    pub fn on_store_failed(&self, reason: &str, now: Now, out: &mut Vec<Action<D, R>>) {
-        let waiting = {
-            let mut q = self.lock_queues();
-            q.failed = Some(format!("the queue store failed: {reason}"));
-            q.take_pending()
-        };
+    /// The driver could not make a batch of writes durable and will try it again: new work
+    /// (enqueues) is refused with an `internal` error naming `reason` until a write succeeds
+    /// ([`on_store_recovered`](HubCore::on_store_recovered)). Producers waiting on writes
+    /// already made keep waiting: their tasks are in what the driver tries again, so an error
+    /// now would tell them to send again what will be stored. The hub keeps routing everything
+    /// else.
+    pub fn on_store_failed(&self, reason: &str) {
+        self.lock_queues().failed = Some(format!(
+            "the queue store cannot write ({reason}); the hub is trying again: send later"
+        ));
         tracing::error!(
             reason,
-            "queue store write failed; queues now refuse new work"
+            "queue store write failed; retrying, new queue work refused meanwhile"
         );
-        let why = format!("the queue store failed: {reason}");
-        self.fail_deferred(waiting, ErrorCode::Internal, &why, now, out);
+    }
+
+    /// The store took a write again after failures: queues take new work again.
+    pub fn on_store_recovered(&self) {
+        if self.lock_queues().failed.take().is_some() {
+            tracing::warn!("queue store writes again; queues take new work");
+        }
     }
 
     /// Answers every request among `items` with an error (deliveries and the rest are

@@ -1010,21 +1010,23 @@ fn a_producer_id_sent_twice_is_stored_once() {
 }
 
 #[test]
-fn a_failed_store_turns_waiting_and_later_enqueues_into_errors() {
+fn a_failing_store_refuses_new_work_keeps_what_waits_and_heals() {
     let mut sim = Sim::new(config());
     sim.core
         .restore_queues(agentwire_queue::Recovered::default(), sim.now);
     let boss = sim.connect("boss");
     sim.send(&boss, enqueue(1, &boss, "jobs", "t"));
     assert!(sim.drain(&boss).is_empty());
-    sim.core
-        .on_store_failed("disk full", sim.now, &mut sim.actions);
-    sim.take_actions();
-    let got = sim.drain(&boss);
-    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::Internal));
+    // The write of task 1 fails: the driver will try it again, so boss keeps waiting.
+    sim.core.on_store_failed("disk full");
+    assert!(
+        sim.drain(&boss).is_empty(),
+        "no error for a task that will be stored"
+    );
     sim.send(&boss, enqueue(2, &boss, "jobs", "t"));
     let got = sim.drain(&boss);
     assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::Internal));
+    assert_eq!(got[0].envelope().correlation, Some(2));
     assert!(String::from_utf8_lossy(&got[0].envelope().body).contains("disk full"));
     // Everything else still routes.
     let other = sim.connect("other");
@@ -1033,6 +1035,16 @@ fn a_failed_store_turns_waiting_and_later_enqueues_into_errors() {
         env(3, &boss, Destination::agent("other"), Kind::Event),
     );
     assert_eq!(sim.drain(&other).len(), 1);
+    // The disk takes writes again: task 1's receipt, and new work is taken.
+    sim.core.on_store_recovered();
+    sim.persist_all();
+    let got = sim.drain(&boss);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].envelope().correlation, Some(1));
+    assert_eq!(got[0].envelope().kind, Kind::Response);
+    sim.send(&boss, enqueue(4, &boss, "jobs", "t"));
+    sim.persist_all();
+    assert_eq!(sim.drain(&boss)[0].envelope().kind, Kind::Response);
 }
 
 #[test]

@@ -1,0 +1,74 @@
+//! A store on a real full disk: a 2 MiB tmpfs filled until the store's writes fail, then
+//! freed. The same writes tried again succeed without a restart, and what the store holds
+//! afterwards is every task once. Mounting needs root: without it the test says so and passes
+//! (CI runs as root).
+
+use std::path::Path;
+use std::process::Command;
+
+use agentwire_queue::{FileStore, QueueName, QueueStore, StoreOp, TaskId, TaskRecord};
+
+fn task(id: u64) -> TaskRecord {
+    TaskRecord {
+        id: TaskId(id),
+        queue: QueueName::new("jobs").unwrap(),
+        sender: "producer".into(),
+        producer_id: None,
+        attempts: 0,
+        enqueued_unix_ms: 1,
+        dead: None,
+        body: vec![0xa5; 16 * 1024].into(),
+    }
+}
+
+struct Mount<'a>(&'a Path);
+
+impl Drop for Mount<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_then_freed_heals_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+        .arg(dir.path())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root and must mount a tmpfs"
+        );
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let _mount = Mount(dir.path());
+    let mut store = FileStore::open(&dir.path().join("store")).unwrap();
+    // Fill the disk with something else.
+    let filler = dir.path().join("filler");
+    let _ = std::fs::write(&filler, vec![0u8; 2 * 1024 * 1024]);
+
+    let mut stored = 0u64;
+    let failed_at = loop {
+        let id = stored + 1;
+        match store.apply(&[StoreOp::Put(task(id))]) {
+            Ok(()) => stored = id,
+            Err(e) => break (id, e.to_string()),
+        }
+        assert!(stored < 1000, "the disk never filled");
+    };
+    assert!(failed_at.1.contains("queues.redb"), "{}", failed_at.1);
+    // Still full: still refused, and nothing breaks.
+    assert!(store.apply(&[StoreOp::Put(task(failed_at.0))]).is_err());
+
+    // Space again: the same write succeeds on the same store, and so do later ones.
+    std::fs::remove_file(&filler).unwrap();
+    store.apply(&[StoreOp::Put(task(failed_at.0))]).unwrap();
+    store.apply(&[StoreOp::Put(task(failed_at.0 + 1))]).unwrap();
+    let ids: Vec<u64> = store.load().unwrap().tasks.iter().map(|t| t.id.0).collect();
+    let expected: Vec<u64> = (1..=failed_at.0 + 1).collect();
+    assert_eq!(ids, expected, "every task once");
+}
