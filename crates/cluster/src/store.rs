@@ -29,7 +29,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_queue::{
-    DedupeRecord, QueueName, QueueStore, Recovered, StoreError, StoreOp, TaskId, TaskRecord,
+    DedupeRecord, Quarantined, QueueName, QueueStore, Recovered, StoreError, StoreOp, TaskId,
+    TaskRecord,
 };
 use async_nats::jetstream;
 use bytes::Bytes;
@@ -351,6 +352,7 @@ impl JetStreamStore {
         let (count, last_seq) = (info.state.messages, info.state.last_sequence);
         let mut tasks = BTreeMap::new();
         let mut dedupe = Vec::new();
+        let mut quarantined = Vec::new();
         if count > 0 {
             let consumer = stream
                 .create_consumer(jetstream::consumer::pull::OrderedConfig {
@@ -368,7 +370,7 @@ impl JetStreamStore {
                 let Some(msg) = next else { break };
                 let msg = msg.map_err(|e| e.to_string())?;
                 let pending = msg.info().map(|i| i.pending).unwrap_or(0);
-                self.take(&msg, &mut tasks, &mut dedupe)?;
+                self.take(&msg, &mut tasks, &mut dedupe, &mut quarantined)?;
                 if pending == 0 {
                     break;
                 }
@@ -381,6 +383,7 @@ impl JetStreamStore {
             // Every id ever given out has a message, so the stream's last sequence is past
             // every id: an acked task's id is never given out again.
             next_id: max_id.max(last_seq + 1),
+            quarantined,
         })
     }
 
@@ -389,6 +392,7 @@ impl JetStreamStore {
         msg: &jetstream::Message,
         tasks: &mut BTreeMap<TaskId, TaskRecord>,
         dedupe: &mut Vec<DedupeRecord>,
+        quarantined: &mut Vec<Quarantined>,
     ) -> Result<(), String> {
         let deleted = msg
             .headers
@@ -407,9 +411,17 @@ impl JetStreamStore {
                 id.parse::<u64>()
                     .map_err(|e| format!("bad task key {key:?}: {e}"))?,
             );
-            let record = TaskRecord::decode(id, &msg.payload)
-                .map_err(|e| format!("task {} does not decode: {e}", id.0))?;
-            tasks.insert(id, record);
+            match TaskRecord::decode(id, &msg.payload) {
+                Ok(record) => {
+                    tasks.insert(id, record);
+                }
+                // Left where it is (only the queue keeper writes the stream) and reported:
+                // one bad record must not stop every hub's takeover.
+                Err(e) => quarantined.push(Quarantined {
+                    key: msg.subject.to_string(),
+                    reason: format!("task {} does not decode: {e}", id.0),
+                }),
+            }
         } else if key.starts_with(".d.") {
             let v: serde_json::Value = serde_json::from_slice(&msg.payload)
                 .map_err(|e| format!("producer id {key:?} does not decode: {e}"))?;

@@ -23,6 +23,9 @@ const TASKS: TableDefinition<u64, &[u8]> = TableDefinition::new("tasks");
 const DEDUPE: TableDefinition<&str, (u64, u64)> = TableDefinition::new("dedupe");
 /// `next_id` → the lowest task id never given out.
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// Task records that could not be read at a load, moved aside (key: the task id), for a
+/// person to look at: they no longer stop the queues from loading.
+const QUARANTINE: TableDefinition<u64, &[u8]> = TableDefinition::new("quarantine");
 
 /// The file name inside the store directory.
 pub const FILE_NAME: &str = "queues.redb";
@@ -89,6 +92,21 @@ impl FileStore {
         Ok(self.db.insert(db))
     }
 
+    /// Moves unreadable task records (id, bytes) from the tasks to the quarantine table.
+    fn quarantine(&mut self, bad: &[(u64, Vec<u8>, String)]) -> Result<(), redb::Error> {
+        let txn = self.db()?.begin_write()?;
+        {
+            let mut tasks = txn.open_table(TASKS)?;
+            let mut aside = txn.open_table(QUARANTINE)?;
+            for (id, bytes, _) in bad {
+                aside.insert(*id, bytes.as_slice())?;
+                tasks.remove(*id)?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
     fn write(&mut self, ops: &[StoreOp]) -> Result<(), redb::Error> {
         let txn = self.db()?.begin_write()?;
         {
@@ -144,16 +162,14 @@ impl QueueStore for FileStore {
         .map_err(|e| self.read_error(e))?;
         let tasks_table = txn.open_table(TASKS).map_err(|e| self.read_error(e))?;
         let mut tasks = Vec::new();
+        let mut bad: Vec<(u64, Vec<u8>, String)> = Vec::new();
         for item in tasks_table.iter().map_err(|e| self.read_error(e))? {
             let (k, v) = item.map_err(|e| self.read_error(e))?;
             let id = TaskId(k.value());
-            let record =
-                TaskRecord::decode(id, v.value()).map_err(|source| StoreError::Corrupt {
-                    path: self.path.clone(),
-                    task: id,
-                    source,
-                })?;
-            tasks.push(record);
+            match TaskRecord::decode(id, v.value()) {
+                Ok(record) => tasks.push(record),
+                Err(e) => bad.push((id.0, v.value().to_vec(), e.to_string())),
+            }
         }
         let dedupe_table = txn.open_table(DEDUPE).map_err(|e| self.read_error(e))?;
         let mut dedupe = Vec::new();
@@ -181,11 +197,35 @@ impl QueueStore for FileStore {
             .get("next_id")
             .map_err(|e| self.read_error(e))?
             .map_or(0, |v| v.value());
-        let after_tasks = tasks.last().map_or(0, |t| t.id.0.saturating_add(1));
+        let after_tasks = tasks
+            .last()
+            .map(|t| t.id.0)
+            .into_iter()
+            .chain(bad.iter().map(|b| b.0))
+            .max()
+            .map_or(0, |id| id.saturating_add(1));
+        drop(txn);
+        // Moved aside so that later loads do not meet them again; a failure here (a full disk)
+        // leaves them in place, to be set aside at the next load, and says so.
+        let left = match bad.is_empty() {
+            true => None,
+            false => self.quarantine(&bad).err(),
+        };
+        let quarantined = bad
+            .iter()
+            .map(|(id, _, why)| crate::store::Quarantined {
+                key: format!("task {id}"),
+                reason: match &left {
+                    None => why.clone(),
+                    Some(e) => format!("{why} (left in place: {e})"),
+                },
+            })
+            .collect();
         Ok(Recovered {
             tasks,
             dedupe,
             next_id: stored_next.max(after_tasks),
+            quarantined,
         })
     }
 

@@ -57,4 +57,6 @@ pub use crate::model::{
     QueueName, TaskId, MAX_QUEUE_NAME,
 };
 pub use crate::record::{RecordError, TaskRecord};
-pub use crate::store::{DedupeRecord, MemoryStore, QueueStore, Recovered, StoreError, StoreOp};
+pub use crate::store::{
+    DedupeRecord, MemoryStore, Quarantined, QueueStore, Recovered, StoreError, StoreOp,
+};

@@ -53,6 +53,18 @@ pub struct Recovered {
     pub dedupe: Vec<DedupeRecord>,
     /// The lowest id never given out.
     pub next_id: u64,
+    /// Records that could not be read, left out of `tasks` (and moved aside where the store
+    /// can): one bad record must not stop a hub from serving every other task.
+    pub quarantined: Vec<Quarantined>,
+}
+
+/// A stored record that could not be read, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantined {
+    /// Where it is (the task's key).
+    pub key: String,
+    /// Why it could not be read.
+    pub reason: String,
 }
 
 /// A store that failed. Every variant names the store's file where there is one.
@@ -156,6 +168,7 @@ impl QueueStore for MemoryStore {
             tasks: self.tasks.values().cloned().collect(),
             dedupe: self.dedupe.values().cloned().collect(),
             next_id: self.next_id,
+            quarantined: Vec::new(),
         })
     }
 

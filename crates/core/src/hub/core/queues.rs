@@ -165,10 +165,20 @@ impl<D, R> HubCore<D, R> {
     /// assert!(core.queue_stats("jobs").is_none());
     /// ```
     pub fn restore_queues(&self, recovered: Recovered, now: Now) {
+        self.note_quarantined(&recovered);
         // Writes of the recovery itself (producer ids whose window ended meanwhile) stay in
         // the queue core and go out with the first step's.
         let core = QueueCore::recover(self.config.queue.clone(), recovered, qnow(now));
         *self.lock_queues() = HubQueues::new(core, true);
+    }
+
+    /// Logs and counts (`dropped_messages_total{reason="quarantined-record"}`) the records
+    /// the store could not read: the queues serve every other task.
+    fn note_quarantined(&self, recovered: &Recovered) {
+        for q in &recovered.quarantined {
+            self.metrics.dropped("quarantined-record");
+            tracing::warn!(key = %q.key, reason = %q.reason, "an unreadable queue record was set aside");
+        }
     }
 
     /// This hub keeps the queues from now on (a cluster's new queue owner): like
@@ -176,6 +186,7 @@ impl<D, R> HubCore<D, R> {
     /// named to the previous owner consume here now. Queue work no longer goes to a
     /// [`QUEUE_OWNER_ID`](super::QUEUE_OWNER_ID) connection, even while one is registered.
     pub fn take_over_queues(&self, recovered: Recovered, now: Now, out: &mut Vec<Action<D, R>>) {
+        self.note_quarantined(&recovered);
         let core = QueueCore::recover(self.config.queue.clone(), recovered, qnow(now));
         let consumers = self.agent_consumers();
         {
