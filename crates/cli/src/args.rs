@@ -544,7 +544,9 @@ pub struct HubArgs {
     /// Hubs announce themselves every 2/7 of it (1 s at the default).
     #[arg(long, default_value_t = 3500, value_parser = clap::value_parser!(u64).range(700..=600_000))]
     pub cluster_expiry_ms: u64,
-    /// JetStream replicas of the queues' stream (fewer when the NATS cluster is smaller).
+    /// JetStream replicas of the queues' stream: exactly this many on a NATS cluster (the hub
+    /// does not start when JetStream cannot place them within 30 s; ask for fewer to allow
+    /// fewer); a NATS server that is not clustered keeps one copy, with a warning.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=5))]
     pub cluster_replicas: u64,
     /// Permission bits of Unix socket files, in octal.

@@ -38,6 +38,9 @@ use futures_util::StreamExt;
 
 use crate::lease::Lease;
 
+/// How long JetStream gets to place the queues' stream with the replicas asked for.
+const REPLICA_PATIENCE: Duration = Duration::from_secs(30);
+
 /// Unanswered tries remembered (a try a second for a minute, more than JetStream's own
 /// patience with a lost answer).
 const MAX_UNANSWERED: usize = 64;
@@ -134,9 +137,9 @@ impl JetStreamStore {
             ..Default::default()
         };
         // A NATS cluster that has just started may not have elected its JetStream leader yet:
-        // each replica count gets a few seconds before one fewer is asked for.
-        let mut config = config;
-        let mut deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+        // it gets time. The stream is never made with fewer replicas than asked for: a stream
+        // that silently kept one copy would lose the queues with one NATS node.
+        let deadline = tokio::time::Instant::now() + REPLICA_PATIENCE;
         loop {
             match js.get_or_create_stream(config.clone()).await {
                 Ok(_) => break,
@@ -144,19 +147,28 @@ impl JetStreamStore {
                     tracing::debug!("JetStream not ready for the queues' stream yet: {e}");
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
-                Err(_) if config.num_replicas > 1 => {
-                    config.num_replicas -= 1;
-                    deadline = tokio::time::Instant::now() + Duration::from_secs(4);
-                }
                 Err(e) => {
                     return Err(StoreError::Open {
                         path,
-                        source: Box::new(e),
+                        source: Box::new(JetStreamFailure(format!(
+                            "JetStream could not keep the queues' stream with {replicas} \
+                             replicas within {REPLICA_PATIENCE:?} ({e}); fewer replicas only \
+                             with --cluster-replicas"
+                        ))),
                     })
                 }
             }
         }
-        let replicas = config.num_replicas;
+        if replicas < layout.replicas {
+            tracing::warn!(
+                stream = %layout.stream,
+                replicas,
+                asked = layout.replicas,
+                "the NATS server is not clustered: the queues' stream keeps one copy, not the \
+                 {} asked for (--cluster-replicas)",
+                layout.replicas
+            );
+        }
         tracing::info!(stream = %layout.stream, replicas, "work queues kept in JetStream");
         Ok(JetStreamStore {
             client,
