@@ -462,6 +462,7 @@ async fn hub(a: HubArgs) -> Result<()> {
         println!("hub key pin: {}", identity.spki_pin()?);
     }
     let stats = a.stats_interval.map(Duration::from_secs);
+    let reloads = reload_on_sighup(&a, &hub);
     until_stopped(stats, || {
         for info in hub.agents() {
             println!("{}", serde_json::to_string(&info)?);
@@ -469,6 +470,9 @@ async fn hub(a: HubArgs) -> Result<()> {
         Ok(())
     })
     .await?;
+    if let Some(task) = reloads {
+        task.abort();
+    }
     println!("shutting down");
     hub.shutdown();
     if let Some(cluster) = cluster {
@@ -479,6 +483,36 @@ async fn hub(a: HubArgs) -> Result<()> {
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     Ok(())
+}
+
+/// With an access file: on every SIGHUP, reads it again and puts it in force (agents whose
+/// credential was removed or whose permissions changed are closed with `unauthorized`). A
+/// file that cannot be read or is not valid leaves the policy in force as it was.
+fn reload_on_sighup(a: &HubArgs, hub: &Hub) -> Option<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let path = a.access_file.clone()?;
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("warning: cannot watch SIGHUP, the access file will not be reloaded: {e}");
+            return None;
+        }
+    };
+    let hub = hub.clone();
+    Some(tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match agentwire::hub::AccessPolicy::from_file(&path) {
+                Ok(policy) => {
+                    let closed = hub.reload_access(std::sync::Arc::new(policy));
+                    println!(
+                        "access file {} reloaded: {closed} agent(s) closed",
+                        path.display()
+                    );
+                }
+                Err(e) => eprintln!("error: {e}; the access rules in force stay as they were"),
+            }
+        }
+    }))
 }
 
 /// Warns (stderr and log) about what the hub would expose, or with `require_auth` refuses to

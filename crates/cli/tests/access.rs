@@ -319,3 +319,87 @@ fn an_open_hub_warns_and_require_auth_refuses_it() {
         text(&out.stderr)
     );
 }
+
+/// SIGHUP reloads the access file: an agent whose credential was removed is closed, and a file
+/// that is not valid leaves the rules in force.
+#[test]
+fn sighup_reloads_the_access_file_and_revokes_removed_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let (boss_token, boss_hash) = token();
+    let (worker_token, worker_hash) = token();
+    let access = dir.path().join("access.json");
+    let write = |worker: bool| {
+        let worker_line = if worker {
+            format!(
+                r#", {{"token_sha256": "{worker_hash}", "ids": ["worker-*"], "send": ["agent:boss"]}}"#
+            )
+        } else {
+            String::new()
+        };
+        std::fs::write(
+            &access,
+            format!(
+                r#"{{"credentials": [{{"token_sha256": "{boss_hash}", "ids": ["boss"], "send": ["agent:worker-*"]}}{worker_line}]}}"#
+            ),
+        )
+        .unwrap();
+    };
+    write(true);
+    let sock = dir.path().join("hub.sock");
+    let url = format!("unix://{}", sock.display());
+    let (hub, hub_out) = spawn(&[
+        "hub",
+        "--listen",
+        &url,
+        "--access-file",
+        access.to_str().unwrap(),
+    ]);
+    wait_for(&hub_out, "hub listening on unix://");
+    let (_worker, worker_out) = spawn(&[
+        "agent",
+        "--hub",
+        &url,
+        "--id",
+        "worker-1",
+        "--auth-token",
+        &worker_token,
+        "--echo",
+    ]);
+    wait_for(&worker_out, "agent worker-1 connected");
+    let hangup = || {
+        let pid = hub.0.id().to_string();
+        assert!(std::process::Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success());
+    };
+    // A broken file: the rules in force stay, the worker stays.
+    std::fs::write(&access, "{not json").unwrap();
+    hangup();
+    wait_for(&hub_out, "the access rules in force stay as they were");
+    let ask = || {
+        run(&[
+            "send",
+            "--hub",
+            &url,
+            "--id",
+            "boss",
+            "--auth-token",
+            &boss_token,
+            "--to",
+            "worker-1",
+            "--request",
+            "ping",
+        ])
+    };
+    let out = ask();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The worker's credential removed: it is closed with unauthorized.
+    write(false);
+    hangup();
+    wait_for(&hub_out, "reloaded: 1 agent(s) closed");
+    wait_for(&worker_out, "unauthorized");
+    let out = ask();
+    assert!(!out.status.success());
+}

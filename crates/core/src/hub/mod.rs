@@ -401,6 +401,19 @@ impl Hub {
         apply(&self.inner, &mut actions);
     }
 
+    /// Puts a reloaded access policy in force; agents whose credential was removed or whose
+    /// permissions changed are closed with `unauthorized` ([`HubCore::reload_access`]).
+    /// Returns how many were closed.
+    pub fn reload_access(&self, policy: Arc<AccessPolicy>) -> usize {
+        let mut actions = Vec::new();
+        let closed = self
+            .inner
+            .core
+            .reload_access(policy, Now::system(), &mut actions);
+        apply(&self.inner, &mut actions);
+        closed
+    }
+
     /// Another hub keeps the work queues now (reached through the [`QUEUE_OWNER_ID`]
     /// connection): the consumers of this hub's agents are named to it again.
     pub fn queues_moved(&self) {

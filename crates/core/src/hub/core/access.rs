@@ -112,6 +112,13 @@ pub enum AccessError {
     },
 }
 
+/// The SHA-256 of `token`.
+pub fn token_digest(token: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, token.as_bytes()).as_ref());
+    out
+}
+
 /// The SHA-256 of `token`, in lowercase hex (what an access file holds).
 ///
 /// ```
@@ -119,10 +126,7 @@ pub enum AccessError {
 /// assert_eq!(&token_sha256("test")[..8], "9f86d081");
 /// ```
 pub fn token_sha256(token: &str) -> String {
-    hex::encode(ring::digest::digest(
-        &ring::digest::SHA256,
-        token.as_bytes(),
-    ))
+    hex::encode(token_digest(token))
 }
 
 impl AccessPolicy {
@@ -203,17 +207,28 @@ impl AccessPolicy {
         token: Option<&str>,
         certified: bool,
     ) -> Option<std::sync::Arc<Grant>> {
-        let given = token.map(|t| ring::digest::digest(&ring::digest::SHA256, t.as_bytes()));
+        let given = token.map(token_digest);
+        self.admit_digest(agent_id, given.as_ref(), certified)
+    }
+
+    /// [`admit`](Self::admit) for a token known by its SHA-256 ([`token_digest`]): what the
+    /// hub keeps of an agent's token, to check it again when the access file is reloaded.
+    pub fn admit_digest(
+        &self,
+        agent_id: &str,
+        token_sha256: Option<&[u8; 32]>,
+        certified: bool,
+    ) -> Option<std::sync::Arc<Grant>> {
         self.credentials
             .iter()
             .find(|entry| {
-                let shown = match (&entry.proof, &given) {
+                let shown = match (&entry.proof, token_sha256) {
                     (Proof::Certificate, _) => certified,
                     (Proof::Token(hash), Some(given)) => {
                         // Compared without an early exit: the hash of a wrong token says
                         // nothing useful, but there is no reason to leak how much matched.
                         hash.iter()
-                            .zip(given.as_ref())
+                            .zip(given)
                             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
                             == 0
                     }

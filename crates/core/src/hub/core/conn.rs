@@ -43,6 +43,9 @@ pub struct Registration {
     pub max_frame_size: u32,
     /// What its credential allows (`None`: the hub has no access file, everything is allowed).
     pub grant: Option<Arc<super::access::Grant>>,
+    /// The SHA-256 of the token it showed, when an access file admitted it by token: kept (the
+    /// token itself never is) to check the credential again when the access file is reloaded.
+    pub token_sha256: Option<[u8; 32]>,
 }
 
 /// A direct request this connection sent that waits for its one answer.

@@ -287,6 +287,8 @@ pub struct HubCore<D, R> {
     admission: Mutex<limits::Admission>,
     /// Bytes queued for all connections together.
     budget: QueueBudget,
+    /// The access policy in force (the configuration's, until [`HubCore::reload_access`]).
+    access: std::sync::RwLock<Option<Arc<AccessPolicy>>>,
 }
 
 impl<D, R> HubCore<D, R> {
@@ -296,6 +298,7 @@ impl<D, R> HubCore<D, R> {
         let priorities = Priority::ALL.map(Priority::name);
         let config_queue = config.queue.clone();
         let budget = QueueBudget::new(metrics.queued_bytes(), config.hub_queue_bytes);
+        let access = config.access.clone();
         HubCore {
             handshake: HubHandshake::new(config.policy.clone()),
             messages_in: metrics.message_table(crate::metrics::direction::IN, &kinds, &priorities),
@@ -309,6 +312,7 @@ impl<D, R> HubCore<D, R> {
             queues: Mutex::new(HubQueues::in_memory(config_queue, now)),
             admission: Mutex::new(limits::Admission::default()),
             budget,
+            access: std::sync::RwLock::new(access),
         }
     }
 
@@ -721,8 +725,11 @@ impl<D, R> HubCore<D, R> {
             self.reject(conn, reply, code, now, out);
             return;
         }
-        let grant = match self.authorize(conn, raw, &session.agent_id) {
-            Ok(grant) => grant,
+        let Admitted {
+            grant,
+            token_sha256,
+        } = match self.authorize(conn, raw, &session.agent_id) {
+            Ok(admitted) => admitted,
             Err(why) => {
                 let reply = agentwire_proto::Reject::new(ErrorCode::Unauthorized, why).to_frame();
                 self.reject(conn, reply, ErrorCode::Unauthorized, now, out);
@@ -736,6 +743,7 @@ impl<D, R> HubCore<D, R> {
             codec: session.codec,
             max_frame_size: session.max_frame_size,
             grant,
+            token_sha256,
         });
         // The welcome is queued before the id becomes reachable, so that it leaves before any
         // message routed to this agent (the driver's writer takes nothing until woken).
@@ -786,7 +794,6 @@ impl<D, R> HubCore<D, R> {
         }
     }
 
-    /// Sends a reject, then closes once it is out.
     /// Whether `conn` may take `agent_id` (its certificate, the hub's rule on certificates and
     /// the access policy decide), and with which grant; `Err` says why not.
     fn authorize(
@@ -794,10 +801,10 @@ impl<D, R> HubCore<D, R> {
         conn: &Conn<D, R>,
         raw: &RawFrame,
         agent_id: &str,
-    ) -> Result<Option<Arc<Grant>>, String> {
+    ) -> Result<Admitted, String> {
         if conn.transport() == TransportKind::Cluster {
             // An agent of another hub: that hub checked its credentials and its sends.
-            return Ok(None);
+            return Ok(Admitted::default());
         }
         let certified = conn.certified_id.get();
         match certified {
@@ -811,22 +818,70 @@ impl<D, R> HubCore<D, R> {
             }
             _ => {}
         }
-        let Some(policy) = &self.config.access else {
-            return Ok(None);
+        let Some(policy) = self.access_policy() else {
+            return Ok(Admitted::default());
         };
         let token = match Frame::decode(raw, Codec::MsgPack) {
-            Ok(Frame::Hello(h)) => h.auth_token,
+            Ok(Frame::Hello(h)) => h.auth_token.as_deref().map(access::token_digest),
             _ => None,
         };
         policy
-            .admit(agent_id, token.as_deref(), certified.is_some())
-            .map(Some)
+            .admit_digest(agent_id, token.as_ref(), certified.is_some())
+            .map(|grant| Admitted {
+                grant: Some(grant),
+                token_sha256: token,
+            })
             .ok_or_else(|| match certified {
                 Some(_) => format!("no credential for the certified agent id {agent_id:?}"),
                 None => format!("no credential for agent id {agent_id:?} with this token"),
             })
     }
 
+    /// The access policy in force.
+    fn access_policy(&self) -> Option<Arc<AccessPolicy>> {
+        self.access
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Puts `policy` in force (a reloaded access file) and checks every connected agent
+    /// against it: an agent whose credential no longer names its id, or whose permissions
+    /// changed, is closed with `unauthorized` (it may connect again under the new rules);
+    /// the others keep their connections. Agents of other hubs are their hub's to check.
+    /// Returns how many were closed.
+    pub fn reload_access(
+        &self,
+        policy: Arc<AccessPolicy>,
+        now: Now,
+        out: &mut Vec<Action<D, R>>,
+    ) -> usize {
+        *self.access.write().unwrap_or_else(|p| p.into_inner()) = Some(policy.clone());
+        let mut closed = 0;
+        for conn in self.registry.all() {
+            let Some(reg) = conn.registration() else {
+                continue;
+            };
+            if conn.transport() == TransportKind::Cluster {
+                continue;
+            }
+            let certified = conn.certified_id.get().is_some();
+            let now_granted =
+                policy.admit_digest(&reg.agent_id, reg.token_sha256.as_ref(), certified);
+            let why = match (&now_granted, &reg.grant) {
+                (None, _) => "its credential was removed from the access file",
+                (Some(new), Some(old)) if new == old => continue,
+                (Some(_), _) => "its permissions changed; connect again",
+            };
+            tracing::info!(agent = %reg.agent_id, why, "closing an agent after an access reload");
+            self.metrics.dropped("credential-revoked");
+            self.close(&conn, ErrorCode::Unauthorized, why, false, now, out);
+            closed += 1;
+        }
+        closed
+    }
+
+    /// Sends a reject, then closes once it is out.
     fn reject(
         &self,
         conn: &Arc<Conn<D, R>>,
@@ -1567,6 +1622,15 @@ impl<D, R> HubCore<D, R> {
                 );
             });
     }
+}
+
+/// What the hub knows of an agent's credential once it is admitted.
+#[derive(Default)]
+struct Admitted {
+    /// What it may do (`None`: no access file, anything).
+    grant: Option<Arc<Grant>>,
+    /// The SHA-256 of the token it showed to the access file.
+    token_sha256: Option<[u8; 32]>,
 }
 
 /// A request on its way to a target that will owe its requester the answer.

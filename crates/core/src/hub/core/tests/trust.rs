@@ -306,3 +306,49 @@ fn a_forged_answer_is_refused_on_both_hubs_of_a_cluster() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].envelope().from, "b");
 }
+
+/// A reloaded access file: an agent whose credential is gone, or whose permissions changed,
+/// is closed with `unauthorized`; the others keep their connections; newcomers meet the new
+/// rules.
+#[test]
+fn a_reloaded_access_file_closes_whom_it_no_longer_admits() {
+    let mut sim = Sim::new(access_config());
+    let boss = sim.connect_token("boss", "boss-token").unwrap();
+    let worker = sim.connect_token("worker-1", "worker-token").unwrap();
+    let other = sim.connect_token("worker-2", "worker-token").unwrap();
+    // The workers' credential is gone; the boss's is as it was.
+    let json = format!(
+        r#"{{"credentials": [
+            {{"token_sha256": "{}", "ids": ["boss"], "send": ["agent:worker-*", "queue:jobs"],
+              "subscribe": ["results.*"]}}
+        ]}}"#,
+        token_sha256("boss-token")
+    );
+    let policy = Arc::new(AccessPolicy::from_json(&json).unwrap());
+    let closed = sim.core.reload_access(policy, sim.now, &mut sim.actions);
+    sim.take_actions();
+    assert_eq!(closed, 2);
+    for w in [&worker, &other] {
+        assert_eq!(sim.closes[&w.conn.id()].0, ErrorCode::Unauthorized);
+    }
+    assert!(!boss.conn.is_closed());
+    assert_eq!(
+        sim.connect_token("worker-1", "worker-token").err(),
+        Some(ErrorCode::Unauthorized)
+    );
+    // The boss may now send less: closed too, and back in under the new grant.
+    let json = format!(
+        r#"{{"credentials": [{{"token_sha256": "{}", "ids": ["boss"], "send": []}}]}}"#,
+        token_sha256("boss-token")
+    );
+    let policy = Arc::new(AccessPolicy::from_json(&json).unwrap());
+    assert_eq!(sim.core.reload_access(policy, sim.now, &mut sim.actions), 1);
+    sim.take_actions();
+    assert_eq!(sim.closes[&boss.conn.id()].0, ErrorCode::Unauthorized);
+    let boss = sim.connect_token("boss", "boss-token").unwrap();
+    sim.send(&boss, env(1, &boss, Destination::queue("jobs"), Kind::Task));
+    assert_eq!(
+        error_code(sim.drain(&boss)[0].envelope()),
+        Some(ErrorCode::Unauthorized)
+    );
+}
