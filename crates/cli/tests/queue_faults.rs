@@ -457,10 +457,12 @@ fn a_full_disk_then_freed_needs_no_restart() {
         .status()
         .is_ok_and(|s| s.success());
     if !mounted {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI runs as root and must mount a tmpfs"
-        );
+        // Root (as CI runs) must be able to mount one: say why not.
+        let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+        });
+        assert!(!root, "running as root, yet a tmpfs could not be mounted");
         eprintln!("skipped: mounting a tmpfs needs root");
         return;
     }
