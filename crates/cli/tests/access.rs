@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fails_with, run, spawn, text, wait_for, wait_for_all};
+use common::{fails_with, run, spawn, text, wait_for, wait_for_all, Running};
 
 fn token() -> (String, String) {
     let out = run(&["token"]);
@@ -24,6 +24,47 @@ fn token() -> (String, String) {
     (t, h)
 }
 
+/// A hub on a Unix socket with an access file, and agent `worker-1` echoing on it.
+struct Site {
+    hub: Running,
+    hub_out: std::sync::mpsc::Receiver<String>,
+    _worker: Running,
+    worker_out: std::sync::mpsc::Receiver<String>,
+    url: String,
+}
+
+impl Site {
+    fn start(dir: &std::path::Path, access: &std::path::Path, worker_token: &str) -> Site {
+        let url = format!("unix://{}", dir.join("hub.sock").display());
+        let (hub, hub_out) = spawn(&[
+            "hub",
+            "--listen",
+            &url,
+            "--access-file",
+            access.to_str().unwrap(),
+        ]);
+        wait_for(&hub_out, "hub listening on unix://");
+        let (worker, worker_out) = spawn(&[
+            "agent",
+            "--hub",
+            &url,
+            "--id",
+            "worker-1",
+            "--auth-token",
+            worker_token,
+            "--echo",
+        ]);
+        wait_for(&worker_out, "agent worker-1 connected");
+        Site {
+            hub,
+            hub_out,
+            _worker: worker,
+            worker_out,
+            url,
+        }
+    }
+}
+
 #[test]
 fn impostors_are_refused_and_everyone_else_keeps_working() {
     let dir = tempfile::tempdir().unwrap();
@@ -41,27 +82,8 @@ fn impostors_are_refused_and_everyone_else_keeps_working() {
         ),
     )
     .unwrap();
-    let sock = dir.path().join("hub.sock");
-    let url = format!("unix://{}", sock.display());
-    let (_hub, hub_out) = spawn(&[
-        "hub",
-        "--listen",
-        &url,
-        "--access-file",
-        access.to_str().unwrap(),
-    ]);
-    wait_for(&hub_out, "hub listening on unix://");
-    let (_worker, worker_out) = spawn(&[
-        "agent",
-        "--hub",
-        &url,
-        "--id",
-        "worker-1",
-        "--auth-token",
-        &worker_token,
-        "--echo",
-    ]);
-    wait_for(&worker_out, "agent worker-1 connected");
+    let site = Site::start(dir.path(), &access, &worker_token);
+    let (url, hub_out) = (&site.url, &site.hub_out);
 
     // The boss may ask a worker.
     let ask = |token: &str, id: &str, to: &str| {
@@ -345,29 +367,10 @@ fn sighup_reloads_the_access_file_and_revokes_removed_credentials() {
         .unwrap();
     };
     write(true);
-    let sock = dir.path().join("hub.sock");
-    let url = format!("unix://{}", sock.display());
-    let (hub, hub_out) = spawn(&[
-        "hub",
-        "--listen",
-        &url,
-        "--access-file",
-        access.to_str().unwrap(),
-    ]);
-    wait_for(&hub_out, "hub listening on unix://");
-    let (_worker, worker_out) = spawn(&[
-        "agent",
-        "--hub",
-        &url,
-        "--id",
-        "worker-1",
-        "--auth-token",
-        &worker_token,
-        "--echo",
-    ]);
-    wait_for(&worker_out, "agent worker-1 connected");
+    let site = Site::start(dir.path(), &access, &worker_token);
+    let (url, hub_out) = (&site.url, &site.hub_out);
     let hangup = || {
-        let pid = hub.0.id().to_string();
+        let pid = site.hub.0.id().to_string();
         assert!(std::process::Command::new("kill")
             .args(["-HUP", &pid])
             .status()
@@ -399,7 +402,7 @@ fn sighup_reloads_the_access_file_and_revokes_removed_credentials() {
     write(false);
     hangup();
     wait_for(&hub_out, "reloaded: 1 agent(s) closed");
-    wait_for(&worker_out, "unauthorized");
+    wait_for(&site.worker_out, "unauthorized");
     let out = ask();
     assert!(!out.status.success());
 }
