@@ -83,7 +83,7 @@ fn impostors_are_refused_and_everyone_else_keeps_working() {
     )
     .unwrap();
     let site = Site::start(dir.path(), &access, &worker_token);
-    let (url, hub_out) = (&site.url, &site.hub_out);
+    let url = site.url.clone();
 
     // The boss may ask a worker.
     let ask = |token: &str, id: &str, to: &str| {
@@ -368,7 +368,7 @@ fn sighup_reloads_the_access_file_and_revokes_removed_credentials() {
     };
     write(true);
     let site = Site::start(dir.path(), &access, &worker_token);
-    let (url, hub_out) = (&site.url, &site.hub_out);
+    let url = site.url.clone();
     let hangup = || {
         let pid = site.hub.0.id().to_string();
         assert!(std::process::Command::new("kill")
@@ -380,7 +380,7 @@ fn sighup_reloads_the_access_file_and_revokes_removed_credentials() {
     // A broken file: the rules in force stay, the worker stays.
     std::fs::write(&access, "{not json").unwrap();
     hangup();
-    wait_for(&hub_out, "the access rules in force stay as they were");
+    wait_for(&site.hub_out, "the access rules in force stay as they were");
     let ask = || {
         run(&[
             "send",
@@ -401,7 +401,7 @@ fn sighup_reloads_the_access_file_and_revokes_removed_credentials() {
     // The worker's credential removed: it is closed with unauthorized.
     write(false);
     hangup();
-    wait_for(&hub_out, "reloaded: 1 agent(s) closed");
+    wait_for(&site.hub_out, "reloaded: 1 agent(s) closed");
     wait_for(&site.worker_out, "unauthorized");
     let out = ask();
     assert!(!out.status.success());
