@@ -204,12 +204,16 @@ impl Hub {
                             if accepted.zero_rtt {
                                 hub.metrics().zero_rtt(true);
                             }
-                            hub.serve_connection_as(
-                                accepted.sender,
-                                accepted.receiver,
-                                accepted.certified_id,
-                            )
-                            .await
+                            hub.start_timer();
+                            hub.inner
+                                .clone()
+                                .serve_connection(
+                                    accepted.sender,
+                                    accepted.receiver,
+                                    accepted.certified_id,
+                                    accepted.hello_gate,
+                                )
+                                .await
                         }
                         Err(failed) => {
                             tracing::debug!(

@@ -533,7 +533,7 @@ impl Hub {
         self.start_timer();
         self.inner
             .clone()
-            .serve_connection(sender, receiver, certified_id)
+            .serve_connection(sender, receiver, certified_id, None)
             .await
     }
 
@@ -565,6 +565,7 @@ impl HubInner {
         sender: S,
         mut receiver: R,
         certified_id: Option<Arc<str>>,
+        hello_gate: Option<crate::transport::hello_gate::HelloGate>,
     ) {
         let transport = sender.kind();
         let _guard = self.core.metrics().connection_guard(transport.name());
@@ -613,6 +614,9 @@ impl HubInner {
                 if let Action::Registered(c) = action {
                     if let (true, Some(reg)) = (Arc::ptr_eq(c, &conn), c.registration()) {
                         receiver.set_max_frame_size(reg.max_frame_size);
+                        if let Some(gate) = &hello_gate {
+                            gate.open();
+                        }
                     }
                 }
             }

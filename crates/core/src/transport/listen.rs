@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use super::accept_gate::{AcceptGate, AcceptLimits};
 use super::any::{AnyReceiver, AnySender};
+use super::hello_gate::{Gated, HelloGate};
 use super::read_ahead::ReadAhead;
 use super::stream::{StreamReceiver, StreamSender};
 use super::{h2, uds, ws, ConnectError, FrameReceiver, FrameSender, TransportError, TransportKind};
@@ -31,6 +32,9 @@ pub struct Accepted<S, R> {
     /// The agent id the peer's verified client certificate names (mutual TLS), if it
     /// presented one.
     pub certified_id: Option<Arc<str>>,
+    /// For a TCP connection: the limit on what it may send before its hello, which the hub
+    /// opens once it accepts the hello.
+    pub hello_gate: Option<HelloGate>,
 }
 
 /// A connection that could not be set up.
@@ -167,6 +171,8 @@ async fn tcp_setup(
     websocket: ws::WsOptions,
 ) -> Result<Accepted<AnySender, AnyReceiver>, AcceptFailed> {
     let _ = stream.set_nodelay(true);
+    let gate = HelloGate::default();
+    let stream = Gated::new(stream, gate.clone());
     let failed = |stage: &'static str, error: TransportError| AcceptFailed { stage, error };
     let ws_stage = TransportKind::WebSocket.name();
     let Some(acceptor) = tls else {
@@ -174,7 +180,7 @@ async fn tcp_setup(
             .await
             .map_err(|_| failed(ws_stage, TransportError::Timeout(timeout)))?
             .map_err(|e| failed(ws_stage, e))?;
-        return Ok(accepted(AnySender::Ws(s), AnyReceiver::Ws(r)));
+        return Ok(certified(AnySender::Ws(s), AnyReceiver::Ws(r), None, gate));
     };
     let tls_stream = tokio::time::timeout(timeout, acceptor.accept(ReadAhead::new(stream)))
         .await
@@ -202,6 +208,7 @@ async fn tcp_setup(
             AnySender::H2(s),
             AnyReceiver::H2(r),
             certified_id,
+            gate,
         ))
     } else {
         let (s, r) =
@@ -216,24 +223,23 @@ async fn tcp_setup(
             AnySender::Ws(s),
             AnyReceiver::Ws(r),
             certified_id,
+            gate,
         ))
     }
-}
-
-fn accepted(sender: AnySender, receiver: AnyReceiver) -> Accepted<AnySender, AnyReceiver> {
-    certified(sender, receiver, None)
 }
 
 fn certified(
     sender: AnySender,
     receiver: AnyReceiver,
     certified_id: Option<Arc<str>>,
+    gate: HelloGate,
 ) -> Accepted<AnySender, AnyReceiver> {
     Accepted {
         sender,
         receiver,
         zero_rtt: false,
         certified_id,
+        hello_gate: Some(gate),
     }
 }
 
@@ -274,6 +280,7 @@ impl Listen for UnixListen {
                             receiver,
                             zero_rtt: false,
                             certified_id: None,
+                            hello_gate: None,
                         })
                     }))
                 }

@@ -16,6 +16,7 @@ pub mod dial;
 mod error;
 pub mod frame_writer;
 pub mod h2;
+pub mod hello_gate;
 pub mod listen;
 pub mod quic;
 pub mod quic_budget;

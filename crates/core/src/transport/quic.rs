@@ -1213,6 +1213,9 @@ async fn accept_connection(
         receiver,
         zero_rtt,
         certified_id,
+        // QUIC bounds what a peer may send by its flow-control windows; the receiver takes no
+        // frame over a hello's size before the hello.
+        hello_gate: None,
     })
 }
 
