@@ -184,6 +184,8 @@ struct State {
     shared: Arc<Shared>,
     directory: Mutex<Directory>,
     stand_ins: Mutex<HashMap<String, StandIn>>,
+    /// Numbers this hub's publications of its state (parts of one share it).
+    presence_epoch: std::sync::atomic::AtomicU64,
     generations: std::sync::atomic::AtomicU64,
     heartbeat: Duration,
     ownership: std::sync::OnceLock<Arc<Ownership>>,
@@ -283,6 +285,13 @@ impl Cluster {
             shared: shared.clone(),
             directory: Mutex::new(Directory::new(config.hub_id.clone(), config.expiry, policy)),
             stand_ins: Mutex::new(HashMap::new()),
+            // From the clock, so that a hub started again under the same id numbers its
+            // publications after those of the one before.
+            presence_epoch: std::sync::atomic::AtomicU64::new(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
+            ),
             generations: std::sync::atomic::AtomicU64::new(0),
             heartbeat,
             ownership: std::sync::OnceLock::new(),
@@ -334,6 +343,20 @@ impl Cluster {
                             PresenceMessage::State { hub, agents } => state
                                 .lock_directory()
                                 .on_state(&hub, agents, Instant::now()),
+                            PresenceMessage::StatePart {
+                                hub,
+                                epoch,
+                                part,
+                                parts,
+                                agents,
+                            } => state.lock_directory().on_state_part(
+                                &hub,
+                                epoch,
+                                part,
+                                parts,
+                                agents,
+                                Instant::now(),
+                            ),
                             PresenceMessage::Gone { hub } => state.lock_directory().on_gone(&hub),
                             PresenceMessage::Sync { hub } if hub != state.shared.hub => {
                                 state.announce(&subject).await;
@@ -519,11 +542,19 @@ impl State {
     }
 
     async fn publish(&self, subject: &str, agents: &[AgentEntry]) {
-        let state = PresenceMessage::State {
-            hub: self.shared.hub.clone(),
-            agents: agents.to_vec(),
-        };
-        if let Ok(body) = serde_json::to_vec(&state) {
+        let epoch = self
+            .presence_epoch
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let messages = crate::presence::state_messages(
+            &self.shared.hub,
+            agents,
+            epoch,
+            crate::presence::MAX_PRESENCE_BYTES,
+        );
+        for message in messages {
+            let Ok(body) = serde_json::to_vec(&message) else {
+                continue;
+            };
             if let Err(e) = self
                 .shared
                 .nats
@@ -531,6 +562,7 @@ impl State {
                 .await
             {
                 tracing::warn!("cannot publish this hub's agents: {e}");
+                return;
             }
         }
     }

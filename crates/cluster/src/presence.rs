@@ -39,6 +39,21 @@ pub enum PresenceMessage {
         /// Its agents.
         agents: Vec<AgentEntry>,
     },
+    /// One part of a hub's state too large for one message (see [`state_messages`]): the
+    /// parts of one `epoch` together are that hub's agents; an agent's topics may be spread
+    /// over several parts.
+    StatePart {
+        /// The hub.
+        hub: String,
+        /// Which publication of the hub's state (grows by one each time).
+        epoch: u64,
+        /// This part's number, from 0.
+        part: u32,
+        /// How many parts the state has.
+        parts: u32,
+        /// Agents, or parts of their topic lists.
+        agents: Vec<AgentEntry>,
+    },
     /// A hub that just started asks the others for their state.
     Sync {
         /// The hub asking.
@@ -49,6 +64,108 @@ pub enum PresenceMessage {
         /// The hub.
         hub: String,
     },
+}
+
+/// Most bytes of one presence message: a quarter of NATS's default payload limit (1 MiB).
+pub const MAX_PRESENCE_BYTES: usize = 256 * 1024;
+
+/// Most parts one hub's state may have (beyond, the parts are ignored): 256 MiB of state at
+/// [`MAX_PRESENCE_BYTES`] a part.
+pub const MAX_PRESENCE_PARTS: u32 = 1024;
+
+/// The messages that publish `agents` as `hub`'s state: one [`PresenceMessage::State`] when it
+/// fits in `max_bytes`, otherwise [`PresenceMessage::StatePart`]s of publication `epoch`, each
+/// at most `max_bytes` (an agent's topics are spread over parts when one agent alone is
+/// larger), so that no presence message grows with the cluster.
+///
+/// ```
+/// use agentwire_cluster::presence::{state_messages, AgentEntry, PresenceMessage};
+/// let topics = (0..5000).map(|i| format!("topic-{i}")).collect();
+/// let big = AgentEntry { id: "a".into(), topics, since_ms: 1 };
+/// let messages = state_messages("h1", &[big], 7, 16 * 1024);
+/// assert!(messages.len() > 1);
+/// for m in &messages {
+///     assert!(serde_json::to_vec(m).unwrap().len() <= 16 * 1024);
+///     assert!(matches!(m, PresenceMessage::StatePart { epoch: 7, .. }));
+/// }
+/// ```
+pub fn state_messages(
+    hub: &str,
+    agents: &[AgentEntry],
+    epoch: u64,
+    max_bytes: usize,
+) -> Vec<PresenceMessage> {
+    let whole = PresenceMessage::State {
+        hub: hub.to_owned(),
+        agents: agents.to_vec(),
+    };
+    if serde_json::to_vec(&whole).map_or(0, |b| b.len()) <= max_bytes {
+        return vec![whole];
+    }
+    // Room for the envelope of a part (type, hub, numbers) and of one entry (id, since).
+    let envelope = 128 + hub.len();
+    let mut parts: Vec<Vec<AgentEntry>> = vec![Vec::new()];
+    let mut size = envelope;
+    for agent in agents {
+        let entry_size = |a: &AgentEntry| 64 + json_len(&a.id);
+        let mut piece = AgentEntry {
+            id: agent.id.clone(),
+            topics: BTreeSet::new(),
+            since_ms: agent.since_ms,
+        };
+        if size + entry_size(&piece) > max_bytes {
+            parts.push(Vec::new());
+            size = envelope;
+        }
+        size += entry_size(&piece);
+        for topic in &agent.topics {
+            let t = json_len(topic) + 1;
+            if size + t > max_bytes && !piece.topics.is_empty() {
+                let full = std::mem::replace(
+                    &mut piece,
+                    AgentEntry {
+                        id: agent.id.clone(),
+                        topics: BTreeSet::new(),
+                        since_ms: agent.since_ms,
+                    },
+                );
+                if let Some(last) = parts.last_mut() {
+                    last.push(full);
+                }
+                parts.push(Vec::new());
+                size = envelope + entry_size(&piece);
+            }
+            size += t;
+            piece.topics.insert(topic.clone());
+        }
+        if let Some(last) = parts.last_mut() {
+            last.push(piece);
+        }
+    }
+    let count = u32::try_from(parts.len()).unwrap_or(u32::MAX);
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, agents)| PresenceMessage::StatePart {
+            hub: hub.to_owned(),
+            epoch,
+            part: u32::try_from(i).unwrap_or(u32::MAX),
+            parts: count,
+            agents,
+        })
+        .collect()
+}
+
+/// The length of `s` as a JSON string, quotes and escapes included.
+fn json_len(s: &str) -> usize {
+    serde_json::to_string(s).map_or(s.len() + 2, |j| j.len())
+}
+
+/// The parts of one hub's state received so far.
+struct Partial {
+    epoch: u64,
+    parts: u32,
+    received: BTreeMap<u32, Vec<AgentEntry>>,
 }
 
 /// What changed in the directory, for the stand-ins to follow.
@@ -139,6 +256,8 @@ pub struct Directory {
     hubs: HashMap<String, RemoteHub>,
     /// Which hub's agent has each id (of the hubs announcing it, the one [`keeps_id`] picks).
     owner: HashMap<String, String>,
+    /// States in parts not complete yet, by hub (the newest epoch only).
+    partial: HashMap<String, Partial>,
 }
 
 impl Directory {
@@ -151,7 +270,62 @@ impl Directory {
             policy,
             hubs: HashMap::new(),
             owner: HashMap::new(),
+            partial: HashMap::new(),
         }
+    }
+
+    /// One part of hub `hub`'s state ([`PresenceMessage::StatePart`]): once every part of its
+    /// epoch is in, the state applies as [`on_state`](Self::on_state)'s. A part of an older
+    /// epoch than one being gathered, or of a state in more than [`MAX_PRESENCE_PARTS`] parts,
+    /// is ignored; a newer epoch drops the older one's parts.
+    pub fn on_state_part(
+        &mut self,
+        hub: &str,
+        epoch: u64,
+        part: u32,
+        parts: u32,
+        agents: Vec<AgentEntry>,
+        now: Instant,
+    ) -> Vec<Change> {
+        if hub == self.me || parts == 0 || parts > MAX_PRESENCE_PARTS || part >= parts {
+            return Vec::new();
+        }
+        if let Some(h) = self.hubs.get_mut(hub) {
+            h.last_seen = now;
+        }
+        let gathering = self.partial.entry(hub.to_owned()).or_insert(Partial {
+            epoch,
+            parts,
+            received: BTreeMap::new(),
+        });
+        if epoch < gathering.epoch {
+            return Vec::new();
+        }
+        if epoch > gathering.epoch || parts != gathering.parts {
+            *gathering = Partial {
+                epoch,
+                parts,
+                received: BTreeMap::new(),
+            };
+        }
+        gathering.received.insert(part, agents);
+        if gathering.received.len() < parts as usize {
+            return Vec::new();
+        }
+        let Some(done) = self.partial.remove(hub) else {
+            return Vec::new();
+        };
+        // One agent's topics may come in several parts.
+        let mut merged: BTreeMap<String, AgentEntry> = BTreeMap::new();
+        for entry in done.received.into_values().flatten() {
+            match merged.get_mut(&entry.id) {
+                Some(a) => a.topics.extend(entry.topics),
+                None => {
+                    merged.insert(entry.id.clone(), entry);
+                }
+            }
+        }
+        self.on_state(hub, merged.into_values().collect(), now)
     }
 
     /// The hub agent `agent` is on, if it is a remote agent.
@@ -195,6 +369,7 @@ impl Directory {
 
     /// Hub `hub` went away.
     pub fn on_gone(&mut self, hub: &str) -> Vec<Change> {
+        self.partial.remove(hub);
         let mut changes = Vec::new();
         if let Some(h) = self.hubs.remove(hub) {
             for (id, claim) in &h.agents {
@@ -310,6 +485,92 @@ mod tests {
 
     fn directory() -> Directory {
         Directory::new("me", Duration::from_secs(3), DuplicatePolicy::RejectNew)
+    }
+
+    /// A state too large for one message goes in parts none larger than the limit, and the
+    /// parts, in any order, make the same directory as the whole state; older epochs and
+    /// absurd part counts are ignored.
+    #[test]
+    fn a_large_state_travels_in_parts() {
+        let many: Vec<String> = (0..20_000).map(|i| format!("topic.{i:05}")).collect();
+        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+        let agents = vec![
+            entry("a", &refs),
+            entry("b", &["x"]),
+            entry("c", &refs[..3000]),
+        ];
+        let limit = 64 * 1024;
+        let messages = state_messages("h2", &agents, 5, limit);
+        assert!(messages.len() > 1, "{} parts", messages.len());
+        for m in &messages {
+            assert!(serde_json::to_vec(m).unwrap().len() <= limit);
+        }
+        let t0 = Instant::now();
+        let mut whole = directory();
+        let expected = whole.on_state("h2", agents.clone(), t0);
+        let mut parted = directory();
+        let mut got = Vec::new();
+        // Last part first, then the rest: complete only at the end.
+        let mut order: Vec<&PresenceMessage> = messages.iter().collect();
+        order.rotate_right(1);
+        for (i, m) in order.into_iter().enumerate() {
+            let PresenceMessage::StatePart {
+                hub,
+                epoch,
+                part,
+                parts,
+                agents,
+            } = m.clone()
+            else {
+                panic!("expected parts")
+            };
+            let changes = parted.on_state_part(&hub, epoch, part, parts, agents, t0);
+            if i + 1 < messages.len() {
+                assert!(changes.is_empty(), "applied before the last part");
+            }
+            got.extend(changes);
+        }
+        assert_eq!(got.len(), expected.len());
+        let (mut got, mut expected) = (got, expected);
+        let key = |c: &Change| format!("{c:?}");
+        got.sort_by_key(key);
+        expected.sort_by_key(key);
+        assert_eq!(got, expected);
+        // An older epoch's part while a newer one is gathered: ignored.
+        let newer = state_messages("h2", &agents, 9, limit);
+        let PresenceMessage::StatePart {
+            parts,
+            agents: first,
+            ..
+        } = newer[0].clone()
+        else {
+            panic!()
+        };
+        assert!(parted
+            .on_state_part("h2", 9, 0, parts, first, t0)
+            .is_empty());
+        assert!(parted
+            .on_state_part("h2", 8, 1, parts, vec![entry("z", &[])], t0)
+            .is_empty());
+        assert!(parted.partial["h2"].received.len() == 1 && parted.partial["h2"].epoch == 9);
+        // Too many parts: ignored, nothing kept.
+        let mut d = directory();
+        assert!(d
+            .on_state_part(
+                "h3",
+                1,
+                0,
+                MAX_PRESENCE_PARTS + 1,
+                vec![entry("q", &[])],
+                t0
+            )
+            .is_empty());
+        assert!(d.partial.is_empty());
+        // A small state still goes whole.
+        assert!(matches!(
+            state_messages("h2", &[entry("a", &["n"])], 1, limit)[..],
+            [PresenceMessage::State { .. }]
+        ));
     }
 
     #[test]

@@ -872,3 +872,51 @@ async fn a_forged_answer_is_refused_across_hubs() {
     let got = answer.await.unwrap().unwrap();
     assert_eq!((got.from.as_str(), &got.body[..]), ("bob", &b"me"[..]));
 }
+
+/// An agent on one hub subscribes to 20,000 topics with long names: its hub's presence (about
+/// 1.3 MB, past NATS's 1 MiB payload limit) travels in parts, the other hub's stand-in follows
+/// every topic, and a message to the last topic crosses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_thousand_topics_cross_the_cluster() {
+    let Some(nats) = start_nats() else { return };
+    let certs = tls::generate(&tls::default_hub_names()).unwrap();
+    let servers = vec![nats.1.clone()];
+    let expiry = Duration::from_millis(3000);
+    // Both hubs allow 20,000 subscriptions per agent: a stand-in is held to its hub's limits
+    // too.
+    let config = || HubConfig {
+        max_subscriptions: 20_000,
+        ..HubConfig::default()
+    };
+    let a = hub_with_config(servers.clone(), "test", "hub-a", expiry, &certs, config()).await;
+    let b = hub_with_config(servers, "test", "hub-b", expiry, &certs, config()).await;
+    let alice = agent(&a, &certs, "alice").await;
+    let mut many = agent(&b, &certs, "many").await;
+    let topic = |i: usize| format!("sensors.building-{:05}.floor.temperature.reading.raw", i);
+    for i in 0..20_000 {
+        many.subscribe(&topic(i)).await.unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let seen = a
+            .hub
+            .agents()
+            .into_iter()
+            .find(|x| x.id == "many")
+            .map_or(0, |x| x.topics.len());
+        if seen == 20_000 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "hub-a follows {seen} of many's 20,000 topics"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    alice
+        .send(Destination::topic(topic(19_999)), Kind::Event, "last")
+        .await
+        .unwrap();
+    let msg = recv(&mut many).await;
+    assert_eq!(&msg.envelope.body[..], b"last");
+}
