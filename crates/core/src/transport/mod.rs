@@ -26,6 +26,7 @@ pub mod read_ahead;
 pub mod stream;
 mod tls_alert;
 pub mod uds;
+mod write_through;
 pub mod ws;
 
 use std::fmt;
