@@ -104,36 +104,33 @@ pub fn state_messages(
     }
     // Room for the envelope of a part (type, hub, numbers) and of one entry (id, since).
     let envelope = 128 + hub.len();
+    // Room for one entry without its topics (id, since, punctuation).
+    let entry_size = |id: &str| 64 + json_len(id);
     let mut parts: Vec<Vec<AgentEntry>> = vec![Vec::new()];
     let mut size = envelope;
     for agent in agents {
-        let entry_size = |a: &AgentEntry| 64 + json_len(&a.id);
-        let mut piece = AgentEntry {
+        let bare = || AgentEntry {
             id: agent.id.clone(),
             topics: BTreeSet::new(),
             since_ms: agent.since_ms,
         };
-        if size + entry_size(&piece) > max_bytes {
+        if size + entry_size(&agent.id) > max_bytes && parts.last().is_some_and(|p| !p.is_empty()) {
             parts.push(Vec::new());
             size = envelope;
         }
-        size += entry_size(&piece);
+        size += entry_size(&agent.id);
+        let mut piece = bare();
         for topic in &agent.topics {
             let t = json_len(topic) + 1;
-            if size + t > max_bytes && !piece.topics.is_empty() {
-                let full = std::mem::replace(
-                    &mut piece,
-                    AgentEntry {
-                        id: agent.id.clone(),
-                        topics: BTreeSet::new(),
-                        since_ms: agent.since_ms,
-                    },
-                );
-                if let Some(last) = parts.last_mut() {
+            // A new part, unless this one holds nothing else yet (then it takes the topic).
+            let holds = !piece.topics.is_empty() || parts.last().is_some_and(|p| !p.is_empty());
+            if size + t > max_bytes && holds {
+                let full = std::mem::replace(&mut piece, bare());
+                if let (false, Some(last)) = (full.topics.is_empty(), parts.last_mut()) {
                     last.push(full);
                 }
                 parts.push(Vec::new());
-                size = envelope + entry_size(&piece);
+                size = envelope + entry_size(&agent.id);
             }
             size += t;
             piece.topics.insert(topic.clone());
@@ -566,6 +563,38 @@ mod tests {
             )
             .is_empty());
         assert!(d.partial.is_empty());
+        // Many agents with one long topic each, at limits that fall anywhere in an entry:
+        // no part over the limit, and the parts make the same state.
+        let long: Vec<AgentEntry> = (0..300)
+            .map(|i| {
+                entry(
+                    &format!("agent-{i}"),
+                    &[&format!("{i}-{}", "x".repeat(300 + (i * 37) % 900))],
+                )
+            })
+            .collect();
+        for limit in [2_000, 3_333, 5_001] {
+            let messages = state_messages("h2", &long, 1, limit);
+            let mut back: BTreeMap<String, AgentEntry> = BTreeMap::new();
+            for m in &messages {
+                assert!(
+                    serde_json::to_vec(m).unwrap().len() <= limit,
+                    "limit {limit}"
+                );
+                let PresenceMessage::StatePart { agents, .. } = m else {
+                    panic!()
+                };
+                for a in agents {
+                    back.entry(a.id.clone())
+                        .or_insert_with(|| entry(&a.id, &[]))
+                        .topics
+                        .extend(a.topics.iter().cloned());
+                }
+            }
+            let expected: BTreeMap<String, AgentEntry> =
+                long.iter().map(|a| (a.id.clone(), a.clone())).collect();
+            assert_eq!(back, expected);
+        }
         // A small state still goes whole.
         assert!(matches!(
             state_messages("h2", &[entry("a", &["n"])], 1, limit)[..],
