@@ -204,16 +204,13 @@ impl Hub {
                             if accepted.zero_rtt {
                                 hub.metrics().zero_rtt(true);
                             }
-                            hub.start_timer();
-                            hub.inner
-                                .clone()
-                                .serve_connection(
-                                    accepted.sender,
-                                    accepted.receiver,
-                                    accepted.certified_id,
-                                    accepted.hello_gate,
-                                )
-                                .await
+                            hub.serve_gated(
+                                accepted.sender,
+                                accepted.receiver,
+                                accepted.certified_id,
+                                accepted.hello_gate,
+                            )
+                            .await
                         }
                         Err(failed) => {
                             tracing::debug!(

@@ -530,10 +530,22 @@ impl Hub {
         receiver: R,
         certified_id: Option<Arc<str>>,
     ) {
+        self.serve_gated(sender, receiver, certified_id, None).await
+    }
+
+    /// [`serve_connection_as`](Self::serve_connection_as) for a connection whose `hello_gate`
+    /// limits what it may send before its hello (opened once the hello is accepted).
+    pub(super) async fn serve_gated<S: FrameSender, R: FrameReceiver>(
+        &self,
+        sender: S,
+        receiver: R,
+        certified_id: Option<Arc<str>>,
+        hello_gate: Option<crate::transport::hello_gate::HelloGate>,
+    ) {
         self.start_timer();
         self.inner
             .clone()
-            .serve_connection(sender, receiver, certified_id, None)
+            .serve_connection(sender, receiver, certified_id, hello_gate)
             .await
     }
 
