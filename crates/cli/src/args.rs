@@ -682,8 +682,8 @@ impl HubArgs {
         config.policy.heartbeat_interval_ms = self.heartbeat_ms.max(10);
         config.policy.limits.max_frame_size = self.max_frame_size;
         config.policy.codecs = parse_codecs(&self.codecs)?;
-        if !self.quic.no_datagrams {
-            config.policy.capabilities = vec!["datagrams".into()];
+        if self.quic.no_datagrams {
+            config.policy.capabilities.retain(|c| c != "datagrams");
         }
         config.heartbeat_miss_limit = self.miss_limit.max(1);
         config.handshake_timeout = Duration::from_millis(self.handshake_timeout_ms.max(1));
@@ -1375,5 +1375,30 @@ impl ScorecardArgs {
             server_pid: self.server_pid,
             label: self.label.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn hub(args: &[&str]) -> HubConfig {
+        let fixed = ["agentwire", "hub", "--listen", "quic://127.0.0.1:0"];
+        let cli = Cli::try_parse_from(fixed.iter().chain(args)).unwrap();
+        match cli.command {
+            Command::Hub(a) => a.hub_config().unwrap(),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn no_datagrams_withdraws_only_that_capability() {
+        let default = hub(&[]).policy.capabilities;
+        assert!(default.contains(&"datagrams".to_owned()));
+        assert!(default.contains(&agentwire_proto::counted_goodbye::CAPABILITY.to_owned()));
+        let without = hub(&["--no-datagrams"]).policy.capabilities;
+        assert!(!without.contains(&"datagrams".to_owned()));
+        assert!(without.contains(&agentwire_proto::counted_goodbye::CAPABILITY.to_owned()));
     }
 }

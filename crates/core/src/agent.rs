@@ -329,6 +329,11 @@ impl Connector {
         if transport == TransportKind::Quic && opts.quic.datagrams {
             hello.capabilities.push("datagrams".into());
         }
+        if transport == TransportKind::Quic {
+            hello
+                .capabilities
+                .push(agentwire_proto::counted_goodbye::CAPABILITY.into());
+        }
         AgentHandshake::new(hello)
     }
 
@@ -375,6 +380,9 @@ impl Connector {
             }
         };
         sender.set_peer_max_frame_size(session.max_frame_size);
+        if session.has_capability(agentwire_proto::counted_goodbye::CAPABILITY) {
+            FrameSender::count_streams_in_goodbye(&sender);
+        }
         receiver.set_max_frame_size(session.max_frame_size);
         let counters = self.counters(zero_rtt_used, socket_buffers);
         Ok(Agent::start(

@@ -31,6 +31,7 @@
 #![warn(missing_docs)]
 
 mod codec;
+pub mod counted_goodbye;
 mod envelope;
 mod error;
 pub mod frame;

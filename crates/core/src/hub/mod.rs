@@ -108,7 +108,10 @@ impl Default for HubConfig {
     fn default() -> Self {
         HubConfig {
             policy: HubPolicy {
-                capabilities: vec!["datagrams".into()],
+                capabilities: vec![
+                    "datagrams".into(),
+                    agentwire_proto::counted_goodbye::CAPABILITY.into(),
+                ],
                 ..HubPolicy::default()
             },
             heartbeat_miss_limit: 3,
@@ -679,9 +682,11 @@ fn apply(hub: &HubInner, actions: &mut HubActions) {
             },
             Action::Registered(conn) => {
                 if let Some(reg) = conn.registration() {
-                    conn.driver()
-                        .control
-                        .set_peer_frame_limit(reg.max_frame_size);
+                    let control = &conn.driver().control;
+                    control.set_peer_frame_limit(reg.max_frame_size);
+                    if reg.counted_goodbye {
+                        control.count_streams_in_goodbye();
+                    }
                 }
             }
             Action::Close {

@@ -85,6 +85,9 @@ impl FrameSender for AnySender {
     fn set_peer_max_frame_size(&self, max: u32) {
         each_sender!(self, s => s.set_peer_max_frame_size(max))
     }
+    fn count_streams_in_goodbye(&self) {
+        each_sender!(self, s => FrameSender::count_streams_in_goodbye(s))
+    }
     fn close(&self, code: ErrorCode, reason: &str) {
         each_sender!(self, s => FrameSender::close(s, code, reason))
     }

@@ -22,6 +22,7 @@ pub mod quic;
 pub mod quic_budget;
 pub mod quic_inbound;
 pub mod quic_socket;
+mod quic_streams_read;
 pub mod read_ahead;
 pub mod stream;
 mod tls_alert;
@@ -232,6 +233,12 @@ pub trait FrameSender: Clone + Send + Sync + 'static {
     /// Sets the largest frame the peer accepts (after the handshake).
     fn set_peer_max_frame_size(&self, max: u32);
 
+    /// The peer understands counted goodbyes (both offered
+    /// `agentwire_proto::counted_goodbye::CAPABILITY`): a transport that sends messages on
+    /// streams other than its goodbye's (QUIC) names how many it opened in its goodbye, so
+    /// that the peer passes the goodbye on only after them. Others ignore it.
+    fn count_streams_in_goodbye(&self) {}
+
     /// Closes the connection with a code and a reason; pending frames may be lost.
     fn close(&self, code: ErrorCode, reason: &str);
 
@@ -272,6 +279,8 @@ pub trait ConnectionControl: Send + Sync {
     fn stats(&self) -> ConnectionStats;
     /// Sets the largest frame the peer accepts (after the handshake).
     fn set_peer_frame_limit(&self, max: u32);
+    /// See [`FrameSender::count_streams_in_goodbye`].
+    fn count_streams_in_goodbye(&self);
 }
 
 impl<S: FrameSender> ConnectionControl for S {
@@ -283,6 +292,9 @@ impl<S: FrameSender> ConnectionControl for S {
     }
     fn set_peer_frame_limit(&self, max: u32) {
         FrameSender::set_peer_max_frame_size(self, max)
+    }
+    fn count_streams_in_goodbye(&self) {
+        FrameSender::count_streams_in_goodbye(self)
     }
 }
 

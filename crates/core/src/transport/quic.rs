@@ -18,7 +18,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use agentwire_proto::{ErrorCode, FrameDecoder, FrameType, Limits, Priority, RawFrame};
+use agentwire_proto::{
+    counted_goodbye, ErrorCode, FrameDecoder, FrameType, Limits, Priority, RawFrame,
+};
 use bytes::Bytes;
 use quinn::{Connection, RecvStream, SendStream, VarInt};
 use tokio::sync::Mutex;
@@ -27,6 +29,7 @@ use super::listen::{AcceptFailed, Accepted, Listen, Setup};
 use super::quic_budget::{Admission, ReceiveBudget};
 use super::quic_inbound::{self, InboundReceiver, InboundSender, Ticket};
 use super::quic_socket::GsoCapped;
+use super::quic_streams_read::StreamsRead;
 use super::{
     check_outgoing, ConnectError, ConnectionStats, FrameReceiver, FrameSender, ReplySlot,
     SendClass, TransportError, TransportKind,
@@ -388,13 +391,19 @@ pub fn split_connection(
     let max_in = Arc::new(AtomicU32::new(max_in));
     let buffered = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = quic_inbound::channel(INBOUND_QUEUE);
+    let streams = Arc::new(StreamsRead::default());
     let reader = StreamReader {
         max_frame_size: max_in.clone(),
         buffered,
         max_buffered: DEFAULT_MAX_BUFFERED_BYTES,
         tx: tx.clone(),
+        streams: streams.clone(),
     };
-    tokio::spawn(reader.clone().pump(control_recv, None, None, Vec::new()));
+    tokio::spawn(
+        reader
+            .clone()
+            .pump(control_recv, None, None, Vec::new(), Counted::No),
+    );
     tokio::spawn(accept_loop(conn.clone(), reader.clone(), tx));
     let sender = QuicSender {
         inner: Arc::new(SenderInner {
@@ -411,6 +420,7 @@ pub fn split_connection(
             reader,
             admission: std::sync::Mutex::new(None),
             sent: std::sync::OnceLock::new(),
+            count_goodbye: std::sync::atomic::AtomicBool::new(false),
         }),
     };
     let receiver = QuicReceiver {
@@ -419,6 +429,7 @@ pub fn split_connection(
         done: false,
         last_reply: None,
         goodbye: None,
+        streams,
     };
     (sender, receiver)
 }
@@ -447,6 +458,8 @@ struct SenderInner {
     /// Message streams finished but perhaps not yet acknowledged, kept (by agents'
     /// connections: [`QuicSender::keep_sent_streams`]) so that `delivered` can wait for them.
     sent: std::sync::OnceLock<std::sync::Mutex<SentStreams>>,
+    /// The peer understands counted goodbyes: this side's goodbye names its message streams.
+    count_goodbye: std::sync::atomic::AtomicBool,
 }
 
 /// Finished message streams whose acknowledgement may still be outstanding. Those already
@@ -501,6 +514,16 @@ impl QuicSender {
 
     async fn write_control(&self, frame: Bytes) -> Result<(), TransportError> {
         let mut control = self.inner.control.lock().await;
+        // A goodbye names the message streams opened before it (all of them: the control
+        // stream's lock is held, and nothing is sent after a goodbye), so that the peer
+        // passes it on only after their frames.
+        let frame = match self.inner.count_goodbye.load(Ordering::Relaxed) {
+            true => {
+                let opened = self.inner.streams_opened.load(Ordering::Relaxed) - 1;
+                counted_goodbye::count(&frame, opened).unwrap_or(frame)
+            }
+            false => frame,
+        };
         control.write_chunk(frame).await.map_err(map_write_error)
     }
 
@@ -527,7 +550,13 @@ impl QuicSender {
                 inner.streams_opened.fetch_add(1, Ordering::Relaxed);
                 inner.request_streams.fetch_add(1, Ordering::Relaxed);
                 // The answer comes back on the other direction of this stream.
-                tokio::spawn(inner.reader.clone().pump(answers, None, None, Vec::new()));
+                tokio::spawn(inner.reader.clone().pump(
+                    answers,
+                    None,
+                    None,
+                    Vec::new(),
+                    Counted::No,
+                ));
                 stream.write_chunk(frame).await.map_err(map_write_error)?;
                 let _ = stream.finish();
                 self.finished(stream);
@@ -622,6 +651,10 @@ impl FrameSender for QuicSender {
         self.inner.peer_max.store(max, Ordering::Relaxed);
     }
 
+    fn count_streams_in_goodbye(&self) {
+        self.inner.count_goodbye.store(true, Ordering::Relaxed);
+    }
+
     fn close(&self, code: ErrorCode, reason: &str) {
         self.inner
             .conn
@@ -687,19 +720,76 @@ pub struct QuicReceiver {
     done: bool,
     last_reply: Option<ReplySlot>,
     /// A goodbye held back while the frames of other streams, sent before it, come in.
-    goodbye: Option<(Inbound, tokio::time::Instant)>,
+    goodbye: Option<Held>,
+    /// How far the peer's streams have been read.
+    streams: Arc<StreamsRead>,
 }
 
-/// A goodbye is handed on once no other frame has come for this long...
+/// A goodbye held back, and until when.
+struct Held {
+    goodbye: Inbound,
+    /// A counted goodbye: the message streams the peer opened before it.
+    streams: Option<u64>,
+    /// When it arrived (for an uncounted goodbye's hold).
+    since: tokio::time::Instant,
+}
+
+/// A peer that does not count its streams in its goodbye (it did not offer the capability):
+/// its goodbye is handed on once no other frame has come for this long...
 const GOODBYE_QUIET: std::time::Duration = std::time::Duration::from_millis(25);
-/// ...or this long after it arrived. (The peer's goodbye travels on the control stream; the
-/// messages it sent before travel on streams of their own, which its transport has delivered
-/// and the peer acknowledged, but which this side's readers may not have taken in yet.)
+/// ...or this long after it arrived: a guess, which a receiver whose readers are starved for
+/// longer can lose messages to. Counted goodbyes wait for exactly what was sent before them.
 const GOODBYE_HOLD_MAX: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// What [`QuicReceiver::next`] found.
+enum Next {
+    /// A frame (or the end, or an error) from the streams.
+    Item(Option<Result<Inbound, TransportError>>),
+    /// The held goodbye, now due.
+    Goodbye(Inbound),
+}
 
 /// A frame read from a stream, with the stream's reply direction if it arrived as the first
 /// frame of a peer-opened bidirectional (request) stream.
 type Inbound = (RawFrame, Option<ReplySlot>);
+
+impl QuicReceiver {
+    /// The next item from the streams, or, when a goodbye is held, the goodbye once
+    /// everything sent before it was handed on.
+    async fn next(&mut self) -> Next {
+        let Some(held) = &self.goodbye else {
+            return Next::Item(self.rx.recv().await);
+        };
+        let Some(named) = held.streams else {
+            let quiet = tokio::time::Instant::now() + GOODBYE_QUIET;
+            let until = quiet.min(held.since + GOODBYE_HOLD_MAX);
+            return match tokio::time::timeout_at(until, self.rx.recv()).await {
+                Ok(next) => Next::Item(next),
+                // Quiet (or held long enough): the goodbye now.
+                Err(_) => Next::Goodbye(self.take_goodbye()),
+            };
+        };
+        loop {
+            if self.streams.all_read(named) {
+                // Every frame of those streams is queued already: those first, then the
+                // goodbye.
+                return match self.rx.try_recv() {
+                    Some(next) => Next::Item(Some(next)),
+                    None => Next::Goodbye(self.take_goodbye()),
+                };
+            }
+            tokio::select! {
+                () = self.streams.changed() => {}
+                next = self.rx.recv() => return Next::Item(next),
+            }
+        }
+    }
+
+    fn take_goodbye(&mut self) -> Inbound {
+        let held = self.goodbye.take().expect("a goodbye is held");
+        held.goodbye
+    }
+}
 
 impl FrameReceiver for QuicReceiver {
     async fn recv_frame(&mut self) -> Result<Option<RawFrame>, TransportError> {
@@ -708,27 +798,36 @@ impl FrameReceiver for QuicReceiver {
             return Ok(None);
         }
         let next = loop {
-            let next = match &self.goodbye {
-                None => self.rx.recv().await,
-                Some((_, since)) => {
-                    let quiet = tokio::time::Instant::now() + GOODBYE_QUIET;
-                    let until = quiet.min(*since + GOODBYE_HOLD_MAX);
-                    match tokio::time::timeout_at(until, self.rx.recv()).await {
-                        Ok(next) => next,
-                        // Quiet (or held long enough): the goodbye now.
-                        Err(_) => break self.goodbye.take().map(|(inbound, _)| Ok(inbound)),
-                    }
-                }
+            let next = match self.next().await {
+                Next::Item(next) => next,
+                Next::Goodbye(goodbye) => break Some(Ok(goodbye)),
             };
+            let counted = matches!(&next, Some(Ok((f, _))) if f.type_byte == counted_goodbye::TYPE);
             match next {
                 Some(Ok((frame, reply)))
-                    if frame.type_byte == FrameType::Goodbye as u8 && self.goodbye.is_none() =>
+                    if (counted || frame.type_byte == FrameType::Goodbye as u8)
+                        && self.goodbye.is_none() =>
                 {
-                    self.goodbye = Some(((frame, reply), tokio::time::Instant::now()));
+                    let (streams, frame) = match counted {
+                        true => match counted_goodbye::split(&frame) {
+                            Ok((n, goodbye)) => (Some(n), goodbye),
+                            Err(e) => break Some(Err(TransportError::Frame(e))),
+                        },
+                        false => (None, frame),
+                    };
+                    self.goodbye = Some(Held {
+                        goodbye: (frame, reply),
+                        streams,
+                        since: tokio::time::Instant::now(),
+                    });
                 }
-                // The connection ended while a goodbye was held: the goodbye first.
+                // The connection ended (or a stream broke) while a counted goodbye was held:
+                // the streams already started still finish (a closed connection's received
+                // data stays readable), and the goodbye waits for them.
+                Some(Err(_)) if self.goodbye.as_ref().is_some_and(|h| h.streams.is_some()) => {}
+                // The connection ended while an uncounted goodbye was held: the goodbye first.
                 Some(Err(_)) | None if self.goodbye.is_some() => {
-                    break self.goodbye.take().map(|(inbound, _)| Ok(inbound));
+                    break Some(Ok(self.take_goodbye()));
                 }
                 other => break other,
             }
@@ -772,6 +871,16 @@ struct StreamReader {
     buffered: Arc<AtomicUsize>,
     max_buffered: usize,
     tx: InboundSender<Result<Inbound, TransportError>>,
+    /// The peer-opened streams read so far (for the counted goodbye).
+    streams: Arc<StreamsRead>,
+}
+
+/// Whether a stream is one the peer opened for its messages, which its counted goodbye
+/// counts (the control stream and the answers to this side's requests are not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    Yes,
+    No,
 }
 
 impl StreamReader {
@@ -783,6 +892,7 @@ impl StreamReader {
     /// exactly as if that task had read them.
     fn start(&self, mut stream: RecvStream, reply: Option<SendStream>, ticket: Ticket) {
         use futures_util::FutureExt;
+        self.streams.started();
         let mut read = Vec::new();
         let mut size = 0usize;
         let finished = loop {
@@ -796,7 +906,7 @@ impl StreamReader {
                 }
                 Some(Ok(None)) => break true,
                 // A reset stream loses only its own message.
-                Some(Err(_)) => return,
+                Some(Err(_)) => return self.streams.read(),
                 None => break false,
             }
         };
@@ -805,29 +915,37 @@ impl StreamReader {
             if let Ok(frame) = FrameDecoder::decode_one(read[0].clone(), max) {
                 let item = Ok((frame, reply.map(ReplySlot::quic)));
                 match self.tx.try_send(ticket, item) {
-                    Ok(()) | Err(quic_inbound::TrySendError::Closed(_)) => {}
+                    Ok(()) | Err(quic_inbound::TrySendError::Closed(_)) => self.streams.read(),
                     Err(quic_inbound::TrySendError::Full(item)) => {
-                        let tx = self.tx.clone();
-                        tokio::spawn(async move { tx.send(ticket, item).await });
+                        let (tx, streams) = (self.tx.clone(), self.streams.clone());
+                        tokio::spawn(async move {
+                            let _ = tx.send(ticket, item).await;
+                            streams.read();
+                        });
                     }
                 }
                 return;
             }
         }
-        tokio::spawn(self.clone().pump(stream, reply, Some(ticket), read));
+        tokio::spawn(
+            self.clone()
+                .pump(stream, reply, Some(ticket), read, Counted::Yes),
+        );
     }
 
     /// Reads frames from `stream` until it ends, starting with the bytes `read` already
     /// taken from it. `reply` is the other direction of a peer-opened bidirectional stream:
     /// it travels with the first frame, as that request's reply slot. `first` is the stream's
     /// place in the peer's opening order (taken when it was accepted); its first frame waits
-    /// for room with it, later frames with a new ticket.
+    /// for room with it, later frames with a new ticket. A [`Counted`] stream is reported
+    /// read once its last frame is queued.
     async fn pump(
         self,
         mut stream: RecvStream,
         mut reply: Option<SendStream>,
         mut first: Option<Ticket>,
         read: Vec<Bytes>,
+        counted: Counted,
     ) {
         let mut decoder = FrameDecoder::new(self.max_frame_size.load(Ordering::Relaxed));
         let mut held = 0usize;
@@ -881,6 +999,9 @@ impl StreamReader {
         if let Err(e) = result {
             let _ = self.tx.send(self.tx.ticket(), Err(e)).await;
         }
+        if counted == Counted::Yes {
+            self.streams.read();
+        }
     }
 
     /// Hands every whole frame in the decoder on; `Ok(false)` when the consumer is gone.
@@ -911,25 +1032,15 @@ async fn accept_loop(
     reader: StreamReader,
     tx: InboundSender<Result<Inbound, TransportError>>,
 ) {
-    loop {
+    let ended = loop {
         tokio::select! {
             stream = conn.accept_uni() => match stream {
-                Ok(stream) => {
-                    reader.start(stream, None, tx.ticket());
-                }
-                Err(e) => {
-                    let _ = tx.send(tx.ticket(), Err(map_connection_error(&e))).await;
-                    return;
-                }
+                Ok(stream) => reader.start(stream, None, tx.ticket()),
+                Err(e) => break Some(e),
             },
             request = conn.accept_bi() => match request {
-                Ok((reply, stream)) => {
-                    reader.start(stream, Some(reply), tx.ticket());
-                }
-                Err(e) => {
-                    let _ = tx.send(tx.ticket(), Err(map_connection_error(&e))).await;
-                    return;
-                }
+                Ok((reply, stream)) => reader.start(stream, Some(reply), tx.ticket()),
+                Err(e) => break Some(e),
             },
             datagram = conn.read_datagram() => match datagram {
                 Ok(bytes) => {
@@ -946,15 +1057,28 @@ async fn accept_loop(
                     });
                     let fatal = frame.is_err();
                     if tx.send(tx.ticket(), frame.map(|f| (f, None))).await.is_err() || fatal {
-                        return;
+                        break None;
                     }
                 }
-                Err(e) => {
-                    let _ = tx.send(tx.ticket(), Err(map_connection_error(&e))).await;
-                    return;
-                }
+                Err(e) => break Some(e),
             },
         }
+    };
+    if let Some(e) = ended {
+        // The connection ended. Streams whose data had arrived are still handed out before
+        // the error, and their data stays readable: take them all (one branch's error above
+        // said nothing about the other's streams), so that nothing sent before a goodbye and
+        // then a close is lost.
+        while let Ok(stream) = conn.accept_uni().await {
+            reader.start(stream, None, tx.ticket());
+        }
+        while let Ok((reply, stream)) = conn.accept_bi().await {
+            reader.start(stream, Some(reply), tx.ticket());
+        }
+        reader.streams.end();
+        let _ = tx.send(tx.ticket(), Err(map_connection_error(&e))).await;
+    } else {
+        reader.streams.end();
     }
 }
 

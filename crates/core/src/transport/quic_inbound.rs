@@ -208,15 +208,7 @@ impl<T> InboundReceiver<T> {
         loop {
             {
                 let mut state = self.shared.lock();
-                if let Some(item) = state.ready.pop_front() {
-                    while state.ready.len() < state.capacity {
-                        let Some((_, (waiting, admit))) = state.waiting.pop_first() else {
-                            break;
-                        };
-                        state.ready.push_back(waiting);
-                        // A sender that stopped waiting still has its frame delivered.
-                        let _ = admit.send(());
-                    }
+                if let Some(item) = state.pop() {
                     return Some(item);
                 }
                 if state.senders == 0 {
@@ -225,6 +217,36 @@ impl<T> InboundReceiver<T> {
             }
             self.shared.readable.notified().await;
         }
+    }
+
+    /// The next frame if one is queued (admitted), without waiting.
+    ///
+    /// ```
+    /// use agentwire::transport::quic_inbound::channel;
+    /// let (tx, mut rx) = channel::<u8>(4);
+    /// assert_eq!(rx.try_recv(), None);
+    /// tx.try_send(tx.ticket(), 7).unwrap();
+    /// assert_eq!(rx.try_recv(), Some(7));
+    /// ```
+    pub fn try_recv(&mut self) -> Option<T> {
+        self.shared.lock().pop()
+    }
+}
+
+impl<T> State<T> {
+    /// Takes the first queued frame and admits waiting ones, lowest ticket first, into the
+    /// room it leaves.
+    fn pop(&mut self) -> Option<T> {
+        let item = self.ready.pop_front()?;
+        while self.ready.len() < self.capacity {
+            let Some((_, (waiting, admit))) = self.waiting.pop_first() else {
+                break;
+            };
+            self.ready.push_back(waiting);
+            // A sender that stopped waiting still has its frame delivered.
+            let _ = admit.send(());
+        }
+        Some(item)
     }
 }
 

@@ -41,6 +41,8 @@ pub struct Registration {
     pub codec: Codec,
     /// The frame limit agreed both ways.
     pub max_frame_size: u32,
+    /// Both sides offered counted goodbyes (`agentwire_proto::counted_goodbye`).
+    pub counted_goodbye: bool,
     /// What its credential allows (`None`: the hub has no access file, everything is allowed).
     pub grant: Option<Arc<super::access::Grant>>,
     /// The SHA-256 of the token it showed, when an access file admitted it by token: kept (the

@@ -742,6 +742,7 @@ impl<D, R> HubCore<D, R> {
             role: session.role.clone(),
             codec: session.codec,
             max_frame_size: session.max_frame_size,
+            counted_goodbye: session.has_capability(agentwire_proto::counted_goodbye::CAPABILITY),
             grant,
             token_sha256,
         });
