@@ -513,6 +513,12 @@ pub struct HubArgs {
     /// certificate names. Plain ws:// agents are then refused; Unix-socket agents need none.
     #[arg(long)]
     pub client_ca: Option<PathBuf>,
+    /// Agent certificates revoked although the client CA signed them: a text file of serials,
+    /// one per line in hexadecimal (as `agentwire cert agent` prints them), `#` for comments.
+    /// Checked at the TLS handshake and again before the hello; SIGHUP reloads it, the client
+    /// CA and the hub certificate, and closes agents whose certificate is no longer accepted.
+    #[arg(long, requires = "client_ca")]
+    pub revoked_serials: Option<PathBuf>,
     /// Join a cluster of hubs through NATS: agents of every hub reach each other, topics and
     /// `$presence` span them (comma-separated or repeated: nats://HOST:PORT).
     #[arg(long, value_delimiter = ',')]
@@ -700,7 +706,11 @@ impl HubArgs {
             config.access = Some(std::sync::Arc::new(policy));
         }
         if let Some(path) = &self.client_ca {
-            config.client_ca = Some(agentwire::tls::ClientCa::from_file(path)?);
+            let ca = agentwire::tls::ClientCa::from_file(path)?;
+            if let Some(revoked) = &self.revoked_serials {
+                ca.set_revoked(agentwire::tls::RevokedSerials::from_file(revoked)?);
+            }
+            config.client_ca = Some(ca);
         }
         config.quic.retry_above_per_sec = self.quic_retry_above_per_sec;
         config.limits = agentwire::hub::AbuseLimits {

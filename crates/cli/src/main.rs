@@ -401,6 +401,7 @@ fn cert_agent(a: CertAgentArgs) -> Result<()> {
     println!("agent certificate: {}", files.cert.display());
     println!("agent key:         {}", files.key.display());
     println!("valid for:         {} days", a.days);
+    println!("serial:            {}", cert.serial()?);
     Ok(())
 }
 
@@ -462,7 +463,7 @@ async fn hub(a: HubArgs) -> Result<()> {
         println!("hub key pin: {}", identity.spki_pin()?);
     }
     let stats = a.stats_interval.map(Duration::from_secs);
-    let reloads = reload_on_sighup(&a, &hub);
+    let reloads = reload_on_sighup(&a, &hub, identity.as_ref());
     until_stopped(stats, || {
         for info in hub.agents() {
             println!("{}", serde_json::to_string(&info)?);
@@ -485,31 +486,70 @@ async fn hub(a: HubArgs) -> Result<()> {
     Ok(())
 }
 
-/// With an access file: on every SIGHUP, reads it again and puts it in force (agents whose
-/// credential was removed or whose permissions changed are closed with `unauthorized`). A
-/// file that cannot be read or is not valid leaves the policy in force as it was.
-fn reload_on_sighup(a: &HubArgs, hub: &Hub) -> Option<tokio::task::JoinHandle<()>> {
+/// On every SIGHUP, reads again what the hub was started with and puts it in force: the access
+/// file (agents whose credential was removed or whose permissions changed are closed with
+/// `unauthorized`), the client CA and revoked serials (agents whose certificate is no longer
+/// accepted are closed), and the hub certificate (served from the next handshake on). A file
+/// that cannot be read or is not valid leaves what it configures as it was.
+fn reload_on_sighup(
+    a: &HubArgs,
+    hub: &Hub,
+    identity: Option<&HubIdentity>,
+) -> Option<tokio::task::JoinHandle<()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let path = a.access_file.clone()?;
+    let access = a.access_file.clone();
+    let served = identity.cloned().zip(a.cert_dir.clone());
+    let client_ca = a.client_ca.is_some();
+    if access.is_none() && served.is_none() && !client_ca {
+        return None;
+    }
     let mut hangups = match signal(SignalKind::hangup()) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("warning: cannot watch SIGHUP, the access file will not be reloaded: {e}");
+            eprintln!("warning: cannot watch SIGHUP, nothing will be reloaded: {e}");
             return None;
         }
     };
     let hub = hub.clone();
     Some(tokio::spawn(async move {
         while hangups.recv().await.is_some() {
-            match agentwire::hub::AccessPolicy::from_file(&path) {
-                Ok(policy) => {
-                    let closed = hub.reload_access(std::sync::Arc::new(policy));
-                    println!(
-                        "access file {} reloaded: {closed} agent(s) closed",
-                        path.display()
-                    );
+            if let Some(path) = &access {
+                match agentwire::hub::AccessPolicy::from_file(path) {
+                    Ok(policy) => {
+                        let closed = hub.reload_access(std::sync::Arc::new(policy));
+                        println!(
+                            "access file {} reloaded: {closed} agent(s) closed",
+                            path.display()
+                        );
+                    }
+                    Err(e) => {
+                        eprintln!("error: {e}; the access rules in force stay as they were")
+                    }
                 }
-                Err(e) => eprintln!("error: {e}; the access rules in force stay as they were"),
+            }
+            match hub.reload_certificates() {
+                Some(Ok((now, closed))) => println!(
+                    "client CA reloaded: {} CA certificate(s), {} serial(s) revoked, {closed} agent(s) closed",
+                    now.cas, now.revoked
+                ),
+                Some(Err(e)) => {
+                    eprintln!("error: {e}; the client CA and revocations in force stay as they were")
+                }
+                None => {}
+            }
+            if let Some((identity, dir)) = &served {
+                match HubIdentity::from_dir(dir) {
+                    Ok(new) => {
+                        identity.serve_instead(&new);
+                        match new.spki_pin() {
+                            Ok(pin) => println!("hub certificate reloaded: key pin {pin}"),
+                            Err(_) => println!("hub certificate reloaded"),
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("error: {e}; the hub certificate in force stays as it was")
+                    }
+                }
             }
         }
     }))

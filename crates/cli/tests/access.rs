@@ -406,3 +406,81 @@ fn sighup_reloads_the_access_file_and_revokes_removed_credentials() {
     let out = ask();
     assert!(!out.status.success());
 }
+
+/// `--revoked-serials`: `cert agent` prints the serial, SIGHUP puts a revocation in force and
+/// closes the agent whose certificate it names; it cannot connect again.
+#[test]
+fn sighup_revokes_an_agent_certificate_by_its_serial() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let certs_s = certs.to_str().unwrap();
+    assert!(run(&["cert", "--out", certs_s]).status.success());
+    let out = run(&["cert", "agent", "--id", "worker-1", "--ca-dir", certs_s]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let serial = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("serial:"))
+        .expect("cert agent prints the serial")
+        .trim()
+        .to_owned();
+    let file = |name: &str| certs.join(name).to_str().unwrap().to_owned();
+    let revoked = dir.path().join("revoked.txt");
+    std::fs::write(&revoked, "# nothing revoked yet\n").unwrap();
+    let (hub, hub_out) = spawn(&[
+        "hub",
+        "--listen",
+        "quic://127.0.0.1:0",
+        "--cert-dir",
+        certs_s,
+        "--client-ca",
+        &file("ca.pem"),
+        "--revoked-serials",
+        revoked.to_str().unwrap(),
+    ]);
+    let line = wait_for(&hub_out, "hub listening on quic://");
+    let url = format!("quic://{}", common::addr_after(&line, "quic://"));
+    let worker = |out: &str| {
+        spawn(&[
+            "agent",
+            "--hub",
+            &url,
+            "--ca",
+            &file("ca.pem"),
+            "--id",
+            out,
+            "--cert",
+            &file("worker-1.pem"),
+            "--key",
+            &file("worker-1.key"),
+            "--echo",
+        ])
+    };
+    let (_worker, worker_out) = worker("worker-1");
+    wait_for(&worker_out, "agent worker-1 connected");
+    std::fs::write(&revoked, format!("{serial}  # lost laptop\n")).unwrap();
+    assert!(std::process::Command::new("kill")
+        .args(["-HUP", &hub.0.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    wait_for(&hub_out, "1 serial(s) revoked, 1 agent(s) closed");
+    wait_for(&worker_out, "revoked");
+    let out = run(&[
+        "send",
+        "--hub",
+        &url,
+        "--ca",
+        &file("ca.pem"),
+        "--id",
+        "worker-1",
+        "--cert",
+        &file("worker-1.pem"),
+        "--key",
+        &file("worker-1.key"),
+        "--to",
+        "x",
+        "hello",
+    ]);
+    assert!(!out.status.success(), "a revoked certificate got in again");
+}

@@ -40,10 +40,12 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
 mod agent_certs;
+mod client_ca;
 pub use agent_certs::{
     certified_agent_id, issue_agent_cert, peer_agent_id, write_agent_cert, AgentCert,
-    AgentCertFiles, ClientCa, MAX_CERT_AGENT_ID,
+    AgentCertFiles, MAX_CERT_AGENT_ID,
 };
+pub use client_ca::{certificate_serial, AgentCertificate, ClientCa, Reloaded, RevokedSerials};
 
 /// ALPN protocol identifier spoken by agentwire peers over QUIC.
 pub const ALPN_AGENTWIRE: &[u8] = b"agentwire/1";
@@ -421,6 +423,9 @@ pub struct HubIdentity {
     pub cert_chain: Vec<CertificateDer<'static>>,
     /// The private key matching `cert_chain[0]`.
     pub key: PrivateKeyDer<'static>,
+    /// What TLS configurations built from this identity (or a clone) serve: these
+    /// credentials until [`HubIdentity::serve_instead`] replaces them.
+    served: Arc<std::sync::RwLock<Arc<rustls::sign::CertifiedKey>>>,
 }
 
 /// An agent's client certificate chain and private key, for hubs that require one (from
@@ -432,6 +437,7 @@ impl Clone for HubIdentity {
         HubIdentity {
             cert_chain: self.cert_chain.clone(),
             key: self.key.clone_key(),
+            served: self.served.clone(),
         }
     }
 }
@@ -476,7 +482,11 @@ impl HubIdentity {
             }
             Err(e) => return Err(pem_err(cert_src, format!("unusable certificate: {e}"))),
         }
-        Ok(HubIdentity { cert_chain, key })
+        Ok(HubIdentity {
+            cert_chain,
+            key,
+            served: Arc::new(std::sync::RwLock::new(Arc::new(certified))),
+        })
     }
 
     /// Parses a PEM certificate chain (end-entity first) and a PEM private key
@@ -495,6 +505,14 @@ impl HubIdentity {
         let cert_pem = read_text(cert)?;
         let key_pem = read_text(key)?;
         Self::from_pem_labeled(&cert_pem, &key_pem, cert, key)
+    }
+
+    /// Makes every TLS configuration built from this identity, or from a clone of it, serve
+    /// `new`'s certificate and key from the next handshake on (a hub's certificate reload);
+    /// connections already up keep theirs. This identity's own fields stay as they were.
+    pub fn serve_instead(&self, new: &HubIdentity) {
+        let certified = new.served.read().unwrap_or_else(|p| p.into_inner()).clone();
+        *self.served.write().unwrap_or_else(|p| p.into_inner()) = certified;
     }
 
     /// Loads `hub.pem` and `hub.key` from `dir` (as written by [`write_cert_dir`]).
@@ -989,13 +1007,25 @@ pub fn server_config_for_agents(
         Some(ca) => builder.with_client_cert_verifier(ca.verifier()?),
         None => builder.with_no_client_auth(),
     };
-    let mut config =
-        builder.with_single_cert(identity.cert_chain.clone(), identity.key.clone_key())?;
+    let mut config = builder.with_cert_resolver(Arc::new(ServedCert(identity.served.clone())));
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     config.session_storage =
         rustls::server::ServerSessionMemoryCache::new(SERVER_SESSION_CACHE_SIZE);
     config.max_early_data_size = u32::MAX;
     Ok(config)
+}
+
+/// The certificate a hub serves, replaceable while it runs ([`HubIdentity::serve_instead`]).
+#[derive(Debug)]
+struct ServedCert(Arc<std::sync::RwLock<Arc<rustls::sign::CertifiedKey>>>);
+
+impl rustls::server::ResolvesServerCert for ServedCert {
+    fn resolve(
+        &self,
+        _: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.read().unwrap_or_else(|p| p.into_inner()).clone())
+    }
 }
 
 // ---------------------------------------------------------------------------

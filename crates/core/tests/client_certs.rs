@@ -202,3 +202,174 @@ async fn an_access_file_grants_certified_ids_their_permissions() {
     assert_eq!(ask(&boss, "worker-1").await.unwrap(), b"ping");
     echo_task.abort();
 }
+
+/// A hub whose client CA and revocations come from files, as `agentwire hub --client-ca
+/// --revoked-serials` loads them, with its listeners and the files.
+struct Reloadable {
+    hub: Hub,
+    bundle: CertBundle,
+    identity: HubIdentity,
+    urls: Vec<String>,
+    ca_file: std::path::PathBuf,
+    revoked_file: std::path::PathBuf,
+    _listeners: Vec<agentwire::hub::Listener>,
+    _dir: tempfile::TempDir,
+}
+
+async fn hub_from_files() -> Reloadable {
+    common::init_logs();
+    let bundle = tls::generate(&tls::default_hub_names()).unwrap();
+    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    let revoked_file = dir.path().join("revoked.txt");
+    std::fs::write(&ca_file, &bundle.ca_cert_pem).unwrap();
+    std::fs::write(&revoked_file, "# none yet\n").unwrap();
+    let ca = ClientCa::from_file(&ca_file).unwrap();
+    ca.set_revoked(tls::RevokedSerials::from_file(&revoked_file).unwrap());
+    let config = HubConfig {
+        client_ca: Some(ca),
+        ..HubConfig::default()
+    };
+    let hub = Hub::new(config, HubMetrics::new());
+    let listeners = common::listen_everywhere(&hub, &identity, &dir.path().join("hub.sock")).await;
+    let urls = listeners
+        .iter()
+        .map(|l| l.url.to_string())
+        .filter(|u| !u.starts_with("unix://"))
+        .collect();
+    Reloadable {
+        hub,
+        bundle,
+        identity,
+        urls,
+        ca_file,
+        revoked_file,
+        _listeners: listeners,
+        _dir: dir,
+    }
+}
+
+impl Reloadable {
+    fn opts(&self, url: &str, id: &str, identity: AgentIdentity, trust: HubTrust) -> AgentOptions {
+        let mut opts = AgentOptions::new(id, url, trust);
+        opts.identity = Some(identity);
+        opts.connect_timeout = Duration::from_secs(10);
+        opts
+    }
+
+    fn trust(&self) -> HubTrust {
+        HubTrust::ca_pem(&self.bundle.ca_cert_pem).unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_certificate_is_closed_on_reload_and_refused_after() {
+    let r = hub_from_files().await;
+    let mut revoked = String::new();
+    let mut agents = Vec::new();
+    for (i, url) in r.urls.iter().enumerate() {
+        let id = format!("revoked-{i}");
+        let cert =
+            tls::issue_agent_cert(&r.bundle.ca_cert_pem, &r.bundle.ca_key_pem, &id, 30).unwrap();
+        revoked.push_str(&format!("{}\n", cert.serial().unwrap()));
+        let identity = AgentIdentity::from_pem(&cert.cert_pem, &cert.key_pem).unwrap();
+        let agent = Agent::connect(r.opts(url, &id, identity.clone(), r.trust()))
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        agents.push((url.clone(), id, identity, agent));
+    }
+    let keeper_cert = agent_identity(&r.bundle, "kept");
+    let kept = Agent::connect(r.opts(&r.urls[0], "kept", keeper_cert, r.trust()))
+        .await
+        .unwrap();
+
+    std::fs::write(&r.revoked_file, &revoked).unwrap();
+    let (now, closed) = r.hub.reload_certificates().unwrap().unwrap();
+    assert_eq!(
+        (now.cas, now.revoked, closed),
+        (1, r.urls.len(), r.urls.len())
+    );
+
+    for (url, id, identity, agent) in agents {
+        let why = tokio::time::timeout(Duration::from_secs(10), agent.closed())
+            .await
+            .unwrap_or_else(|_| panic!("{url}: {id} kept its connection after the revocation"));
+        assert!(why.contains("revoked"), "{url}: {why}");
+        // And it cannot come back, with a fresh TLS handshake or a resumed session.
+        for _ in 0..2 {
+            let again = Agent::connect(r.opts(&url, &id, identity.clone(), r.trust())).await;
+            assert!(again.is_err(), "{url}: a revoked certificate got in again");
+        }
+    }
+    // The others keep working.
+    assert!(r.hub.agent("kept").is_some());
+    kept.send(
+        agentwire::Destination::agent("kept"),
+        Kind::Event,
+        "still here",
+    )
+    .await
+    .unwrap();
+
+    // A CA file that does not parse changes nothing.
+    std::fs::write(&r.ca_file, "not a certificate").unwrap();
+    assert!(r.hub.reload_certificates().unwrap().is_err());
+    assert!(r.hub.agent("kept").is_some());
+
+    // Another CA in force: the old CA's agents are closed.
+    let other = tls::generate(&tls::default_hub_names()).unwrap();
+    std::fs::write(&r.ca_file, &other.ca_cert_pem).unwrap();
+    std::fs::write(&r.revoked_file, "").unwrap();
+    let (now, closed) = r.hub.reload_certificates().unwrap().unwrap();
+    assert_eq!((now.cas, now.revoked, closed), (1, 0, 1));
+    let why = tokio::time::timeout(Duration::from_secs(10), kept.closed())
+        .await
+        .expect("the old CA's agent was not closed");
+    assert!(why.contains("no longer accepted"), "{why}");
+    let newcomer = tls::issue_agent_cert(&other.ca_cert_pem, &other.ca_key_pem, "new", 30).unwrap();
+    let newcomer = AgentIdentity::from_pem(&newcomer.cert_pem, &newcomer.key_pem).unwrap();
+    Agent::connect(r.opts(&r.urls[0], "new", newcomer, r.trust()))
+        .await
+        .expect("an agent of the CA now in force");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reloaded_hub_certificate_is_served_from_the_next_handshake() {
+    let r = hub_from_files().await;
+    let before = Agent::connect(r.opts(
+        &r.urls[0],
+        "before",
+        agent_identity(&r.bundle, "before"),
+        r.trust(),
+    ))
+    .await
+    .unwrap();
+    // A new hub key and certificate (another bundle's), put in force as SIGHUP does.
+    let next = tls::generate(&tls::default_hub_names()).unwrap();
+    let next_identity = HubIdentity::from_pem(&next.hub_cert_pem, &next.hub_key_pem).unwrap();
+    let new_pin = HubTrust::pin(&next_identity.spki_pin().unwrap()).unwrap();
+    r.identity.serve_instead(&next_identity);
+    for url in &r.urls {
+        let id = format!("after-{}", url.split(':').next().unwrap());
+        let pinned = r.opts(url, &id, agent_identity(&r.bundle, &id), new_pin.clone());
+        Agent::connect(pinned)
+            .await
+            .unwrap_or_else(|e| panic!("{url}: the new certificate is not served: {e}"));
+        let old = r.opts(url, "old", agent_identity(&r.bundle, "old"), r.trust());
+        assert!(
+            Agent::connect(old).await.is_err(),
+            "{url}: the old certificate is still served"
+        );
+    }
+    // The connection made before keeps working.
+    before
+        .send(
+            agentwire::Destination::agent("before"),
+            Kind::Event,
+            "still up",
+        )
+        .await
+        .unwrap();
+    assert!(r.hub.agent("before").is_some());
+}

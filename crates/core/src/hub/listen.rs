@@ -207,7 +207,7 @@ impl Hub {
                             hub.serve_gated(
                                 accepted.sender,
                                 accepted.receiver,
-                                accepted.certified_id,
+                                accepted.certificate,
                                 accepted.hello_gate,
                             )
                             .await

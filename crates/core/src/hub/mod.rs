@@ -190,6 +190,8 @@ pub struct ConnDriver {
     control: Box<dyn ConnectionControl>,
     /// A close that waits for the writer to send what is queued first (a reject).
     linger: Mutex<Option<(ErrorCode, String)>>,
+    /// The peer's verified client certificate, checked again after a reload.
+    certificate: Option<crate::tls::AgentCertificate>,
 }
 
 type HubConn = Conn<ConnDriver, ReplySlot>;
@@ -407,12 +409,49 @@ impl Hub {
     /// Puts a reloaded access policy in force; agents whose credential was removed or whose
     /// permissions changed are closed with `unauthorized` ([`HubCore::reload_access`]).
     /// Returns how many were closed.
+    ///
+    /// The CLI calls it on SIGHUP, with [`reload_certificates`](Self::reload_certificates).
     pub fn reload_access(&self, policy: Arc<AccessPolicy>) -> usize {
         let mut actions = Vec::new();
         let closed = self
             .inner
             .core
             .reload_access(policy, Now::system(), &mut actions);
+        apply(&self.inner, &mut actions);
+        closed
+    }
+
+    /// Reads the client CA file and the revoked-serials file again ([`ClientCa::reload`]; a
+    /// file that cannot be read or parsed changes nothing), then closes with `unauthorized`
+    /// every agent whose certificate is now revoked or no longer chains to a CA in force.
+    /// Returns what is in force and how many agents were closed; `None` without a client CA.
+    ///
+    /// [`ClientCa::reload`]: crate::tls::ClientCa::reload
+    pub fn reload_certificates(
+        &self,
+    ) -> Option<Result<(crate::tls::Reloaded, usize), crate::tls::TlsError>> {
+        let ca = self.inner.config.client_ca.as_ref()?;
+        Some(
+            ca.reload()
+                .map(|reloaded| (reloaded, self.recheck_certificates())),
+        )
+    }
+
+    /// Checks every agent's certificate against the client CA in force, closing with
+    /// `unauthorized` those it no longer accepts. Returns how many were closed.
+    pub fn recheck_certificates(&self) -> usize {
+        let mut actions = Vec::new();
+        let mut closed = 0;
+        for agent in self.inner.core.agents() {
+            let certificate = agent.conn.driver().certificate.as_ref();
+            if let Some(why) = self.inner.refused_certificate(certificate) {
+                tracing::info!(agent = %agent.registration.agent_id, %why, "closing an agent after a certificate reload");
+                self.inner
+                    .core
+                    .revoke(&agent.conn, &why, Now::system(), &mut actions);
+                closed += 1;
+            }
+        }
         apply(&self.inner, &mut actions);
         closed
     }
@@ -533,22 +572,28 @@ impl Hub {
         receiver: R,
         certified_id: Option<Arc<str>>,
     ) {
-        self.serve_gated(sender, receiver, certified_id, None).await
+        self.inner
+            .clone()
+            .serve_connection(sender, receiver, certified_id, None, None)
+            .await
     }
 
     /// [`serve_connection_as`](Self::serve_connection_as) for a connection whose `hello_gate`
     /// limits what it may send before its hello (opened once the hello is accepted).
+    /// A `certificate` is checked against the client CA in force first (a resumed TLS
+    /// session was not verified again), and kept to check after a reload.
     pub(super) async fn serve_gated<S: FrameSender, R: FrameReceiver>(
         &self,
         sender: S,
         receiver: R,
-        certified_id: Option<Arc<str>>,
+        certificate: Option<crate::tls::AgentCertificate>,
         hello_gate: Option<crate::transport::hello_gate::HelloGate>,
     ) {
         self.start_timer();
+        let certified_id = certificate.as_ref().and_then(|c| c.agent_id().cloned());
         self.inner
             .clone()
-            .serve_connection(sender, receiver, certified_id, hello_gate)
+            .serve_connection(sender, receiver, certified_id, certificate, hello_gate)
             .await
     }
 
@@ -575,19 +620,36 @@ impl Hub {
 }
 
 impl HubInner {
+    /// Why the client CA in force refuses `certificate` now, if it does.
+    fn refused_certificate(
+        &self,
+        certificate: Option<&crate::tls::AgentCertificate>,
+    ) -> Option<String> {
+        let (ca, cert) = (self.config.client_ca.as_ref()?, certificate?);
+        ca.check(cert, rustls_pki_types::UnixTime::now()).err()
+    }
+
     async fn serve_connection<S: FrameSender, R: FrameReceiver>(
         self: Arc<Self>,
         sender: S,
         mut receiver: R,
         certified_id: Option<Arc<str>>,
+        certificate: Option<crate::tls::AgentCertificate>,
         hello_gate: Option<crate::transport::hello_gate::HelloGate>,
     ) {
         let transport = sender.kind();
         let _guard = self.core.metrics().connection_guard(transport.name());
+        if let Some(why) = self.refused_certificate(certificate.as_ref()) {
+            tracing::info!(%why, "refusing a connection before its hello");
+            self.core.metrics().dropped("credential-revoked");
+            sender.close(ErrorCode::Unauthorized, &why);
+            return;
+        }
         let driver = ConnDriver {
             wake: Notify::new(),
             control: Box::new(sender.clone()),
             linger: Mutex::new(None),
+            certificate,
         };
         let peer = Peer {
             remote: sender.stats().remote_addr.map(|a| a.ip()),

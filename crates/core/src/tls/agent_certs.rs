@@ -15,11 +15,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustls::server::danger::ClientCertVerifier;
-use rustls::RootCertStore;
 use rustls_pki_types::CertificateDer;
 
-use super::{crypto_provider, gen_err, io_err, parse_certs, read_text, write_file, TlsError};
+#[cfg(test)]
+use super::ClientCa;
+use super::{gen_err, io_err, write_file, TlsError};
 
 /// Longest agent id a certificate may name (the hub accepts ids of at most 128 bytes too).
 pub const MAX_CERT_AGENT_ID: usize = 128;
@@ -33,6 +33,17 @@ pub struct AgentCert {
     pub cert_pem: String,
     /// The agent's private key.
     pub key_pem: String,
+}
+
+impl AgentCert {
+    /// The certificate's serial number in hexadecimal, as a hub's `--revoked-serials` file
+    /// lists it.
+    pub fn serial(&self) -> Result<String, TlsError> {
+        use rustls_pki_types::pem::PemObject;
+        let der = CertificateDer::from_pem_slice(self.cert_pem.as_bytes())
+            .map_err(|e| TlsError::BadCertificate(e.to_string()))?;
+        super::certificate_serial(&der)
+    }
 }
 
 impl std::fmt::Debug for AgentCert {
@@ -198,72 +209,6 @@ pub fn peer_agent_id(chain: &[CertificateDer<'_>]) -> Option<Arc<str>> {
             tracing::debug!("a verified client certificate names no usable agent id: {e}");
             None
         }
-    }
-}
-
-/// The CA(s) whose agent certificates a hub accepts; with it, the hub requires every TLS
-/// connection to present one (see [`super::server_config_for_agents`]).
-#[derive(Clone)]
-pub struct ClientCa {
-    roots: Arc<RootCertStore>,
-    source: PathBuf,
-}
-
-impl std::fmt::Debug for ClientCa {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientCa")
-            .field("source", &self.source)
-            .field("certificates", &self.roots.len())
-            .finish()
-    }
-}
-
-impl ClientCa {
-    /// The CA certificate(s) in the PEM file at `path` (for example the `ca.pem` of
-    /// `agentwire cert`). Errors name the file.
-    pub fn from_file(path: &Path) -> Result<Self, TlsError> {
-        let pem = read_text(path)?;
-        Self::from_certs(parse_certs(&pem, path)?, path)
-    }
-
-    /// The CA certificate(s) in PEM text.
-    ///
-    /// ```
-    /// let ca = agentwire::tls::generate(&["localhost".into()])?;
-    /// let clients = agentwire::tls::ClientCa::from_pem(&ca.ca_cert_pem)?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn from_pem(pem: &str) -> Result<Self, TlsError> {
-        let source = Path::new(super::INLINE_PEM);
-        Self::from_certs(parse_certs(pem, source)?, source)
-    }
-
-    fn from_certs(certs: Vec<CertificateDer<'static>>, source: &Path) -> Result<Self, TlsError> {
-        let mut roots = RootCertStore::empty();
-        for cert in certs {
-            roots.add(cert).map_err(|e| {
-                super::pem_err(source, format!("not usable as a CA certificate: {e}"))
-            })?;
-        }
-        Ok(ClientCa {
-            roots: Arc::new(roots),
-            source: source.to_path_buf(),
-        })
-    }
-
-    /// A verifier that requires a certificate chaining to these CAs, for `clientAuth`.
-    pub(super) fn verifier(&self) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
-        rustls::server::WebPkiClientVerifier::builder_with_provider(
-            self.roots.clone(),
-            crypto_provider(),
-        )
-        .build()
-        .map_err(|e| {
-            super::pem_err(
-                &self.source,
-                format!("cannot check client certificates: {e}"),
-            )
-        })
     }
 }
 

@@ -29,9 +29,9 @@ pub struct Accepted<S, R> {
     pub receiver: R,
     /// The peer's first frame arrived as QUIC 0-RTT data.
     pub zero_rtt: bool,
-    /// The agent id the peer's verified client certificate names (mutual TLS), if it
-    /// presented one.
-    pub certified_id: Option<Arc<str>>,
+    /// The peer's verified client certificate (mutual TLS), if it presented one: the agent
+    /// id it names, and what the hub checks again at the hello and after a reload.
+    pub certificate: Option<crate::tls::AgentCertificate>,
     /// For a TCP connection: the limit on what it may send before its hello, which the hub
     /// opens once it accepts the hello.
     pub hello_gate: Option<HelloGate>,
@@ -192,11 +192,11 @@ async fn tcp_setup(
                 ConnectError::tls_handshake("TLS handshake failed", e).into(),
             )
         })?;
-    let certified_id = tls_stream
+    let certificate = tls_stream
         .get_ref()
         .1
         .peer_certificates()
-        .and_then(crate::tls::peer_agent_id);
+        .and_then(crate::tls::AgentCertificate::of_chain);
     if tls_stream.get_ref().1.alpn_protocol() == Some(h2::ALPN_H2) {
         let (s, r) = h2::accept(tls_stream, Some(remote), timeout)
             .await
@@ -207,7 +207,7 @@ async fn tcp_setup(
         Ok(certified(
             AnySender::H2(s),
             AnyReceiver::H2(r),
-            certified_id,
+            certificate,
             gate,
         ))
     } else {
@@ -222,7 +222,7 @@ async fn tcp_setup(
         Ok(certified(
             AnySender::Ws(s),
             AnyReceiver::Ws(r),
-            certified_id,
+            certificate,
             gate,
         ))
     }
@@ -231,14 +231,14 @@ async fn tcp_setup(
 fn certified(
     sender: AnySender,
     receiver: AnyReceiver,
-    certified_id: Option<Arc<str>>,
+    certificate: Option<crate::tls::AgentCertificate>,
     gate: HelloGate,
 ) -> Accepted<AnySender, AnyReceiver> {
     Accepted {
         sender,
         receiver,
         zero_rtt: false,
-        certified_id,
+        certificate,
         hello_gate: Some(gate),
     }
 }
@@ -279,7 +279,7 @@ impl Listen for UnixListen {
                             sender,
                             receiver,
                             zero_rtt: false,
-                            certified_id: None,
+                            certificate: None,
                             hello_gate: None,
                         })
                     }))

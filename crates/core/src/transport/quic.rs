@@ -1318,13 +1318,13 @@ async fn accept_connection(
         // The handshake failed after 0-RTT data arrived (e.g. a replayed flight).
         return Err(failed(map_connection_error(&reason)));
     }
-    let certified_id = conn
+    let certificate = conn
         .peer_identity()
         .and_then(|any| {
             any.downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>()
                 .ok()
         })
-        .and_then(|chain| crate::tls::peer_agent_id(&chain));
+        .and_then(|chain| crate::tls::AgentCertificate::of_chain(&chain));
     // Nothing bigger than a hello until the hub has read the hello (the hub raises the limit
     // to the agreed one then).
     let max_in = agentwire_proto::MAX_HELLO_FRAME;
@@ -1336,7 +1336,7 @@ async fn accept_connection(
         sender,
         receiver,
         zero_rtt,
-        certified_id,
+        certificate,
         // QUIC bounds what a peer may send by its flow-control windows; the receiver takes no
         // frame over a hello's size before the hello.
         hello_gate: None,

@@ -882,6 +882,13 @@ impl<D, R> HubCore<D, R> {
         closed
     }
 
+    /// Closes `conn` with `unauthorized` because its credential is no longer good (`why`),
+    /// counted as `dropped{reason="credential-revoked"}`.
+    pub fn revoke(&self, conn: &Arc<Conn<D, R>>, why: &str, now: Now, out: &mut Vec<Action<D, R>>) {
+        self.metrics.dropped("credential-revoked");
+        self.close(conn, ErrorCode::Unauthorized, why, false, now, out);
+    }
+
     /// Sends a reject, then closes once it is out.
     fn reject(
         &self,
