@@ -88,6 +88,24 @@ pub enum Command {
     ///
     /// Example: agentwire queue --hub unix:///tmp/hub.sock dead-letters jobs
     Queue(QueueArgs),
+    /// Ask a running hub to read its files again (access file, client CA, revoked serials,
+    /// hub certificate), as SIGHUP does; the agent's credential must say "admin": true.
+    /// Prints the hub's JSON answer.
+    ///
+    /// Example: agentwire reload --hub unix:///tmp/hub.sock --id ops --auth-token "$OPS_TOKEN"
+    Reload(ReloadArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ReloadArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Agent id to connect as (default: reload-PID).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Answer timeout, milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    pub timeout_ms: u64,
 }
 
 #[derive(Args, Debug)]

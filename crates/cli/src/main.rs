@@ -3,6 +3,7 @@
 mod agent_protocol;
 mod args;
 mod netsim;
+mod reload;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -16,8 +17,8 @@ use clap::Parser;
 
 use args::{
     AgentArgs, BenchArgs, CertAgentArgs, CertArgs, CertCommand, Cli, Command, HubArgs, LoadArgs,
-    NetsimCommand, QueueArgs, QueueCommand, RelayArgs, ScorecardArgs, SendArgs, ServeArgs,
-    TokenArgs,
+    NetsimCommand, QueueArgs, QueueCommand, RelayArgs, ReloadArgs, ScorecardArgs, SendArgs,
+    ServeArgs, TokenArgs,
 };
 
 fn main() -> ExitCode {
@@ -57,6 +58,7 @@ fn run_async(command: Command) -> Result<()> {
             Command::Netsim(NetsimCommand::Check(a)) => netsim::check(a).await,
             Command::AgentProtocol(c) => agent_protocol::run(c).await,
             Command::Queue(a) => queue(a).await,
+            Command::Reload(a) => reload_hub(a).await,
             Command::Token(a) => token(a),
             Command::Serve(_) | Command::Load(_) | Command::Scorecard(_) => {
                 bail!("serve, load and scorecard start their own runtimes; they are run from main")
@@ -463,7 +465,11 @@ async fn hub(a: HubArgs) -> Result<()> {
         println!("hub key pin: {}", identity.spki_pin()?);
     }
     let stats = a.stats_interval.map(Duration::from_secs);
-    let reloads = reload_on_sighup(&a, &hub, identity.as_ref());
+    let reloader = reload::Reloader::new(&a, identity.as_ref());
+    let reloads = reloader.as_ref().and_then(|r| {
+        r.serve_hub_ops(&hub);
+        r.on_sighup(&hub)
+    });
     until_stopped(stats, || {
         for info in hub.agents() {
             println!("{}", serde_json::to_string(&info)?);
@@ -484,75 +490,6 @@ async fn hub(a: HubArgs) -> Result<()> {
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     Ok(())
-}
-
-/// On every SIGHUP, reads again what the hub was started with and puts it in force: the access
-/// file (agents whose credential was removed or whose permissions changed are closed with
-/// `unauthorized`), the client CA and revoked serials (agents whose certificate is no longer
-/// accepted are closed), and the hub certificate (served from the next handshake on). A file
-/// that cannot be read or is not valid leaves what it configures as it was.
-fn reload_on_sighup(
-    a: &HubArgs,
-    hub: &Hub,
-    identity: Option<&HubIdentity>,
-) -> Option<tokio::task::JoinHandle<()>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let access = a.access_file.clone();
-    let served = identity.cloned().zip(a.cert_dir.clone());
-    let client_ca = a.client_ca.is_some();
-    if access.is_none() && served.is_none() && !client_ca {
-        return None;
-    }
-    let mut hangups = match signal(SignalKind::hangup()) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("warning: cannot watch SIGHUP, nothing will be reloaded: {e}");
-            return None;
-        }
-    };
-    let hub = hub.clone();
-    Some(tokio::spawn(async move {
-        while hangups.recv().await.is_some() {
-            if let Some(path) = &access {
-                match agentwire::hub::AccessPolicy::from_file(path) {
-                    Ok(policy) => {
-                        let closed = hub.reload_access(std::sync::Arc::new(policy));
-                        println!(
-                            "access file {} reloaded: {closed} agent(s) closed",
-                            path.display()
-                        );
-                    }
-                    Err(e) => {
-                        eprintln!("error: {e}; the access rules in force stay as they were")
-                    }
-                }
-            }
-            match hub.reload_certificates() {
-                Some(Ok((now, closed))) => println!(
-                    "client CA reloaded: {} CA certificate(s), {} serial(s) revoked, {closed} agent(s) closed",
-                    now.cas, now.revoked
-                ),
-                Some(Err(e)) => {
-                    eprintln!("error: {e}; the client CA and revocations in force stay as they were")
-                }
-                None => {}
-            }
-            if let Some((identity, dir)) = &served {
-                match HubIdentity::from_dir(dir) {
-                    Ok(new) => {
-                        identity.serve_instead(&new);
-                        match new.spki_pin() {
-                            Ok(pin) => println!("hub certificate reloaded: key pin {pin}"),
-                            Err(_) => println!("hub certificate reloaded"),
-                        }
-                    }
-                    Err(e) => {
-                        eprintln!("error: {e}; the hub certificate in force stays as it was")
-                    }
-                }
-            }
-        }
-    }))
 }
 
 /// Warns (stderr and log) about what the hub would expose, or with `require_auth` refuses to
@@ -733,6 +670,24 @@ async fn queue(a: QueueArgs) -> Result<()> {
         .await;
     agent.close().await;
     println!("{}", serde_json::to_string_pretty(&answer?)?);
+    Ok(())
+}
+
+/// `agentwire reload`: asks a running hub to read its files again, and prints its answer.
+async fn reload_hub(a: ReloadArgs) -> Result<()> {
+    let id =
+        a.id.clone()
+            .unwrap_or_else(|| format!("reload-{}", std::process::id()));
+    let agent = Agent::connect(a.connect.options(&id)?).await?;
+    let answer = agent
+        .hub_op("reload", Duration::from_millis(a.timeout_ms))
+        .await;
+    agent.close().await;
+    let answer = answer?;
+    println!("{}", serde_json::to_string_pretty(&answer)?);
+    if answer["errors"].as_array().is_some_and(|e| !e.is_empty()) {
+        bail!("the hub could not reload everything");
+    }
     Ok(())
 }
 

@@ -484,3 +484,63 @@ fn sighup_revokes_an_agent_certificate_by_its_serial() {
     ]);
     assert!(!out.status.success(), "a revoked certificate got in again");
 }
+
+/// `agentwire reload`: an agent whose credential says `"admin": true` makes the hub read its
+/// access file again (as SIGHUP does) and gets the report; anyone else is refused.
+#[test]
+fn an_admin_asks_the_hub_to_reload_and_nobody_else_may() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ops_token, ops_hash) = token();
+    let (worker_token, worker_hash) = token();
+    let access = dir.path().join("access.json");
+    let write = |worker: bool| {
+        let worker_line = if worker {
+            format!(r#", {{"token_sha256": "{worker_hash}", "ids": ["worker-*"], "send": ["*"]}}"#)
+        } else {
+            String::new()
+        };
+        std::fs::write(
+            &access,
+            format!(
+                r#"{{"credentials": [{{"token_sha256": "{ops_hash}", "ids": ["ops"], "admin": true}}{worker_line}]}}"#
+            ),
+        )
+        .unwrap();
+    };
+    write(true);
+    let site = Site::start(dir.path(), &access, &worker_token);
+    let reload = |id: &str, token: &str| {
+        run(&[
+            "reload",
+            "--hub",
+            &site.url,
+            "--id",
+            id,
+            "--auth-token",
+            token,
+        ])
+    };
+    // A worker, even one allowed to send everywhere, may not.
+    let out = reload("worker-2", &worker_token);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("admin"), "{}", text(&out.stderr));
+    // The admin may: the worker's credential removed, it is closed, and the report says so.
+    write(false);
+    let out = reload("ops", &ops_token);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reloaded = report["reloaded"][0].as_str().unwrap();
+    assert!(reloaded.contains("reloaded: 1 agent(s) closed"), "{report}");
+    assert_eq!(report["errors"], serde_json::json!([]));
+    wait_for(&site.hub_out, "reloaded: 1 agent(s) closed");
+    wait_for(&site.worker_out, "unauthorized");
+    // A broken file is reported, and the command fails.
+    std::fs::write(&access, "{not json").unwrap();
+    let out = reload("ops", &ops_token);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stdout).contains("stay as they were"),
+        "{}",
+        text(&out.stdout)
+    );
+}

@@ -798,6 +798,23 @@ impl AgentHandle {
         self.request_envelope(env, timeout).await
     }
 
+    /// Asks the hub itself for an operation (`reload`: read its access file, client CA,
+    /// revoked serials and certificate again, as SIGHUP does); the agent's credential must
+    /// say `"admin": true`. Returns the hub's JSON answer.
+    pub async fn hub_op(
+        &self,
+        op: &str,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, AgentError> {
+        let env = self
+            .envelope(Destination::agent(crate::hub::HUB_ID), Kind::Request)
+            .with_ttl_ms(u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX))
+            .with_header(crate::hub::HUB_OP_HEADER, op);
+        let answer = self.request_envelope(env, timeout).await?;
+        serde_json::from_slice(&answer.body)
+            .map_err(|e| AgentError::Config(format!("the hub's answer is not JSON: {e}")))
+    }
+
     /// Sends a prepared request envelope (kind set to request) and waits for its response.
     pub async fn request_envelope(
         &self,

@@ -31,10 +31,11 @@ use tokio::task::JoinHandle;
 
 pub use self::core::{
     is_reserved, token_sha256, AbuseLimits, AccessError, AccessPolicy, Action, AgentSnapshot, Conn,
-    CoreConfig, DuplicatePolicy, Grant, HubCore, Now, Outbound, Peer, Registration, ATTEMPT_HEADER,
-    CREDIT_HEADER, DEFAULT_AGENT_QUEUE_BYTES, DEFAULT_HUB_QUEUE_BYTES, DEFAULT_MAX_OPEN_REQUESTS,
-    DEFAULT_MAX_SUBSCRIPTIONS, DELAY_HEADER, DUPLICATE_HEADER, HUB_ID, PRESENCE_TOPIC,
-    PRODUCER_ID_HEADER, QUEUE_OP_HEADER, QUEUE_OWNER_ID, TASK_ID_HEADER,
+    CoreConfig, DuplicatePolicy, Grant, HubCore, HubOp, Now, Outbound, Peer, Registration,
+    ATTEMPT_HEADER, CREDIT_HEADER, DEFAULT_AGENT_QUEUE_BYTES, DEFAULT_HUB_QUEUE_BYTES,
+    DEFAULT_MAX_OPEN_REQUESTS, DEFAULT_MAX_SUBSCRIPTIONS, DELAY_HEADER, DUPLICATE_HEADER, HUB_ID,
+    HUB_OP_HEADER, PRESENCE_TOPIC, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, QUEUE_OWNER_ID,
+    TASK_ID_HEADER,
 };
 pub use crate::transport::ConnectionControl;
 pub use exposure::{exposures, Exposure};
@@ -242,9 +243,25 @@ struct HubInner {
     core: HubCore<ConnDriver, ReplySlot>,
     messages_out: MessageTable,
     timer_task: OnceLock<JoinHandle<()>>,
+    /// What carries out the operations agents ask of the hub ([`Hub::on_hub_op`]).
+    hub_ops: OnceLock<HubOpHandler>,
     /// The queue store's writer thread, when queues are durable: from the start
     /// ([`Hub::with_store`]), or while the hub keeps a cluster's queues.
     store: Mutex<Option<store::StoreWriter>>,
+}
+
+/// Carries out an operation an allowed agent asked of the hub; `Ok` is the answer's body.
+pub type HubOpHandler = Box<dyn Fn(HubOp) -> Result<String, String> + Send + Sync>;
+
+/// A hub that does not keep it alive ([`Hub::downgrade`]), for handlers the hub holds.
+#[derive(Clone)]
+pub struct WeakHub(std::sync::Weak<HubInner>);
+
+impl WeakHub {
+    /// The hub, if it still exists.
+    pub fn upgrade(&self) -> Option<Hub> {
+        self.0.upgrade().map(|inner| Hub { inner })
+    }
 }
 
 /// A QUIC listener of a hub.
@@ -293,6 +310,7 @@ impl Hub {
                 core,
                 config,
                 timer_task: OnceLock::new(),
+                hub_ops: OnceLock::new(),
                 store: Mutex::new(None),
             }),
         }
@@ -327,6 +345,7 @@ impl Hub {
             core,
             config,
             timer_task: OnceLock::new(),
+            hub_ops: OnceLock::new(),
             store: Mutex::new(Some(writer)),
         });
         feed.start(store, Arc::downgrade(&inner));
@@ -419,6 +438,19 @@ impl Hub {
             .reload_access(policy, Now::system(), &mut actions);
         apply(&self.inner, &mut actions);
         closed
+    }
+
+    /// Sets what carries out the operations agents with an `admin` credential ask of the hub
+    /// (requests to `$hub` with a [`HUB_OP_HEADER`]); once per hub (later calls are ignored).
+    /// Without a handler such requests get an `internal` error. The handler runs on the task
+    /// that read the request: keep it short, and hold the hub through a [`WeakHub`].
+    pub fn on_hub_op(&self, handler: HubOpHandler) {
+        let _ = self.inner.hub_ops.set(handler);
+    }
+
+    /// A handle that does not keep the hub alive.
+    pub fn downgrade(&self) -> WeakHub {
+        WeakHub(Arc::downgrade(&self.inner))
     }
 
     /// Reads the client CA file and the revoked-serials file again ([`ClientCa::reload`]; a
@@ -765,6 +797,29 @@ fn apply(hub: &HubInner, actions: &mut HubActions) {
                     driver.control.close(*code, reason);
                 }
                 driver.wake.notify_one();
+            }
+            Action::HubOp {
+                conn,
+                request,
+                op,
+                reply,
+            } => {
+                // Rare and quick (a few files read): done here, on the task that read the
+                // request.
+                let result = match hub.hub_ops.get() {
+                    Some(handler) => handler(*op),
+                    None => Err("this hub carries out no operations".into()),
+                };
+                let mut answer = Vec::new();
+                hub.core.answer_hub_op(
+                    conn,
+                    *request,
+                    result,
+                    reply.take(),
+                    Now::system(),
+                    &mut answer,
+                );
+                apply(hub, &mut answer);
             }
             Action::Wake(_) => {}
         }

@@ -44,6 +44,10 @@ pub struct Grant {
     /// Queues it may consume (and look at: stats, dead letters, replay, discard).
     #[serde(default)]
     pub consume: Vec<String>,
+    /// It may ask the hub itself for operations (`$hub` requests with a `hub-op` header,
+    /// such as `reload`).
+    #[serde(default)]
+    pub admin: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -60,6 +64,8 @@ struct Credential {
     subscribe: Vec<String>,
     #[serde(default)]
     consume: Vec<String>,
+    #[serde(default)]
+    admin: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -181,6 +187,7 @@ impl AccessPolicy {
                 send: c.send,
                 subscribe: c.subscribe,
                 consume: c.consume,
+                admin: c.admin,
             };
             credentials.push(Entry {
                 proof,
@@ -318,6 +325,7 @@ mod tests {
             ],
             subscribe: vec!["results.*".into()],
             consume: vec!["jobs".into()],
+            admin: false,
         };
         assert!(g.may_send(&DestinationRef::Agent("worker-2"), Kind::Request, None));
         assert!(!g.may_send(&DestinationRef::Agent("boss"), Kind::Request, None));

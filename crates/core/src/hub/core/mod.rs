@@ -34,6 +34,7 @@
 mod access;
 mod budget;
 mod conn;
+mod hub_ops;
 mod limits;
 mod queue_owner;
 mod queues;
@@ -56,6 +57,7 @@ use bytes::Bytes;
 pub use access::{token_sha256, AccessError, AccessPolicy, Grant};
 pub use budget::DEFAULT_HUB_QUEUE_BYTES;
 pub use conn::{Conn, Outbound, Peer, Registration};
+pub use hub_ops::{HubOp, HUB_OP_HEADER};
 pub use limits::AbuseLimits;
 pub use queue_owner::QUEUE_OWNER_ID;
 pub use queues::{
@@ -225,6 +227,18 @@ pub enum Action<D, R> {
         reason: String,
         /// Send what is queued first.
         linger: bool,
+    },
+    /// An agent allowed to asked the hub for `op` ([`HubOp`]): do it, then answer with
+    /// [`HubCore::answer_hub_op`].
+    HubOp {
+        /// Who asked.
+        conn: Arc<Conn<D, R>>,
+        /// The request's id.
+        request: u64,
+        /// What to do.
+        op: HubOp,
+        /// Where the answer goes (the request's own stream), if anywhere.
+        reply: Option<R>,
     },
 }
 
@@ -1069,6 +1083,10 @@ impl<D, R> HubCore<D, R> {
                 );
                 return;
             }
+        }
+        if view.to == DestinationRef::Agent(HUB_ID) && view.kind == Kind::Request {
+            self.on_hub_op(conn, reg, raw, (view.id, reply), now, out);
+            return;
         }
         if let Some(why) = reserved::send_refusal(&view.to) {
             self.denied(conn, &why, Some((view.id, reply)), now, out);

@@ -33,6 +33,8 @@ struct Sim {
     closes: HashMap<u64, (ErrorCode, bool)>,
     /// Queue writes the core asked the driver to make durable, not yet confirmed.
     persists: Vec<(u64, Vec<agentwire_queue::StoreOp>)>,
+    /// Operations asked of the hub: who, the request's id, what.
+    hub_ops: Vec<(SimConn, u64, super::HubOp)>,
 }
 
 /// One frame the hub sent to an agent, decoded.
@@ -80,6 +82,7 @@ impl Sim {
             actions: Vec::new(),
             closes: HashMap::new(),
             persists: Vec::new(),
+            hub_ops: Vec::new(),
         }
     }
 
@@ -101,6 +104,9 @@ impl Sim {
                     self.closes.insert(conn.id(), (code, linger));
                 }
                 Action::Persist { token, writes } => self.persists.push((token, writes)),
+                Action::HubOp {
+                    conn, request, op, ..
+                } => self.hub_ops.push((conn, request, op)),
                 Action::Wake(_) | Action::Registered(_) => {}
             }
         }

@@ -2,6 +2,7 @@
 //! names kept for the hub, and open requests bounded per agent.
 
 use super::*;
+use crate::hub::core::{HubOp, HUB_OP_HEADER};
 
 /// `agentwire_hub_dropped_messages_total{reason}` as the core counted it.
 pub(super) fn dropped(sim: &Sim, reason: &str) -> u64 {
@@ -351,4 +352,88 @@ fn a_reloaded_access_file_closes_whom_it_no_longer_admits() {
         error_code(sim.drain(&boss)[0].envelope()),
         Some(ErrorCode::Unauthorized)
     );
+}
+
+/// Requests to `$hub` with a `hub-op` header: only a credential with `admin` may ask, only for
+/// a known operation; the driver's answer goes back to the one who asked.
+#[test]
+fn only_admins_ask_the_hub_for_operations() {
+    let json = format!(
+        r#"{{"credentials": [
+            {{"token_sha256": "{}", "ids": ["ops"], "admin": true}},
+            {{"token_sha256": "{}", "ids": ["worker-*"], "send": ["*", "agent:*"]}}
+        ]}}"#,
+        token_sha256("ops-token"),
+        token_sha256("worker-token")
+    );
+    let mut sim = Sim::new(CoreConfig {
+        access: Some(Arc::new(AccessPolicy::from_json(&json).unwrap())),
+        ..config()
+    });
+    let ops = sim.connect_token("ops", "ops-token").unwrap();
+    let worker = sim.connect_token("worker-1", "worker-token").unwrap();
+    let ask = |id: u64, from: &Agent, op: &str| {
+        env(id, from, Destination::agent(HUB_ID), Kind::Request).with_header(HUB_OP_HEADER, op)
+    };
+    // Not an admin, even one allowed to send to every agent.
+    sim.send(&worker, ask(1, &worker, "reload"));
+    let got = sim.drain(&worker);
+    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::Unauthorized));
+    assert_eq!(got[0].envelope().correlation, Some(1));
+    // An unknown operation.
+    sim.send(&ops, ask(2, &ops, "format-disk"));
+    let got = sim.drain(&ops);
+    assert_eq!(
+        error_code(got[0].envelope()),
+        Some(ErrorCode::ProtocolViolation)
+    );
+    assert!(sim.hub_ops.is_empty());
+    // The admin's reload goes to the driver, whose answer comes back correlated.
+    sim.send(&ops, ask(3, &ops, "reload"));
+    let (conn, request, op) = sim.hub_ops.pop().unwrap();
+    assert_eq!((conn.id(), request, op), (ops.conn.id(), 3, HubOp::Reload));
+    sim.core.answer_hub_op(
+        &conn,
+        request,
+        Ok(r#"{"reloaded": ["access file"]}"#.into()),
+        None,
+        sim.now,
+        &mut sim.actions,
+    );
+    sim.take_actions();
+    let got = sim.drain(&ops);
+    let answer = got[0].envelope();
+    assert_eq!((answer.kind, answer.correlation), (Kind::Response, Some(3)));
+    assert_eq!(answer.from, HUB_ID);
+    assert_eq!(&answer.body[..], br#"{"reloaded": ["access file"]}"#);
+    // A failure is an error to the admin.
+    sim.send(&ops, ask(4, &ops, "reload"));
+    let (conn, request, _) = sim.hub_ops.pop().unwrap();
+    sim.core.answer_hub_op(
+        &conn,
+        request,
+        Err("disk gone".into()),
+        None,
+        sim.now,
+        &mut sim.actions,
+    );
+    sim.take_actions();
+    let got = sim.drain(&ops);
+    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::Internal));
+}
+
+/// Without an access file nobody may ask the hub for operations.
+#[test]
+fn an_open_hub_does_no_operations() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    sim.send(
+        &a,
+        env(1, &a, Destination::agent(HUB_ID), Kind::Request).with_header(HUB_OP_HEADER, "reload"),
+    );
+    assert_eq!(
+        error_code(sim.drain(&a)[0].envelope()),
+        Some(ErrorCode::Unauthorized)
+    );
+    assert!(sim.hub_ops.is_empty());
 }
