@@ -2,11 +2,11 @@
 //! (`agentwire hub --cluster nats://HOST:PORT[,…]`).
 //!
 //! Every hub publishes the state of its own agents (ids and topics) on
-//! `agentwire.<cluster>.presence` and listens for the others'. For each agent of another hub it
+//! `agentwire.<cluster>.presence.<hub>` and listens for the others'. For each agent of another hub it
 //! runs a stand-in connection on its own hub core (transport `cluster`: [`link`]), so the core
 //! routes to remote agents exactly as to local ones: a direct message, a request and its answer,
 //! a topic message for a remote subscriber, a broadcast. What the core hands a stand-in is
-//! published to the agent's hub on `agentwire.<cluster>.hub.<id>`, which feeds it to its core as
+//! published to the agent's hub on `agentwire.<cluster>.hub.<id>.from.<hub>`, which feeds it to its core as
 //! coming from the sender's stand-in there. `$presence` shows every hub's agents, because each
 //! hub sees the stand-ins join and leave.
 //!

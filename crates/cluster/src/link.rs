@@ -29,8 +29,6 @@ use tokio::sync::{mpsc, watch};
 
 /// The NATS header naming the agent that sent a frame.
 pub const FROM_HEADER: &str = "Agentwire-From";
-/// The NATS header naming the hub that published a frame.
-pub const HUB_HEADER: &str = "Agentwire-Hub";
 /// The NATS header of a task the queue owner delivers: the consumer's agent id. The frame
 /// goes to that agent as it is, not through the receiving hub's routing.
 pub const DELIVER_HEADER: &str = "Agentwire-Deliver";
@@ -55,6 +53,20 @@ pub struct Shared {
     pub owns_queues: std::sync::atomic::AtomicBool,
     /// Topic messages and broadcasts already published to a hub.
     sent_once: Mutex<SentOnce>,
+}
+
+/// The hub that published on `subject` (one of [`Shared::hub_subject`] or
+/// [`Shared::presence_subject`]): its last token. Hub ids hold no dots
+/// (`agentwire_cluster::node` checks them).
+///
+/// ```
+/// use agentwire_cluster::link::sending_hub;
+/// assert_eq!(sending_hub("agentwire.c.hub.b.from.a"), Some("a"));
+/// assert_eq!(sending_hub("agentwire.c.presence.a"), Some("a"));
+/// assert_eq!(sending_hub("agentwire.c.presence."), None);
+/// ```
+pub fn sending_hub(subject: &str) -> Option<&str> {
+    subject.rsplit('.').next().filter(|hub| !hub.is_empty())
 }
 
 /// A topic message or broadcast published to a hub: (hub, sender, id).
@@ -84,9 +96,27 @@ impl Shared {
         }
     }
 
-    /// The subject a hub receives frames on.
-    pub fn hub_subject(&self, hub: &str) -> String {
-        format!("{}.hub.{hub}", self.prefix)
+    /// The subject this hub publishes frames for hub `to` on: `<prefix>.hub.<to>.from.<this
+    /// hub>`. The receiver takes the sending hub from the subject's last token, never from a
+    /// header, so NATS permissions that let each hub's user publish only on subjects ending in
+    /// its own id make the sending hub unforgeable (docs/book/security.md).
+    pub fn hub_subject(&self, to: &str) -> String {
+        format!("{}.hub.{to}.from.{}", self.prefix, self.hub)
+    }
+
+    /// The subjects this hub receives frames on, from every hub.
+    pub fn inbox_subject(&self) -> String {
+        format!("{}.hub.{}.from.*", self.prefix, self.hub)
+    }
+
+    /// The subject this hub publishes its presence on: `<prefix>.presence.<this hub>`.
+    pub fn presence_subject(&self) -> String {
+        format!("{}.presence.{}", self.prefix, self.hub)
+    }
+
+    /// The presence subjects of every hub.
+    pub fn presence_wildcard(&self) -> String {
+        format!("{}.presence.*", self.prefix)
     }
 
     fn is_remote(&self, agent: &str) -> bool {
@@ -310,7 +340,6 @@ impl StandInSender {
     ) -> Result<(), TransportError> {
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(FROM_HEADER, from);
-        headers.insert(HUB_HEADER, self.shared.hub.as_str());
         if let Some((name, value)) = extra {
             headers.insert(name, value);
         }

@@ -10,8 +10,8 @@ use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
 use crate::link::{
-    stand_in, Shared, StandInFeed, StandInSender, DELIVER_HEADER, FROM_HEADER, HUB_ANSWER_HEADER,
-    HUB_HEADER,
+    sending_hub, stand_in, Shared, StandInFeed, StandInSender, DELIVER_HEADER, FROM_HEADER,
+    HUB_ANSWER_HEADER,
 };
 use crate::owner::Ownership;
 use crate::presence::{keeps_id, AgentEntry, Change, Directory, PresenceMessage};
@@ -177,6 +177,8 @@ struct StandIn {
     sender: StandInSender,
     /// Tells this stand-in from a later one for the same agent.
     generation: u64,
+    /// The hub of the agent.
+    hub: String,
 }
 
 struct State {
@@ -274,9 +276,9 @@ impl Cluster {
                     .map_err(|source| ClusterError::Subscribe { subject, source })
             }
         };
-        let mut frames = subscribe(shared.hub_subject(&config.hub_id)).await?;
-        let presence_subject = format!("{prefix}.presence");
-        let mut presence = subscribe(presence_subject.clone()).await?;
+        let mut frames = subscribe(shared.inbox_subject()).await?;
+        let presence_subject = shared.presence_subject();
+        let mut presence = subscribe(shared.presence_wildcard()).await?;
         let heartbeat =
             Duration::from_millis(u64::from(hub.config().policy.heartbeat_interval_ms.max(10)));
         let policy = hub.config().duplicate_policy;
@@ -302,6 +304,10 @@ impl Cluster {
             let state = state.clone();
             async move {
                 while let Some(msg) = frames.next().await {
+                    // The hub that sent it, from the subject NATS let it publish on.
+                    let Some(hub) = sending_hub(&msg.subject).map(str::to_owned) else {
+                        continue;
+                    };
                     let header = |name: &str| {
                         msg.headers
                             .as_ref()
@@ -318,7 +324,7 @@ impl Cluster {
                         state.hub.answer_from_cluster(msg.payload.clone());
                         continue;
                     }
-                    let (Some(from), Some(hub)) = (header(FROM_HEADER), header(HUB_HEADER)) else {
+                    let Some(from) = header(FROM_HEADER) else {
                         continue;
                     };
                     let feed = state.feed_for(&hub, &from);
@@ -338,6 +344,15 @@ impl Cluster {
                     else {
                         continue;
                     };
+                    // A hub speaks for itself only, on its own subject.
+                    if sending_hub(&msg.subject) != Some(message.hub()) {
+                        tracing::warn!(
+                            subject = %msg.subject,
+                            claims = message.hub(),
+                            "presence for another hub than the one publishing it, ignored"
+                        );
+                        continue;
+                    }
                     let changes =
                         match message {
                             PresenceMessage::State { hub, agents } => state
@@ -468,7 +483,7 @@ impl Cluster {
                 hub: self.shared.hub.clone(),
             };
             if let Ok(body) = serde_json::to_vec(&gone) {
-                let subject = format!("{}.presence", self.shared.prefix);
+                let subject = self.shared.presence_subject();
                 let _ = self.shared.nats.publish(subject, body.into()).await;
                 let _ = self.shared.nats.flush().await;
             }
@@ -574,8 +589,19 @@ impl State {
 
     /// The stand-in of `agent` (of `hub`), made now if a frame from it arrives before its
     /// hub's presence does.
+    /// Frames for an agent another hub stands in for are not taken from `hub`: a hub speaks
+    /// for its own agents only.
     fn feed_for(self: &Arc<Self>, hub: &str, agent: &str) -> Option<StandInFeed> {
         if let Some(s) = self.lock_stand_ins().get(agent) {
+            if s.hub != hub {
+                tracing::warn!(
+                    agent,
+                    from_hub = hub,
+                    its_hub = %s.hub,
+                    "a frame from another hub than the agent's, ignored"
+                );
+                return None;
+            }
             return Some(s.feed.clone());
         }
         self.start_stand_in(hub, agent)
@@ -604,6 +630,7 @@ impl State {
                 feed: feed.clone(),
                 sender: sender.clone(),
                 generation,
+                hub: hub.to_owned(),
             },
         );
         let (hub_handle, state, id) = (self.hub.clone(), self.clone(), agent.to_owned());

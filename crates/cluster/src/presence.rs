@@ -67,6 +67,19 @@ pub enum PresenceMessage {
 }
 
 /// Most bytes of one presence message: a quarter of NATS's default payload limit (1 MiB).
+impl PresenceMessage {
+    /// The hub the message speaks for. A hub takes a message only when it arrived on that
+    /// hub's own presence subject ([`crate::link::sending_hub`]).
+    pub fn hub(&self) -> &str {
+        match self {
+            PresenceMessage::State { hub, .. }
+            | PresenceMessage::StatePart { hub, .. }
+            | PresenceMessage::Sync { hub }
+            | PresenceMessage::Gone { hub } => hub,
+        }
+    }
+}
+
 pub const MAX_PRESENCE_BYTES: usize = 256 * 1024;
 
 /// Most parts one hub's state may have (beyond, the parts are ignored): 256 MiB of state at

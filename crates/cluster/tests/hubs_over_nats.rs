@@ -16,7 +16,7 @@ use agentwire::{Agent, AgentOptions, Destination, HubTrust, Kind};
 use agentwire_cluster::{Cluster, ClusterConfig};
 
 mod nats;
-use nats::{free_ports, nats_server, start_nats, start_nats_cluster, Nats};
+use nats::{free_ports, nats_server, start_nats, start_nats_cluster, start_nats_with_config, Nats};
 
 struct TestHub {
     hub: Hub,
@@ -923,4 +923,125 @@ async fn twenty_thousand_topics_cross_the_cluster() {
         .unwrap();
     let msg = recv(&mut many).await;
     assert_eq!(&msg.envelope.body[..], b"last");
+}
+
+/// Cluster trust over a nats-server whose users may publish only on their own hub's subjects
+/// (as docs/book/security.md shows): a NATS client cannot speak for a hub it is not, neither by
+/// publishing on that hub's subjects (NATS refuses) nor by naming that hub's agents or that hub
+/// on its own subjects (the hubs drop it); the real hubs keep talking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_nats_client_speaks_for_a_hub_it_is_not() {
+    let user = |name: &str| {
+        format!(
+            r#"{{ user: "{name}", password: "pw-{name}", permissions: {{
+                publish: ["agentwire.trust.hub.*.from.{name}", "agentwire.trust.presence.{name}", "_INBOX.>"],
+                subscribe: ["agentwire.trust.hub.{name}.from.*", "agentwire.trust.presence.*", "_INBOX.>"] }} }}"#
+        )
+    };
+    let config = format!(
+        "authorization {{ users = [ {}, {}, {} ] }}",
+        user("hub-a"),
+        user("hub-b"),
+        user("mallory")
+    );
+    let Some(nats) = start_nats_with_config(&config) else {
+        return;
+    };
+    let certs = tls::generate(&tls::default_hub_names()).unwrap();
+    let join = |id: &'static str| {
+        let (server, certs) = (nats.1.clone(), certs.clone());
+        async move {
+            let identity = HubIdentity::from_pem(&certs.hub_cert_pem, &certs.hub_key_pem).unwrap();
+            let mut config = HubConfig::default();
+            config.policy.heartbeat_interval_ms = 500;
+            let hub = Hub::new(config, HubMetrics::new());
+            let listener = hub
+                .listen_quic("127.0.0.1:0".parse().unwrap(), &identity)
+                .unwrap();
+            let url = format!("quic://127.0.0.1:{}", listener.local_addr.port());
+            let mut cluster = ClusterConfig::new(vec![format!("nats://{id}:pw-{id}@{server}")], id);
+            cluster.name = "trust".into();
+            cluster.beat = Duration::from_millis(200);
+            cluster.queues = agentwire_cluster::QueuePlacement::PerHub;
+            let cluster = Cluster::join(hub.clone(), cluster).await.unwrap();
+            TestHub {
+                hub,
+                _listener: listener,
+                url,
+                _cluster: cluster,
+            }
+        }
+    };
+    let (a, b) = (join("hub-a").await, join("hub-b").await);
+    let alice = agent(&a, &certs, "alice").await;
+    let mut bob = agent(&b, &certs, "bob").await;
+    wait_for_agents(&b.hub, &["alice", "bob"]).await;
+    wait_for_agents(&a.hub, &["alice", "bob"]).await;
+
+    let mallory =
+        async_nats::ConnectOptions::with_user_and_password("mallory".into(), "pw-mallory".into())
+            .connect(format!("nats://{}", nats.1))
+            .await
+            .unwrap();
+    let forged = |n: u32| {
+        let env = agentwire::Envelope::new(
+            u64::from(n),
+            "alice",
+            Destination::agent("bob"),
+            Kind::Event,
+        )
+        .with_body(format!("forged-{n}").into_bytes());
+        agentwire_proto::Frame::Envelope(env)
+            .encode(agentwire::Codec::MsgPack)
+            .unwrap()
+    };
+    let from_alice = || {
+        let mut h = async_nats::HeaderMap::new();
+        h.insert(agentwire_cluster::link::FROM_HEADER, "alice");
+        h
+    };
+    // On hub-a's own subject: NATS refuses it.
+    let _ = mallory
+        .publish_with_headers(
+            "agentwire.trust.hub.hub-b.from.hub-a",
+            from_alice(),
+            forged(1),
+        )
+        .await;
+    // On its own subject, naming hub-a's agent: hub-b drops it.
+    mallory
+        .publish_with_headers(
+            "agentwire.trust.hub.hub-b.from.mallory",
+            from_alice(),
+            forged(2),
+        )
+        .await
+        .unwrap();
+    // Presence for hub-a: refused on hub-a's subject, dropped on its own.
+    let gone = br#"{"type":"gone","hub":"hub-a"}"#;
+    let _ = mallory
+        .publish("agentwire.trust.presence.hub-a", gone.as_slice().into())
+        .await;
+    mallory
+        .publish("agentwire.trust.presence.mallory", gone.as_slice().into())
+        .await
+        .unwrap();
+    let _ = mallory.flush().await;
+
+    // The real alice still reaches bob, and bob got nothing else.
+    alice
+        .send(Destination::agent("bob"), Kind::Event, "real")
+        .await
+        .unwrap();
+    let got = recv(&mut bob).await;
+    assert_eq!(&got.envelope.body[..], b"real");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), bob.recv())
+            .await
+            .is_err(),
+        "a forged frame reached bob"
+    );
+    // Hub-b still counts alice as hub-a's.
+    wait_for_agents(&b.hub, &["alice", "bob"]).await;
 }

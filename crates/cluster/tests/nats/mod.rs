@@ -179,3 +179,23 @@ fn start_until(mut command: Command, needle: &str) -> (std::process::Child, Stri
     std::thread::spawn(move || for _ in lines {});
     (child, found)
 }
+
+/// A nats-server (no JetStream) on a free loopback port started with the configuration
+/// `config` (its `listen` line is added here), or `None` as [`start_nats`] says.
+pub fn start_nats_with_config(config: &str) -> Option<Nats> {
+    let Some(bin) = nats_server() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install nats-server (scripts/peers/nats.sh installs it)"
+        );
+        eprintln!("skipped: no nats-server (set NATS_SERVER, or run scripts/peers/nats.sh)");
+        return None;
+    };
+    let port = free_ports(1)[0];
+    let file = std::path::PathBuf::from(jetstream_dir("conf")).with_extension("conf");
+    std::fs::write(&file, format!("listen: \"127.0.0.1:{port}\"\n{config}\n")).unwrap();
+    let mut command = Command::new(bin);
+    command.arg("-c").arg(&file);
+    let (child, _) = start_until(command, "Server is ready");
+    Some(Nats(child, format!("127.0.0.1:{port}")))
+}

@@ -247,6 +247,52 @@ impl AccessPolicy {
     }
 }
 
+impl AccessPolicy {
+    /// What an agent of another hub may do here: everything any credential naming its id
+    /// allows (its own hub checked which credential it showed; this hub cannot, so it holds it
+    /// to what its id could be granted at most). Never `admin`: operations are asked of one's
+    /// own hub. `None` when no credential names the id.
+    ///
+    /// ```
+    /// use agentwire::hub::AccessPolicy;
+    /// let policy = AccessPolicy::from_json(r#"{"credentials": [
+    ///     {"token_sha256": "00000000000000000000000000000000000000000000000000000000000000aa",
+    ///      "ids": ["worker-*"], "send": ["agent:boss"], "admin": true},
+    ///     {"client_cert": true, "ids": ["worker-1"], "subscribe": ["jobs.*"]}
+    /// ]}"#)?;
+    /// let g = policy.grant_for_remote("worker-1").unwrap();
+    /// assert_eq!((g.send.len(), g.subscribe.len(), g.admin), (1, 1, false));
+    /// assert!(policy.grant_for_remote("boss").is_none());
+    /// # Ok::<(), agentwire::hub::AccessError>(())
+    /// ```
+    pub fn grant_for_remote(&self, agent_id: &str) -> Option<std::sync::Arc<Grant>> {
+        let mut union: Option<Grant> = None;
+        for entry in &self.credentials {
+            if !entry.ids.iter().any(|p| matches(p, agent_id)) {
+                continue;
+            }
+            let g = union.get_or_insert_with(|| Grant {
+                send: Vec::new(),
+                subscribe: Vec::new(),
+                consume: Vec::new(),
+                admin: false,
+            });
+            for (into, from) in [
+                (&mut g.send, &entry.grant.send),
+                (&mut g.subscribe, &entry.grant.subscribe),
+                (&mut g.consume, &entry.grant.consume),
+            ] {
+                for p in from {
+                    if !into.contains(p) {
+                        into.push(p.clone());
+                    }
+                }
+            }
+        }
+        union.map(std::sync::Arc::new)
+    }
+}
+
 impl Grant {
     /// Whether an envelope of `kind` may go to `to` (`correlation` set for answers).
     pub fn may_send(&self, to: &DestinationRef<'_>, kind: Kind, correlation: Option<u64>) -> bool {

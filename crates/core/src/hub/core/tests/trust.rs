@@ -437,3 +437,42 @@ fn an_open_hub_does_no_operations() {
     );
     assert!(sim.hub_ops.is_empty());
 }
+
+/// An agent of another hub is held here to what this hub's access file grants its id at most:
+/// a send outside it is refused on arrival, an id no credential names gets no stand-in, and the
+/// queue keeper's connection stays the hubs' own.
+#[test]
+fn a_remote_agent_is_held_to_what_its_id_is_granted_here() {
+    let mut sim = Sim::new(access_config());
+    let boss = sim.connect_token("boss", "boss-token").unwrap();
+    let worker_there = sim.connect_cluster("worker-9");
+    // The workers' credential: results.* topics, and answers.
+    sim.send(
+        &worker_there,
+        env(
+            1,
+            &worker_there,
+            Destination::topic("results.x"),
+            Kind::Event,
+        ),
+    );
+    assert!(sim.drain(&worker_there).is_empty(), "allowed: no error");
+    sim.send(
+        &worker_there,
+        env(2, &worker_there, Destination::agent("boss"), Kind::Task),
+    );
+    let got = sim.drain(&worker_there);
+    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::Unauthorized));
+    assert!(sim.drain(&boss).is_empty(), "nothing reached the boss");
+    // An id no credential here names.
+    let conn = sim.core.open(TransportKind::Cluster, (), sim.now);
+    let mut hello = Hello::new("mallory", "cluster:test");
+    hello.codecs = vec![Codec::MsgPack.name().to_owned()];
+    sim.hello(&conn, hello);
+    assert!(matches!(
+        sim.drain_raw(&conn).first().map(|g| &g.frame),
+        Some(Frame::Reject(_))
+    ));
+    // The hubs' own queue keeper needs no credential.
+    sim.connect_cluster(QUEUE_OWNER_ID);
+}
