@@ -34,7 +34,7 @@ pub enum Command {
     /// Run a hub.
     ///
     /// Example: agentwire hub --listen quic://127.0.0.1:4433 --cert-dir certs
-    Hub(HubArgs),
+    Hub(Box<HubArgs>),
     /// Run an agent that prints what it receives (and, with --echo, answers requests).
     ///
     /// Example: agentwire agent --hub quic://127.0.0.1:4433 --ca certs/ca.pem --id worker-1 --echo
@@ -673,6 +673,22 @@ pub struct HubArgs {
     /// Deliveries of one task before it becomes a dead letter.
     #[arg(long, default_value_t = 5)]
     pub queue_max_deliver: u32,
+    /// Tasks one work queue may hold (ready, waiting, in flight and dead); beyond it producers
+    /// get queue-full.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub queue_max_tasks: usize,
+    /// Bytes of task bodies one work queue may hold (an empty queue takes one task of any
+    /// allowed size); beyond it producers get queue-full.
+    #[arg(long, default_value_t = 256 << 20)]
+    pub queue_max_bytes: usize,
+    /// Bytes of task bodies all work queues together may hold (tasks are kept in memory, and
+    /// on disk with --store).
+    #[arg(long, default_value_t = 1 << 30)]
+    pub queue_total_bytes: usize,
+    /// Work queues holding tasks or consumers at once; a task or consumer for one more gets
+    /// queue-full.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_queues: usize,
     #[command(flatten)]
     pub quic: QuicArgs,
 }
@@ -743,6 +759,10 @@ impl HubArgs {
         };
         config.queue.ack_wait = Duration::from_millis(self.queue_ack_wait_ms.max(1));
         config.queue.max_deliver = self.queue_max_deliver.max(1);
+        config.queue.max_tasks_per_queue = self.queue_max_tasks.max(1);
+        config.queue.max_queue_bytes = self.queue_max_bytes;
+        config.queue.max_total_bytes = self.queue_total_bytes;
+        config.queue.max_queues = self.max_queues.max(1);
         Ok(config)
     }
 }

@@ -49,7 +49,7 @@ fn run_async(command: Command) -> Result<()> {
     runtime.block_on(async {
         match command {
             Command::Cert(a) => cert(a),
-            Command::Hub(a) => hub(a).await,
+            Command::Hub(a) => hub(*a).await,
             Command::Agent(a) => agent(a).await,
             Command::Send(a) => send(a).await,
             Command::Bench(a) => bench(a).await,
@@ -665,11 +665,40 @@ async fn queue(a: QueueArgs) -> Result<()> {
         }
     };
     let agent = Agent::connect(a.connect.options(&id)?).await?;
-    let answer = agent
-        .queue_op(queue, op, Duration::from_millis(a.timeout_ms))
-        .await;
+    let timeout = Duration::from_millis(a.timeout_ms);
+    if op == QueueOp::DeadLetters {
+        // Page by page as they come: neither the hub nor this process holds them all.
+        let printed = print_dead_letters(&agent, queue, timeout).await;
+        agent.close().await;
+        return printed;
+    }
+    let answer = agent.queue_op(queue, op, timeout).await;
     agent.close().await;
     println!("{}", serde_json::to_string_pretty(&answer?)?);
+    Ok(())
+}
+
+/// Prints `queue`'s dead letters as one JSON array, a page at a time.
+async fn print_dead_letters(agent: &Agent, queue: &str, timeout: Duration) -> Result<()> {
+    use std::io::Write;
+    let mut after = None;
+    let mut count = 0usize;
+    loop {
+        let (page, next) = agent.dead_letters_page(queue, after, timeout).await?;
+        let mut out = std::io::stdout().lock();
+        for letter in page {
+            let text = serde_json::to_string_pretty(&letter)?;
+            let sep = if count == 0 { "[\n" } else { ",\n" };
+            write!(out, "{sep}  {}", text.replace('\n', "\n  "))?;
+            count += 1;
+        }
+        out.flush()?;
+        match next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    println!("{}", if count == 0 { "[]" } else { "\n]" });
     Ok(())
 }
 

@@ -23,7 +23,9 @@ pub enum QueueOp {
     /// Counts: `{"queue", "ready", "waiting", "in_flight", "dead", "consumers"}`.
     Stats,
     /// Dead letters, oldest first: `[{"task", "attempts", "reason", "enqueued_unix_ms",
-    /// "body_bytes", "body"}]` (`body` as text, invalid UTF-8 replaced).
+    /// "body_bytes", "body"}]` (`body` as text, invalid UTF-8 replaced). The hub answers one
+    /// page at a time; [`Agent::queue_op`] gathers every page ([`Agent::dead_letters_page`]
+    /// takes one).
     DeadLetters,
     /// Puts dead letters (one, or all) back in line with a fresh count: `{"replayed": n}`.
     Replay(Option<u64>),
@@ -143,9 +145,58 @@ impl AgentHandle {
         if let QueueOp::Replay(Some(task)) | QueueOp::Discard(Some(task)) = op {
             env = env.with_header(TASK_ID_HEADER, task.to_string());
         }
+        if op == QueueOp::DeadLetters {
+            let mut all = Vec::new();
+            let mut after = None;
+            loop {
+                let (page, next) = self.dead_letters_page(queue, after, timeout).await?;
+                all.extend(page);
+                match next {
+                    Some(next) => after = Some(next),
+                    None => return Ok(serde_json::Value::Array(all)),
+                }
+            }
+        }
         let answer = self.request_envelope(env, timeout).await?;
         serde_json::from_slice(&answer.body)
             .map_err(|e| AgentError::Config(format!("the hub's answer is not JSON: {e}")))
+    }
+
+    /// One page of `queue`'s dead letters, after task `after` (from the first without it), as
+    /// [`QueueOp::DeadLetters`] describes them, and the task to ask after for the next page
+    /// when more follow. A page holds at most [`DEAD_LETTER_PAGE`](crate::hub::DEAD_LETTER_PAGE)
+    /// letters, and their bodies at most an eighth of this agent's frame limit (1 MiB at most;
+    /// one letter always).
+    pub async fn dead_letters_page(
+        &self,
+        queue: &str,
+        after: Option<u64>,
+        timeout: Duration,
+    ) -> Result<(Vec<serde_json::Value>, Option<u64>), AgentError> {
+        let mut env = self
+            .envelope(Destination::queue(queue), Kind::Request)
+            .with_header(QUEUE_OP_HEADER, QueueOp::DeadLetters.name());
+        if let Some(after) = after {
+            env = env.with_header(crate::hub::AFTER_HEADER, after.to_string());
+        }
+        let answer = self.request_envelope(env, timeout).await?;
+        let next = answer
+            .headers
+            .get(crate::hub::NEXT_AFTER_HEADER)
+            .map(|n| n.parse::<u64>())
+            .transpose()
+            .map_err(|e| {
+                AgentError::Config(format!("the hub's next-after is not a task id: {e}"))
+            })?;
+        match serde_json::from_slice(&answer.body) {
+            Ok(serde_json::Value::Array(page)) => Ok((page, next)),
+            Ok(other) => Err(AgentError::Config(format!(
+                "the hub's dead letters are not a list: {other}"
+            ))),
+            Err(e) => Err(AgentError::Config(format!(
+                "the hub's answer is not JSON: {e}"
+            ))),
+        }
     }
 
     /// Starts consuming the work queue `queue`: the hub delivers its tasks to this agent, at

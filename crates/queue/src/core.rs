@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::model::{
-    ConsumerId, DeadLetter, Delivery, Enqueue, Enqueued, FailReason, Now, QueueConfig, QueueError,
-    QueueName, TaskId,
+    ConsumerId, DeadLetter, DeadLetterPage, Delivery, Enqueue, Enqueued, FailReason, Now,
+    QueueConfig, QueueError, QueueName, TaskId,
 };
 use crate::record::TaskRecord;
 use crate::store::{DedupeRecord, Recovered, StoreOp};
@@ -103,9 +103,18 @@ struct Queue {
     turns: VecDeque<ConsumerId>,
     dead: BTreeSet<TaskId>,
     tasks: usize,
+    /// Bytes of the bodies of `tasks`.
+    bytes: usize,
     waiting: usize,
     in_flight: usize,
     consumers: usize,
+}
+
+impl Queue {
+    /// Holds tasks or has consumers (an idle entry may be forgotten).
+    fn in_use(&self) -> bool {
+        self.tasks > 0 || self.consumers > 0
+    }
 }
 
 struct Consumer {
@@ -136,6 +145,8 @@ pub struct QueueCore {
     writes: Vec<StoreOp>,
     actions: VecDeque<QueueAction>,
     totals: Totals,
+    /// Bytes of the bodies of every task held.
+    bytes: usize,
 }
 
 impl QueueCore {
@@ -155,12 +166,16 @@ impl QueueCore {
             writes: Vec::new(),
             actions: VecDeque::new(),
             totals: Totals::default(),
+            bytes: 0,
         };
         core.config.max_deliver = core.config.max_deliver.max(1);
         for record in recovered.tasks {
             core.next_id = core.next_id.max(record.id.0.saturating_add(1));
             let q = core.queues.entry(record.queue.clone()).or_default();
             q.tasks += 1;
+            // Recovered tasks are kept whatever the limits now: only new ones are refused.
+            q.bytes += record.body.len();
+            core.bytes += record.body.len();
             let state = if record.dead.is_some() {
                 q.dead.insert(record.id);
                 State::Dead
@@ -198,6 +213,57 @@ impl QueueCore {
         &self.config
     }
 
+    /// Bytes of task bodies held, all queues together.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether `queue` may take a task of `len` bytes: within its task count and bytes, the
+    /// bytes of all queues, and, for a queue not in use, the number of queues in use.
+    fn check_room(&mut self, queue: &QueueName, len: usize) -> Result<(), QueueError> {
+        let (tasks, bytes) = self
+            .queues
+            .get(queue)
+            .map_or((0, 0), |q| (q.tasks, q.bytes));
+        if tasks >= self.config.max_tasks_per_queue {
+            return Err(QueueError::Full {
+                queue: queue.to_string(),
+                max: self.config.max_tasks_per_queue,
+            });
+        }
+        // An empty queue takes one task of any size the task limit allows.
+        if tasks > 0 && bytes.saturating_add(len) > self.config.max_queue_bytes {
+            return Err(QueueError::FullBytes {
+                queue: queue.to_string(),
+                max: self.config.max_queue_bytes,
+            });
+        }
+        if self.bytes.saturating_add(len) > self.config.max_total_bytes {
+            return Err(QueueError::AllFull {
+                max: self.config.max_total_bytes,
+            });
+        }
+        self.check_queue_count(queue)
+    }
+
+    /// A queue not in use may start only while fewer than `max_queues` are (queues left with
+    /// neither tasks nor consumers are forgotten first when the count is reached).
+    fn check_queue_count(&mut self, queue: &QueueName) -> Result<(), QueueError> {
+        if self.queues.get(queue).is_some_and(Queue::in_use) {
+            return Ok(());
+        }
+        if self.queues.len() >= self.config.max_queues {
+            self.queues.retain(|_, q| q.in_use());
+        }
+        if self.queues.len() >= self.config.max_queues && !self.queues.contains_key(queue) {
+            return Err(QueueError::TooManyQueues {
+                queue: queue.to_string(),
+                max: self.config.max_queues,
+            });
+        }
+        Ok(())
+    }
+
     /// Stores a task (or recognises a duplicate producer id) and hands it to a consumer if one
     /// has room. The producer may be told only after [`take_writes`](Self::take_writes) are
     /// durable.
@@ -225,13 +291,8 @@ impl QueueCore {
                 });
             }
         }
-        let held = self.queues.get(&queue).map_or(0, |q| q.tasks);
-        if held >= self.config.max_tasks_per_queue {
-            return Err(QueueError::Full {
-                queue: queue.to_string(),
-                max: self.config.max_tasks_per_queue,
-            });
-        }
+        self.check_room(&queue, task.body.len())?;
+        let record_len = task.body.len();
         let id = TaskId(self.next_id);
         self.next_id += 1;
         let record = TaskRecord {
@@ -263,6 +324,8 @@ impl QueueCore {
         }
         let q = self.queues.entry(queue.clone()).or_default();
         q.tasks += 1;
+        q.bytes += record_len;
+        self.bytes += record_len;
         q.ready.insert(id);
         self.tasks.insert(
             id,
@@ -298,6 +361,7 @@ impl QueueCore {
             }
             Some(c) => c.credit = credit,
             None => {
+                self.check_queue_count(&name)?;
                 self.consumers.insert(
                     consumer,
                     Consumer {
@@ -322,9 +386,12 @@ impl QueueCore {
             return Err(QueueError::NotInFlight { task });
         };
         let queue = entry.record.queue;
+        let len = entry.record.body.len();
         if let Some(q) = self.queues.get_mut(&queue) {
             q.tasks -= 1;
+            q.bytes -= len;
         }
+        self.bytes -= len;
         self.writes.push(StoreOp::Delete(task));
         self.totals.acked += 1;
         self.give_turn(consumer);
@@ -432,23 +499,61 @@ impl QueueCore {
         std::mem::take(&mut self.writes)
     }
 
-    /// A queue's dead letters, oldest first.
+    /// A queue's dead letters, oldest first, all at once (see
+    /// [`dead_letters_page`](Self::dead_letters_page) for a bounded answer).
     pub fn dead_letters(&self, queue: &str) -> Vec<DeadLetter> {
+        let mut all = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self.dead_letters_page(queue, after, usize::MAX, usize::MAX);
+            all.extend(page.letters);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => return all,
+            }
+        }
+    }
+
+    /// A queue's dead letters after task `after` (from the first without it), oldest first: at
+    /// most `max_count`, and no more body bytes than `max_bytes` (one at least, whatever its
+    /// size). `next` says where the following page starts, if anything is left. The cost is
+    /// that of the page, not of the queue.
+    pub fn dead_letters_page(
+        &self,
+        queue: &str,
+        after: Option<TaskId>,
+        max_bytes: usize,
+        max_count: usize,
+    ) -> DeadLetterPage {
         let Some(q) = QueueName::new(queue).ok().and_then(|n| self.queues.get(&n)) else {
-            return Vec::new();
+            return DeadLetterPage::default();
         };
-        q.dead
-            .iter()
+        let start = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        let mut page = DeadLetterPage::default();
+        let mut bytes = 0usize;
+        for e in q
+            .dead
+            .range((start, std::ops::Bound::Unbounded))
             .filter_map(|id| self.tasks.get(id))
-            .map(|e| DeadLetter {
+        {
+            let len = e.record.body.len();
+            let full = page.letters.len() >= max_count
+                || (!page.letters.is_empty() && bytes.saturating_add(len) > max_bytes);
+            if full {
+                page.next = page.letters.last().map(|d| d.task);
+                break;
+            }
+            bytes += len;
+            page.letters.push(DeadLetter {
                 task: e.record.id,
                 queue: e.record.queue.clone(),
                 attempts: e.record.attempts,
                 reason: e.record.dead.clone().unwrap_or_default(),
                 enqueued_unix_ms: e.record.enqueued_unix_ms,
                 body: e.record.body.clone(),
-            })
-            .collect()
+            });
+        }
+        page
     }
 
     /// Puts a queue's dead letters (all of them, or only `task`) back in line with a fresh
@@ -481,10 +586,13 @@ impl QueueCore {
         let ids = self.pick_dead(queue, task);
         for id in &ids {
             if let Some(entry) = self.tasks.remove(id) {
+                let len = entry.record.body.len();
                 if let Some(q) = self.queues.get_mut(&entry.record.queue) {
                     q.dead.remove(id);
                     q.tasks -= 1;
+                    q.bytes -= len;
                 }
+                self.bytes -= len;
                 self.writes.push(StoreOp::Delete(*id));
             }
         }

@@ -53,8 +53,8 @@ mod store;
 pub use crate::core::{QueueAction, QueueCore, QueueStats, Totals};
 pub use crate::file_store::FileStore;
 pub use crate::model::{
-    ConsumerId, DeadLetter, Delivery, Enqueue, Enqueued, FailReason, Now, QueueConfig, QueueError,
-    QueueName, TaskId, MAX_QUEUE_NAME,
+    ConsumerId, DeadLetter, DeadLetterPage, Delivery, Enqueue, Enqueued, FailReason, Now,
+    QueueConfig, QueueError, QueueName, TaskId, MAX_QUEUE_NAME,
 };
 pub use crate::record::{RecordError, TaskRecord};
 pub use crate::store::{

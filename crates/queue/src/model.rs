@@ -113,6 +113,12 @@ pub struct QueueConfig {
     pub duplicate_window: Duration,
     /// Tasks one queue may hold (ready, waiting, in flight and dead together).
     pub max_tasks_per_queue: usize,
+    /// Bytes of task bodies one queue may hold (ready, waiting, in flight and dead together).
+    pub max_queue_bytes: usize,
+    /// Bytes of task bodies all queues together may hold (every task is in memory).
+    pub max_total_bytes: usize,
+    /// Queues holding tasks or consumers at once.
+    pub max_queues: usize,
     /// Largest task body, in bytes.
     pub max_task_bytes: usize,
     /// Longest producer id, in bytes.
@@ -136,6 +142,9 @@ impl Default for QueueConfig {
             ],
             duplicate_window: Duration::from_secs(120),
             max_tasks_per_queue: 1_000_000,
+            max_queue_bytes: 256 << 20,
+            max_total_bytes: 1 << 30,
+            max_queues: 10_000,
             max_task_bytes: 1 << 20,
             max_producer_id: 256,
             max_producer_ids: 1_000_000,
@@ -246,6 +255,17 @@ pub struct DeadLetter {
     pub body: Bytes,
 }
 
+/// One page of a queue's dead letters ([`QueueCore::dead_letters_page`]).
+///
+/// [`QueueCore::dead_letters_page`]: crate::QueueCore::dead_letters_page
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeadLetterPage {
+    /// The dead letters, oldest first.
+    pub letters: Vec<DeadLetter>,
+    /// The last task of this page when more follow: the next page starts after it.
+    pub next: Option<TaskId>,
+}
+
 /// A refused call. Each leaves the queues as they were.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueueError {
@@ -269,6 +289,27 @@ pub enum QueueError {
         max: usize,
     },
     /// The queue holds as many tasks as it may.
+    #[error("queue {queue} is full ({max} bytes of tasks)")]
+    FullBytes {
+        /// The queue.
+        queue: String,
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// All queues together hold as many bytes as the hub allows.
+    #[error("the queues are full ({max} bytes of tasks in all)")]
+    AllFull {
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// As many queues hold tasks or consumers as the hub allows; this one would be new.
+    #[error("too many queues in use ({max}); queue {queue} would be one more")]
+    TooManyQueues {
+        /// The queue.
+        queue: String,
+        /// The limit.
+        max: usize,
+    },
     #[error("queue {queue} is full ({max} tasks)")]
     Full {
         /// The queue.

@@ -585,3 +585,106 @@ fn producer_ids_beyond_the_cap_are_forgotten_oldest_first() {
         .unwrap();
     assert!(c.duplicate);
 }
+
+/// Memory held by queues is bounded in bytes (per queue and in all) and in queues in use; an
+/// empty queue takes one task of any allowed size; what an ack or a discard frees is room again;
+/// queues left idle do not count.
+#[test]
+fn queues_are_bounded_in_bytes_and_in_number() {
+    let mut h = Harness::new(
+        QueueConfig {
+            max_queue_bytes: 10,
+            max_total_bytes: 16,
+            max_queues: 2,
+            max_task_bytes: 12,
+            ..config()
+        },
+        MemoryStore::default(),
+    );
+    let now = h.now;
+    // One task over the queue's bytes fits an empty queue...
+    let big = h.enqueue("123456789012");
+    assert_eq!(h.core.bytes(), 12);
+    // ...and then the queue is full in bytes.
+    assert_eq!(
+        h.core.enqueue(Enqueue::new("jobs", "1"), now),
+        Err(QueueError::FullBytes {
+            queue: "jobs".into(),
+            max: 10
+        })
+    );
+    // Another queue: within the total, then over it.
+    h.core.enqueue(Enqueue::new("mail", "1234"), now).unwrap();
+    assert_eq!(
+        h.core.enqueue(Enqueue::new("mail", "1"), now),
+        Err(QueueError::AllFull { max: 16 })
+    );
+    // A third queue in use is one too many, for tasks and for consumers.
+    assert_eq!(
+        h.core.enqueue(Enqueue::new("third", ""), now),
+        Err(QueueError::TooManyQueues {
+            queue: "third".into(),
+            max: 2
+        })
+    );
+    assert_eq!(
+        h.core.consume(B, "third", 1, now),
+        Err(QueueError::TooManyQueues {
+            queue: "third".into(),
+            max: 2
+        })
+    );
+    // Acking the big task frees its bytes and its queue: "jobs" goes idle, "third" fits.
+    h.consume(A, 1);
+    assert_eq!(h.take(), vec![(A, big, 1)]);
+    h.ack(A, big);
+    h.core.consumer_gone(A, now);
+    assert_eq!(h.core.bytes(), 4);
+    h.core
+        .enqueue(Enqueue::new("third", "12345678"), now)
+        .unwrap();
+    assert_eq!(h.core.bytes(), 12);
+}
+
+/// Dead letters page by count and by bytes (one letter at least), from after a cursor.
+#[test]
+fn dead_letters_come_in_pages() {
+    let mut h = Harness::new(
+        QueueConfig {
+            max_deliver: 1,
+            ..config()
+        },
+        MemoryStore::default(),
+    );
+    let ids: Vec<TaskId> = ["a", "bb", "ccc", "dddd", "eeeee"]
+        .iter()
+        .map(|b| h.enqueue(b))
+        .collect();
+    h.consume(A, 10);
+    for (_, t, _) in h.take() {
+        h.core.nack(A, t, Some(Duration::ZERO), h.now).unwrap();
+    }
+    h.step();
+    assert_eq!(h.core.dead_letters("jobs").len(), 5);
+    let page = h.core.dead_letters_page("jobs", None, usize::MAX, 2);
+    assert_eq!(
+        page.letters.iter().map(|d| d.task).collect::<Vec<_>>(),
+        ids[..2]
+    );
+    assert_eq!(page.next, Some(ids[1]));
+    // 3 + 4 bytes fit 7; the 5-byte one waits for the next page.
+    let page = h.core.dead_letters_page("jobs", page.next, 7, 10);
+    assert_eq!(
+        page.letters.iter().map(|d| d.task).collect::<Vec<_>>(),
+        ids[2..4]
+    );
+    // One letter always, even over the bytes.
+    let page = h.core.dead_letters_page("jobs", page.next, 1, 10);
+    assert_eq!(page.letters.len(), 1);
+    assert_eq!(page.next, None);
+    assert!(h
+        .core
+        .dead_letters_page("nothing", None, 1, 1)
+        .letters
+        .is_empty());
+}

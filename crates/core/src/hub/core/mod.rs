@@ -61,8 +61,8 @@ pub use hub_ops::{HubOp, HUB_OP_HEADER};
 pub use limits::AbuseLimits;
 pub use queue_owner::QUEUE_OWNER_ID;
 pub use queues::{
-    ATTEMPT_HEADER, CREDIT_HEADER, DELAY_HEADER, DUPLICATE_HEADER, PRODUCER_ID_HEADER,
-    QUEUE_OP_HEADER, TASK_ID_HEADER,
+    AFTER_HEADER, ATTEMPT_HEADER, CREDIT_HEADER, DEAD_LETTER_PAGE, DELAY_HEADER, DUPLICATE_HEADER,
+    NEXT_AFTER_HEADER, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
 };
 pub use registry::DuplicatePolicy;
 pub use reserved::is_reserved;

@@ -42,6 +42,15 @@ pub const QUEUE_OP_HEADER: &str = "queue-op";
 pub const CREDIT_HEADER: &str = "credit";
 /// The `nack` operation's delay before the next attempt, in milliseconds.
 pub const DELAY_HEADER: &str = "delay-ms";
+/// The `dead-letters` operation lists the dead letters after this task id (from the first
+/// without it), one page at a time.
+pub const AFTER_HEADER: &str = "after";
+/// The `dead-letters` answer's header when more dead letters follow: the page's last task id,
+/// to send as [`AFTER_HEADER`] for the next page.
+pub const NEXT_AFTER_HEADER: &str = "next-after";
+/// Dead letters in one page at most; their bodies are also held to an eighth of the
+/// requester's frame limit, 1 MiB at most (JSON text can be several times the body).
+pub const DEAD_LETTER_PAGE: usize = 1000;
 
 /// The queues' state inside the hub core.
 pub(crate) struct HubQueues<D, R> {
@@ -138,9 +147,20 @@ fn qnow(now: Now) -> agentwire_queue::Now {
     agentwire_queue::Now::new(now.instant, now.unix_us / 1000)
 }
 
+/// The headers of a queue operation, as received.
+struct OpArgs {
+    task: Option<Result<u64, std::num::ParseIntError>>,
+    after: Option<Result<u64, std::num::ParseIntError>>,
+    /// Body bytes one page of dead letters may hold.
+    page_bytes: usize,
+}
+
 fn error_code(e: &QueueError) -> ErrorCode {
     match e {
-        QueueError::Full { .. } => ErrorCode::QueueFull,
+        QueueError::Full { .. }
+        | QueueError::FullBytes { .. }
+        | QueueError::AllFull { .. }
+        | QueueError::TooManyQueues { .. } => ErrorCode::QueueFull,
         QueueError::NotInFlight { .. } | QueueError::AlreadyConsuming(_) => {
             ErrorCode::ProtocolViolation
         }
@@ -318,7 +338,14 @@ impl<D, R> HubCore<D, R> {
                 return;
             }
             let task = env.headers.get(TASK_ID_HEADER).map(|t| t.parse::<u64>());
-            self.on_queue_op(conn, &queue, op, task, env.id, reply, now, out);
+            let after = env.headers.get(AFTER_HEADER).map(|t| t.parse::<u64>());
+            let page_bytes = (reg.max_frame_size as usize / 8).min(1 << 20);
+            let ask = OpArgs {
+                task,
+                after,
+                page_bytes,
+            };
+            self.on_queue_op(conn, &queue, op, ask, env.id, reply, now, out);
             return;
         }
         let task = Enqueue {
@@ -365,16 +392,26 @@ impl<D, R> HubCore<D, R> {
         conn: &Arc<Conn<D, R>>,
         queue: &str,
         op: &str,
-        task: Option<Result<u64, std::num::ParseIntError>>,
+        args: OpArgs,
         request: u64,
         reply: Option<R>,
         now: Now,
         out: &mut Vec<Action<D, R>>,
     ) {
-        let task = match task.transpose() {
-            Ok(t) => t.map(TaskId),
-            Err(e) => {
-                let why = format!("bad {TASK_ID_HEADER} header: {e}");
+        let parsed = args
+            .task
+            .transpose()
+            .map_err(|e| format!("bad {TASK_ID_HEADER} header: {e}"))
+            .and_then(|task| {
+                let after = args
+                    .after
+                    .transpose()
+                    .map_err(|e| format!("bad {AFTER_HEADER} header: {e}"))?;
+                Ok((task.map(TaskId), after.map(TaskId)))
+            });
+        let (task, after) = match parsed {
+            Ok(t) => t,
+            Err(why) => {
                 self.send_error(
                     conn,
                     request,
@@ -388,6 +425,7 @@ impl<D, R> HubCore<D, R> {
             }
         };
         let mut q = self.lock_queues();
+        let mut headers = Vec::new();
         let body = match op {
             "stats" => {
                 let s = q.core.stats(queue).unwrap_or_default();
@@ -401,9 +439,16 @@ impl<D, R> HubCore<D, R> {
                 })
             }
             "dead-letters" => {
-                let dead: Vec<serde_json::Value> = q
-                    .core
-                    .dead_letters(queue)
+                // One page: what the hub holds for the answer is bounded, whatever the queue
+                // holds.
+                let page =
+                    q.core
+                        .dead_letters_page(queue, after, args.page_bytes, DEAD_LETTER_PAGE);
+                if let Some(next) = page.next {
+                    headers.push((NEXT_AFTER_HEADER, next.0.to_string()));
+                }
+                let dead: Vec<serde_json::Value> = page
+                    .letters
                     .into_iter()
                     .map(|d| {
                         serde_json::json!({
@@ -446,7 +491,7 @@ impl<D, R> HubCore<D, R> {
         let answer = Deferred::Answer {
             conn: conn.clone(),
             request,
-            headers: Vec::new(),
+            headers,
             body: body.to_string().into_bytes(),
             reply,
         };

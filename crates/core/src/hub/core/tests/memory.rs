@@ -154,3 +154,107 @@ fn a_frame_the_writer_holds_counts_until_it_is_written() {
     sim.send(&a, big(4, &a, "b", 4_000));
     assert!(sim.drain(&a).is_empty());
 }
+
+/// Work queues are bounded in bytes and in number: a producer past a limit gets `queue-full`
+/// with the reason, counted as `queue-refused`; nothing of it is stored.
+#[test]
+fn work_queues_are_bounded_in_bytes_and_in_number() {
+    let mut sim = Sim::new(CoreConfig {
+        queue: agentwire_queue::QueueConfig {
+            max_queue_bytes: 1024,
+            max_queues: 2,
+            ..agentwire_queue::QueueConfig::default()
+        },
+        ..config()
+    });
+    let p = sim.connect("producer");
+    let task = |id: u64, queue: &str, bytes: usize| {
+        env(id, &p, Destination::queue(queue), Kind::Request).with_body(vec![7u8; bytes])
+    };
+    for (id, queue) in [(1, "a"), (2, "b")] {
+        sim.send(&p, task(id, queue, 1000));
+        sim.persist_all();
+        let got = sim.drain(&p);
+        assert_eq!(got[0].envelope().kind, Kind::Response, "{queue}");
+    }
+    // Queue a holds 1,000 bytes: 100 more do not fit.
+    sim.send(&p, task(3, "a", 100));
+    let got = sim.drain(&p);
+    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::QueueFull));
+    assert!(String::from_utf8_lossy(&got[0].envelope().body).contains("bytes"));
+    // A third queue is one too many.
+    sim.send(&p, task(4, "c", 1));
+    let got = sim.drain(&p);
+    assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::QueueFull));
+    assert!(String::from_utf8_lossy(&got[0].envelope().body).contains("too many queues"));
+    assert_eq!(super::trust::dropped(&sim, "queue-refused"), 2);
+    assert!(sim.persists.is_empty(), "nothing refused was written");
+}
+
+/// The dead-letter listing comes a page at a time (here one 600 KiB letter per page, under the
+/// 1 MiB a page may hold), each page naming where the next starts; every letter once.
+#[test]
+fn dead_letters_are_listed_a_page_at_a_time() {
+    let mut sim = Sim::new(CoreConfig {
+        queue: agentwire_queue::QueueConfig {
+            max_deliver: 1,
+            ..agentwire_queue::QueueConfig::default()
+        },
+        ..config()
+    });
+    let boss = sim.connect("boss");
+    let worker = sim.connect("worker");
+    sim.control(&worker, consume("jobs", 10));
+    for id in 1..=3 {
+        sim.send(&boss, enqueue(id, &boss, "jobs", &"x".repeat(600 * 1024)));
+    }
+    sim.persist_all();
+    sim.drain(&boss);
+    let delivered = tasks(&sim.drain(&worker));
+    assert_eq!(delivered.len(), 3);
+    for (task, ..) in &delivered {
+        sim.control(
+            &worker,
+            Frame::Nack(agentwire_proto::Nack {
+                task: *task,
+                delay_ms: Some(0),
+            }),
+        );
+    }
+    sim.persist_all();
+    assert_eq!(sim.core.queue_stats("jobs").unwrap().dead, 3);
+    let (mut after, mut listed, mut pages) = (None::<String>, Vec::new(), 0);
+    loop {
+        let mut ask = env(
+            100 + pages,
+            &boss,
+            Destination::queue("jobs"),
+            Kind::Request,
+        )
+        .with_header(QUEUE_OP_HEADER, "dead-letters");
+        if let Some(a) = &after {
+            ask = ask.with_header(AFTER_HEADER, a.clone());
+        }
+        sim.send(&boss, ask);
+        sim.persist_all();
+        let got = sim.drain(&boss);
+        let answer = got[0].envelope();
+        let page: Vec<serde_json::Value> = serde_json::from_slice(&answer.body).unwrap();
+        listed.extend(page.iter().map(|d| d["task"].as_u64().unwrap()));
+        pages += 1;
+        match answer.headers.get(NEXT_AFTER_HEADER) {
+            Some(next) => after = Some(next.clone()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    let mut expected: Vec<u64> = delivered.iter().map(|(t, ..)| *t).collect();
+    expected.sort_unstable();
+    assert_eq!(listed, expected);
+    // A bad cursor is refused.
+    let ask = env(200, &boss, Destination::queue("jobs"), Kind::Request)
+        .with_header(QUEUE_OP_HEADER, "dead-letters")
+        .with_header(AFTER_HEADER, "soon");
+    sim.send(&boss, ask);
+    assert!(error_code(sim.drain(&boss)[0].envelope()).is_some());
+}
