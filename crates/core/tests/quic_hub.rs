@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use agentwire::hub::{DuplicatePolicy, HubConfig, PRESENCE_TOPIC};
 use agentwire::{Agent, AgentError, Codec, Connector, Destination, ErrorCode, HubTrust, Kind};
-use agentwire_proto::{Frame, Hello};
+use agentwire_proto::{Frame, FrameType, Hello};
 use common::{close_code, start_hub};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -814,4 +814,40 @@ async fn several_endpoints_on_one_address_share_the_agents() {
         .request("echo", b"after close".to_vec(), 5 * SECOND)
         .await;
     assert!(err.is_err(), "the hub closed every endpoint");
+}
+
+/// Before its hello, a peer makes the hub hold no more than `PRE_HELLO_WINDOW` of partly sent
+/// frames (the connection window is as small): twenty streams each holding 10 KiB of an
+/// unfinished 60 KiB frame close the connection with `frame-too-large`, long before the
+/// handshake timeout. (After the hello the limit is 64 MiB.)
+#[tokio::test]
+async fn partial_frames_before_the_hello_are_bounded_by_the_pre_hello_window() {
+    let t = common::start_hub(HubConfig::default()).await;
+    let conn = t.raw_connection().await;
+    // A control stream with the start of a hello that never ends.
+    let (mut control, _recv) = conn.open_bi().await.unwrap();
+    let mut start = Vec::from((60u32 * 1024).to_be_bytes());
+    start.push(FrameType::Hello as u8);
+    control.write_all(&start).await.unwrap();
+    let mut partial = Vec::from((60u32 * 1024).to_be_bytes());
+    partial.push(FrameType::Envelope as u8);
+    partial.extend_from_slice(&[0u8; 10 * 1024]);
+    let mut streams = Vec::new();
+    for _ in 0..20 {
+        let Ok(mut uni) = conn.open_uni().await else {
+            break;
+        };
+        if uni.write_all(&partial).await.is_err() {
+            break;
+        }
+        streams.push(uni);
+    }
+    let started = std::time::Instant::now();
+    assert_eq!(
+        common::close_code(&conn).await,
+        Some(u64::from(ErrorCode::FrameTooLarge.code()))
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The test holds more than the window.
+    const _: () = assert!(agentwire::transport::quic::PRE_HELLO_WINDOW < 20 * 10 * 1024);
 }

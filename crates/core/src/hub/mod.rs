@@ -778,6 +778,7 @@ fn apply(hub: &HubInner, actions: &mut HubActions) {
                 if let Some(reg) = conn.registration() {
                     let control = &conn.driver().control;
                     control.set_peer_frame_limit(reg.max_frame_size);
+                    control.hello_accepted();
                     if reg.counted_goodbye {
                         control.count_streams_in_goodbye();
                     }

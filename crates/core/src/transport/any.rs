@@ -88,6 +88,9 @@ impl FrameSender for AnySender {
     fn count_streams_in_goodbye(&self) {
         each_sender!(self, s => FrameSender::count_streams_in_goodbye(s))
     }
+    fn hello_accepted(&self) {
+        each_sender!(self, s => FrameSender::hello_accepted(s))
+    }
     fn close(&self, code: ErrorCode, reason: &str) {
         each_sender!(self, s => FrameSender::close(s, code, reason))
     }

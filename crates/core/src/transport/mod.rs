@@ -19,6 +19,7 @@ pub mod h2;
 pub mod hello_gate;
 pub mod listen;
 pub mod quic;
+mod quic_backlog;
 pub mod quic_budget;
 pub mod quic_inbound;
 pub mod quic_socket;
@@ -239,6 +240,10 @@ pub trait FrameSender: Clone + Send + Sync + 'static {
     /// that the peer passes the goodbye on only after them. Others ignore it.
     fn count_streams_in_goodbye(&self) {}
 
+    /// The hub accepted the peer's hello: a transport that held the peer to a small window
+    /// before it (QUIC, `quic::PRE_HELLO_WINDOW`) opens it now. Others ignore it.
+    fn hello_accepted(&self) {}
+
     /// Closes the connection with a code and a reason; pending frames may be lost.
     fn close(&self, code: ErrorCode, reason: &str);
 
@@ -281,6 +286,8 @@ pub trait ConnectionControl: Send + Sync {
     fn set_peer_frame_limit(&self, max: u32);
     /// See [`FrameSender::count_streams_in_goodbye`].
     fn count_streams_in_goodbye(&self);
+    /// See [`FrameSender::hello_accepted`].
+    fn hello_accepted(&self);
 }
 
 impl<S: FrameSender> ConnectionControl for S {
@@ -295,6 +302,9 @@ impl<S: FrameSender> ConnectionControl for S {
     }
     fn count_streams_in_goodbye(&self) {
         FrameSender::count_streams_in_goodbye(self)
+    }
+    fn hello_accepted(&self) {
+        FrameSender::hello_accepted(self)
     }
 }
 

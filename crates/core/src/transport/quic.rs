@@ -26,6 +26,7 @@ use quinn::{Connection, RecvStream, SendStream, VarInt};
 use tokio::sync::Mutex;
 
 use super::listen::{AcceptFailed, Accepted, Listen, Setup};
+use super::quic_backlog::{Backlog, DEFAULT_MAX_UNCONSUMED_BYTES};
 use super::quic_budget::{Admission, ReceiveBudget};
 use super::quic_inbound::{self, InboundReceiver, InboundSender, Ticket};
 use super::quic_socket::GsoCapped;
@@ -47,6 +48,14 @@ pub const DEFAULT_MAX_BUFFERED_BYTES: usize = 64 * 1024 * 1024;
 /// the peer opened the streams, see [`quic_inbound`]), so memory held for one connection is
 /// bounded by (this + concurrent streams) × max frame size, plus the partial-frame budget.
 const INBOUND_QUEUE: usize = 32;
+
+/// A hub's connection window until the connection's hello is accepted: room for a hello (at
+/// most `agentwire_proto::MAX_HELLO_FRAME`) and the control stream's first frames, so that a
+/// peer that has not said who it is makes quinn buffer no more than this. Every connection is
+/// accepted with it (the same transport parameters for all, as 0-RTT resumption needs); the
+/// window is raised to its full size (or its share of a receive budget) once the hello is
+/// accepted ([`FrameSender::hello_accepted`]).
+pub const PRE_HELLO_WINDOW: u64 = 128 * 1024;
 
 /// A bound QUIC server endpoint and the configuration it accepts with.
 pub struct ServerEndpoint {
@@ -392,12 +401,14 @@ pub fn split_connection(
     let buffered = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = quic_inbound::channel(INBOUND_QUEUE);
     let streams = Arc::new(StreamsRead::default());
+    let backlog = Arc::new(Backlog::new(DEFAULT_MAX_UNCONSUMED_BYTES));
     let reader = StreamReader {
         max_frame_size: max_in.clone(),
         buffered,
-        max_buffered: DEFAULT_MAX_BUFFERED_BYTES,
+        max_buffered: Arc::new(AtomicUsize::new(DEFAULT_MAX_BUFFERED_BYTES)),
         tx: tx.clone(),
         streams: streams.clone(),
+        backlog: backlog.clone(),
     };
     tokio::spawn(
         reader
@@ -419,6 +430,7 @@ pub fn split_connection(
             replies_on_request_streams: AtomicU64::new(0),
             reader,
             admission: std::sync::Mutex::new(None),
+            window_after_hello: AtomicU64::new(0),
             sent: std::sync::OnceLock::new(),
             count_goodbye: std::sync::atomic::AtomicBool::new(false),
         }),
@@ -430,6 +442,7 @@ pub fn split_connection(
         last_reply: None,
         goodbye: None,
         streams,
+        backlog,
     };
     (sender, receiver)
 }
@@ -455,6 +468,8 @@ struct SenderInner {
     reader: StreamReader,
     /// The connection's share of the hub's receive budget, held as long as the connection.
     admission: std::sync::Mutex<Option<Admission>>,
+    /// The window to raise the connection to once its hello is accepted (0: leave it).
+    window_after_hello: AtomicU64,
     /// Message streams finished but perhaps not yet acknowledged, kept (by agents'
     /// connections: [`QuicSender::keep_sent_streams`]) so that `delivered` can wait for them.
     sent: std::sync::OnceLock<std::sync::Mutex<SentStreams>>,
@@ -655,6 +670,30 @@ impl FrameSender for QuicSender {
         self.inner.count_goodbye.store(true, Ordering::Relaxed);
     }
 
+    fn hello_accepted(&self) {
+        self.inner
+            .reader
+            .max_buffered
+            .store(DEFAULT_MAX_BUFFERED_BYTES, Ordering::Relaxed);
+        let mut admission = self
+            .inner
+            .admission
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match admission.as_mut() {
+            // Its share of the receive budget, adjusted by the budget from now on.
+            Some(admission) => admission.register(&self.inner.conn),
+            None => {
+                let window = self.inner.window_after_hello.swap(0, Ordering::Relaxed);
+                if window > 0 {
+                    self.inner
+                        .conn
+                        .set_receive_window(VarInt::from_u64(window).unwrap_or(VarInt::MAX));
+                }
+            }
+        }
+    }
+
     fn close(&self, code: ErrorCode, reason: &str) {
         self.inner
             .conn
@@ -723,6 +762,23 @@ pub struct QuicReceiver {
     goodbye: Option<Held>,
     /// How far the peer's streams have been read.
     streams: Arc<StreamsRead>,
+    /// Bytes read and not yet taken from here.
+    backlog: Arc<Backlog>,
+}
+
+impl QuicReceiver {
+    /// Bytes read from the peer's streams and not yet taken with `recv_frame`: at most
+    /// about 16 MiB before new streams wait (`quic_backlog`), plus one frame per stream
+    /// being read.
+    pub fn unconsumed_bytes(&self) -> usize {
+        self.backlog.bytes()
+    }
+}
+
+impl Drop for QuicReceiver {
+    fn drop(&mut self) {
+        self.backlog.consumer_gone();
+    }
 }
 
 /// A goodbye held back, and until when.
@@ -810,7 +866,11 @@ impl FrameReceiver for QuicReceiver {
                 {
                     let (streams, frame) = match counted {
                         true => match counted_goodbye::split(&frame) {
-                            Ok((n, goodbye)) => (Some(n), goodbye),
+                            Ok((n, goodbye)) => {
+                                self.backlog
+                                    .taken(frame.payload.len() - goodbye.payload.len());
+                                (Some(n), goodbye)
+                            }
                             Err(e) => break Some(Err(TransportError::Frame(e))),
                         },
                         false => (None, frame),
@@ -834,6 +894,7 @@ impl FrameReceiver for QuicReceiver {
         };
         match next {
             Some(Ok((frame, reply))) => {
+                self.backlog.taken(backlog_len(&frame));
                 self.last_reply = reply;
                 Ok(Some(frame))
             }
@@ -869,10 +930,19 @@ const INLINE_READ_MAX: usize = 64 * 1024;
 struct StreamReader {
     max_frame_size: Arc<AtomicU32>,
     buffered: Arc<AtomicUsize>,
-    max_buffered: usize,
+    /// Bytes of partly received frames all streams together may hold ([`PRE_HELLO_WINDOW`]
+    /// on a hub's connection until the hello is accepted).
+    max_buffered: Arc<AtomicUsize>,
     tx: InboundSender<Result<Inbound, TransportError>>,
     /// The peer-opened streams read so far (for the counted goodbye).
     streams: Arc<StreamsRead>,
+    /// Frames read and not yet consumed.
+    backlog: Arc<Backlog>,
+}
+
+/// What a frame counts in a connection's [`Backlog`].
+fn backlog_len(frame: &RawFrame) -> usize {
+    frame.payload.len() + agentwire_proto::FRAME_HEADER_LEN + 1
 }
 
 /// Whether a stream is one the peer opened for its messages, which its counted goodbye
@@ -913,6 +983,7 @@ impl StreamReader {
         if finished && read.len() == 1 {
             let max = self.max_frame_size.load(Ordering::Relaxed);
             if let Ok(frame) = FrameDecoder::decode_one(read[0].clone(), max) {
+                self.backlog.read(backlog_len(&frame));
                 let item = Ok((frame, reply.map(ReplySlot::quic)));
                 match self.tx.try_send(ticket, item) {
                     Ok(()) | Err(quic_inbound::TrySendError::Closed(_)) => self.streams.read(),
@@ -962,6 +1033,11 @@ impl StreamReader {
                         tokio::task::yield_now().await;
                     }
                     read_before = true;
+                    // Nothing more read while the consumer has a full backlog: the bytes wait
+                    // in quinn, within the stream's flow-control window.
+                    if !self.backlog.has_room() {
+                        self.backlog.room().await;
+                    }
                     match stream.read_chunk(usize::MAX, true).await {
                         Ok(Some(chunk)) => chunk.bytes,
                         Ok(None) => break decoder.finish().map_err(TransportError::from),
@@ -977,11 +1053,12 @@ impl StreamReader {
             if now > held {
                 let total = self.buffered.fetch_add(now - held, Ordering::Relaxed) + now - held;
                 held = now;
-                if total > self.max_buffered {
+                let max_buffered = self.max_buffered.load(Ordering::Relaxed);
+                if total > max_buffered {
                     break Err(TransportError::Frame(
                         agentwire_proto::FrameError::TooLarge {
                             len: u32::try_from(total).unwrap_or(u32::MAX),
-                            max: u32::try_from(self.max_buffered).unwrap_or(u32::MAX),
+                            max: u32::try_from(max_buffered).unwrap_or(u32::MAX),
                         },
                     ));
                 }
@@ -1015,6 +1092,7 @@ impl StreamReader {
             decoder.set_max_frame_size(self.max_frame_size.load(Ordering::Relaxed));
             match decoder.next_frame()? {
                 Some(frame) => {
+                    self.backlog.read(backlog_len(&frame));
                     let slot = reply.take().map(ReplySlot::quic);
                     let ticket = first.take().unwrap_or_else(|| self.tx.ticket());
                     if self.tx.send(ticket, Ok((frame, slot))).await.is_err() {
@@ -1033,6 +1111,13 @@ async fn accept_loop(
     tx: InboundSender<Result<Inbound, TransportError>>,
 ) {
     let ended = loop {
+        // No new stream while the consumer has a full backlog (see `quic_backlog`).
+        if !reader.backlog.has_room() {
+            tokio::select! {
+                () = reader.backlog.room() => {}
+                e = conn.closed() => break Some(e),
+            }
+        }
         tokio::select! {
             stream = conn.accept_uni() => match stream {
                 Ok(stream) => reader.start(stream, None, tx.ticket()),
@@ -1056,6 +1141,9 @@ async fn accept_loop(
                         }
                     });
                     let fatal = frame.is_err();
+                    if let Ok(f) = &frame {
+                        reader.backlog.read(backlog_len(f));
+                    }
                     if tx.send(tx.ticket(), frame.map(|f| (f, None))).await.is_err() || fatal {
                         break None;
                     }
@@ -1267,15 +1355,19 @@ async fn accept_connection(
     config: &quinn::ServerConfig,
     settings: &QuicSettings,
     mapping: StreamMapping,
-    mut admission: Option<Admission>,
+    admission: Option<Admission>,
     timeout: std::time::Duration,
 ) -> Result<Accepted<QuicSender, QuicReceiver>, AcceptFailed> {
     let failed = |error: TransportError| AcceptFailed {
         stage: "quic",
         error,
     };
-    let window = admission.as_ref().map(Admission::window);
-    let connecting = accept_incoming(incoming, config, settings, window)
+    let window = admission
+        .as_ref()
+        .map_or(PRE_HELLO_WINDOW, Admission::window)
+        .min(PRE_HELLO_WINDOW)
+        .min(settings.receive_window);
+    let connecting = accept_incoming(incoming, config, settings, Some(window))
         .map_err(|e| failed(map_connection_error(&e)))?;
     // Take the connection at 0.5-RTT so that a control stream sent as 0-RTT data can be seen
     // arriving before the handshake completes (that is how the hub counts accepted 0-RTT),
@@ -1284,11 +1376,6 @@ async fn accept_connection(
     let (conn, handshake_done) = connecting.into_0rtt().map_err(|_| {
         failed(ConnectError::Config("the QUIC handshake could not start".into()).into())
     })?;
-    // Raise the connection window from the common starting value to its share now, so the
-    // MAX_DATA leaves with the hub's first 1-RTT packets.
-    if let Some(admission) = admission.as_mut() {
-        admission.register(&conn);
-    }
     let setup = async {
         tokio::pin!(handshake_done);
         let (control, early) = tokio::select! {
@@ -1329,16 +1416,27 @@ async fn accept_connection(
     // to the agreed one then).
     let max_in = agentwire_proto::MAX_HELLO_FRAME;
     let (sender, receiver) = split_connection(conn, control, mapping, settings.datagrams, max_in);
-    if let Some(admission) = admission {
-        sender.hold_admission(admission);
+    // The window, and what partly received frames may hold, stay small until the hello is
+    // accepted (`hello_accepted`).
+    sender
+        .inner
+        .reader
+        .max_buffered
+        .store(PRE_HELLO_WINDOW as usize, Ordering::Relaxed);
+    match admission {
+        Some(admission) => sender.hold_admission(admission),
+        None => sender
+            .inner
+            .window_after_hello
+            .store(settings.receive_window, Ordering::Relaxed),
     }
     Ok(Accepted {
         sender,
         receiver,
         zero_rtt,
         certificate,
-        // QUIC bounds what a peer may send by its flow-control windows; the receiver takes no
-        // frame over a hello's size before the hello.
+        // QUIC bounds what a peer may send before its hello by the connection window
+        // (PRE_HELLO_WINDOW); the receiver takes no frame over a hello's size before it.
         hello_gate: None,
     })
 }
