@@ -87,8 +87,12 @@ pub struct StoreLayout {
     pub stream: String,
     /// Its subjects' prefix (`<prefix>.>`).
     pub prefix: String,
-    /// Replicas to ask for; fewer when the NATS cluster has fewer nodes.
+    /// Replicas to ask for: exactly this many on a NATS cluster, one on a server that is not
+    /// clustered.
     pub replicas: usize,
+    /// How long JetStream gets to place the stream with those replicas before opening fails
+    /// (30 s: a NATS cluster that has just started elects its leader meanwhile).
+    pub patience: Duration,
 }
 
 impl StoreLayout {
@@ -105,6 +109,7 @@ impl StoreLayout {
             stream: format!("AGENTWIRE_{name}_QUEUES"),
             prefix: format!("agentwire.{name}.queues"),
             replicas: 3,
+            patience: REPLICA_PATIENCE,
         }
     }
 }
@@ -139,7 +144,7 @@ impl JetStreamStore {
         // A NATS cluster that has just started may not have elected its JetStream leader yet:
         // it gets time. The stream is never made with fewer replicas than asked for: a stream
         // that silently kept one copy would lose the queues with one NATS node.
-        let deadline = tokio::time::Instant::now() + REPLICA_PATIENCE;
+        let deadline = tokio::time::Instant::now() + layout.patience;
         loop {
             match js.get_or_create_stream(config.clone()).await {
                 Ok(_) => break,
@@ -152,8 +157,9 @@ impl JetStreamStore {
                         path,
                         source: Box::new(JetStreamFailure(format!(
                             "JetStream could not keep the queues' stream with {replicas} \
-                             replicas within {REPLICA_PATIENCE:?} ({e}); fewer replicas only \
-                             with --cluster-replicas"
+                             replicas within {:?} ({e}); fewer replicas only \
+                             with --cluster-replicas",
+                            layout.patience
                         ))),
                     })
                 }
@@ -255,6 +261,12 @@ impl JetStreamStore {
         .map_err(|e| self.write_error(e))?;
         self.fence.store(ack.sequence, Ordering::Release);
         Ok(())
+    }
+
+    /// How long a write waits for JetStream's answer before it is tried again (10 s by
+    /// default).
+    pub fn set_answer_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
     }
 
     /// A new id for one try of a batch.

@@ -1045,3 +1045,152 @@ async fn no_nats_client_speaks_for_a_hub_it_is_not() {
     // Hub-b still counts alice as hub-a's.
     wait_for_agents(&b.hub, &["alice", "bob"]).await;
 }
+
+/// Forwards TCP connections from a loopback port to `upstream`; while `hold` is set, nothing
+/// goes from the server to the client (it waits, in order, until `hold` is cleared): answers
+/// delayed, not lost.
+async fn holding_proxy(
+    upstream: String,
+    hold: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = tokio::net::TcpStream::connect(upstream.trim_start_matches("nats://"))
+                .await
+                .unwrap();
+            let (mut cr, mut cw) = client.into_split();
+            let (mut sr, mut sw) = server.into_split();
+            tokio::spawn(async move { tokio::io::copy(&mut cr, &mut sw).await });
+            let hold = hold.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = match sr.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    while hold.load(std::sync::atomic::Ordering::Relaxed) {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    if cw.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("nats://{addr}")
+}
+
+/// JetStream's answer to a queue write delayed past the store's timeout: the write is tried
+/// again, and once the answers come the first try is recognised as this batch's (by the id in
+/// the owner's mark). The hub neither fences itself nor loses or doubles a task, and writes on
+/// without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jetstream_answer_delayed_past_the_timeout_is_recognised() {
+    use agentwire_cluster::lease::Lease;
+    use agentwire_cluster::store::{JetStreamStore, StoreLayout};
+    use agentwire_queue::{QueueStore, StoreOp, TaskId, TaskRecord};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let Some(nats) = start_nats() else { return };
+    let hold = Arc::new(AtomicBool::new(false));
+    let proxied = holding_proxy(nats.1.clone(), hold.clone()).await;
+    let layout = StoreLayout::for_cluster("delayed");
+    let client = async_nats::connect(proxied).await.unwrap();
+    let lease = Arc::new(Lease::new(Duration::from_secs(60)));
+    lease.granted(std::time::Instant::now());
+    let mut store = JetStreamStore::open(client, &layout, "hub-d", lease.clone())
+        .await
+        .unwrap();
+    store.set_answer_timeout(Duration::from_millis(500));
+    store.claim().await.unwrap();
+    let record = |id: u64| {
+        StoreOp::Put(TaskRecord {
+            id: TaskId(id),
+            queue: agentwire_queue::QueueName::new("jobs").unwrap(),
+            sender: "boss".into(),
+            producer_id: None,
+            attempts: 0,
+            enqueued_unix_ms: 1,
+            dead: None,
+            body: format!("task {id}").into_bytes().into(),
+        })
+    };
+    // Answers held for 2 s: the first tries time out; the writes themselves reach JetStream.
+    hold.store(true, Ordering::Relaxed);
+    let release = tokio::spawn({
+        let hold = hold.clone();
+        async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            hold.store(false, Ordering::Relaxed);
+        }
+    });
+    let (mut store, r) = tokio::task::spawn_blocking(move || {
+        let r = store.apply(&[record(1), record(2)]);
+        (store, r)
+    })
+    .await
+    .unwrap();
+    release.await.unwrap();
+    r.expect("the delayed write is recognised, not refused");
+    assert!(lease.valid(), "the hub fenced itself off");
+    // It writes on, without a restart.
+    let (_, r) = tokio::task::spawn_blocking(move || {
+        let r = store.apply(&[record(3), StoreOp::Delete(TaskId(1))]);
+        (store, r)
+    })
+    .await
+    .unwrap();
+    r.unwrap();
+    let check_client = async_nats::connect(nats.1.clone()).await.unwrap();
+    let check_lease = Arc::new(Lease::new(Duration::from_secs(60)));
+    let mut check = JetStreamStore::open(check_client, &layout, "check", check_lease)
+        .await
+        .unwrap();
+    check.preload().await.unwrap();
+    let tasks = check.load().unwrap().tasks;
+    let ids: Vec<u64> = tasks.iter().map(|t| t.id.0).collect();
+    assert_eq!(ids, vec![2, 3], "each task once, none lost");
+}
+
+/// On a NATS cluster the queues' stream gets exactly the replicas asked for, or opening fails
+/// with a reason that names the flag: never a silent downgrade to fewer copies. (Five asked of
+/// a three-node cluster; two seconds of patience instead of thirty.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_is_never_made_with_fewer_replicas_than_asked() {
+    use agentwire_cluster::lease::Lease;
+    use agentwire_cluster::store::{JetStreamStore, StoreLayout};
+    use std::sync::Arc;
+
+    let Some(nodes) = start_nats_cluster() else {
+        return;
+    };
+    let client = async_nats::connect(nodes[0].1.clone()).await.unwrap();
+    let lease = Arc::new(Lease::new(Duration::from_secs(60)));
+    let layout = StoreLayout {
+        replicas: 5,
+        patience: Duration::from_secs(2),
+        ..StoreLayout::for_cluster("replicas")
+    };
+    let err = match JetStreamStore::open(client.clone(), &layout, "hub-r", lease.clone()).await {
+        Ok(_) => panic!("a stream with fewer replicas than asked was made"),
+        Err(e) => e.with_causes(),
+    };
+    assert!(
+        err.contains("5 replicas") && err.contains("--cluster-replicas"),
+        "{err}"
+    );
+    // Three, as many as there are nodes, are kept (JetStream may need a moment after start).
+    let layout = StoreLayout {
+        replicas: 3,
+        ..StoreLayout::for_cluster("replicas")
+    };
+    JetStreamStore::open(client, &layout, "hub-r", lease)
+        .await
+        .expect("three replicas on three nodes");
+}

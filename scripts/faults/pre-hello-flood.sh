@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Abuse (issue 40): CONNECTIONS connections at once, each sending one FRAME_BYTES frame before
+# any hello, on each of QUIC, HTTP/2 and WebSocket over TLS. Starts `agentwire hub` on the three
+# listeners, runs the pre_hello_flood example once per transport (the hub's peak RSS; an honest
+# agent connecting afterwards), and writes OUT/<transport>.json, OUT/command.txt and
+# OUT/machine.txt.
+#
+# usage: scripts/faults/pre-hello-flood.sh OUT [CONNECTIONS] [FRAME_BYTES]
+#   defaults: 500 connections, 16 MiB frames; HUB_BIN=path runs another agentwire as the hub
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [ $# -lt 1 ]; then
+  sed -n '2,9p' "$0" >&2
+  exit 2
+fi
+out=$1 connections=${2:-500} frame=${3:-16777216}
+mkdir -p "$out"
+cargo build --release --locked -q -p agentwire-cli
+cargo build --release --locked -q -p agentwire --example pre_hello_flood
+dir=$(mktemp -d)
+target/release/agentwire cert --out "$dir/certs" >/dev/null
+"${HUB_BIN:-target/release/agentwire}" hub --cert-dir "$dir/certs" --listen quic://127.0.0.1:0 \
+  --listen h2://127.0.0.1:0 --listen wss://127.0.0.1:0 >"$dir/hub.log" 2>&1 &
+hub=$!
+trap 'kill $hub 2>/dev/null || true; rm -rf "$dir"' EXIT
+for _ in $(seq 200); do [ "$(grep -c 'hub listening' "$dir/hub.log")" -ge 3 ] && break; sleep 0.05; done
+{
+  echo "# $(date -u +%FT%TZ) git $(git rev-parse --short HEAD 2>/dev/null || echo none)"
+  echo "scripts/faults/pre-hello-flood.sh $*"
+  echo "hub: ${HUB_BIN:-target/release/agentwire} ($("${HUB_BIN:-target/release/agentwire}" --version)) hub --cert-dir CERTS --listen quic://127.0.0.1:0 --listen h2://127.0.0.1:0 --listen wss://127.0.0.1:0"
+  echo "client: pre_hello_flood URL CERTS/ca.pem HUB_PID $connections $frame, once per transport"
+} >"$out/command.txt"
+{ uname -srm; nproc; grep -m1 'model name' /proc/cpuinfo || true; } >"$out/machine.txt"
+for transport in quic h2 wss; do
+  url=$(grep -o "hub listening on $transport://[^ ]*" "$dir/hub.log" | head -1 | sed 's/hub listening on //')
+  target/release/examples/pre_hello_flood "$url" "$dir/certs/ca.pem" "$hub" "$connections" \
+    "$frame" >"$out/$transport.json"
+  python3 - "$out/$transport.json" "$transport" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"{sys.argv[2]}: {r['connections']} x {r['frame_bytes']/2**20:.0f} MiB before the hello: "
+      f"{r['refused']} refused, hub RSS idle {r['hub_idle_rss_bytes']/2**20:.0f} MiB, "
+      f"peak {r['hub_peak_rss_bytes']/2**20:.0f} MiB, {r['seconds']:.1f} s; "
+      f"honest agent served after: {r['honest_agent_served']}")
+PY
+done
