@@ -4,6 +4,8 @@
 //! restarted on the same store, a damaged store. Every wait is bounded.
 
 mod common;
+#[path = "../../queue/tests/support/tmpfs.rs"]
+mod tmpfs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -451,28 +453,9 @@ fn a_full_disk_then_freed_needs_no_restart() {
     let dir = tempfile::tempdir().unwrap();
     let disk = dir.path().join("disk");
     std::fs::create_dir_all(&disk).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
-        .arg(&disk)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
-        // Root (as CI runs) must be able to mount one: say why not.
-        let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-        });
-        assert!(!root, "running as root, yet a tmpfs could not be mounted");
-        eprintln!("skipped: mounting a tmpfs needs root");
+    let Some(_unmount) = tmpfs::Tmpfs::mount(&disk, "16m") else {
         return;
-    }
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(disk.clone());
+    };
     let sock = dir.path().join("hub.sock");
     let (hub_process, hub_out) = hub(&disk.join("store"), &sock);
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -3,9 +3,6 @@
 //! task once; mounting needs root: without it the test says so and passes, CI runs as root),
 //! and a record that cannot be read (left out, reported and moved aside; the rest loads).
 
-use std::path::Path;
-use std::process::Command;
-
 use agentwire_queue::{FileStore, QueueName, QueueStore, StoreOp, TaskId, TaskRecord};
 
 fn task(id: u64) -> TaskRecord {
@@ -21,33 +18,15 @@ fn task(id: u64) -> TaskRecord {
     }
 }
 
-struct Mount<'a>(&'a Path);
-
-impl Drop for Mount<'_> {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0).status();
-    }
-}
+#[path = "support/tmpfs.rs"]
+mod tmpfs;
 
 #[test]
 fn a_full_disk_then_freed_heals_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
-        .arg(dir.path())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
-        // Root (as CI runs) must be able to mount one: say why not.
-        let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-        });
-        assert!(!root, "running as root, yet a tmpfs could not be mounted");
-        eprintln!("skipped: mounting a tmpfs needs root");
+    let Some(_mount) = tmpfs::Tmpfs::mount(dir.path(), "2m") else {
         return;
-    }
-    let _mount = Mount(dir.path());
+    };
     let mut store = FileStore::open(&dir.path().join("store")).unwrap();
     // Fill the disk with something else.
     let filler = dir.path().join("filler");
