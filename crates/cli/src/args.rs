@@ -440,6 +440,17 @@ pub struct QuicArgs {
     /// Send window (unacknowledged bytes in flight), bytes.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
     pub send_window: u64,
+    /// Hub: a QUIC connection's window, and the bytes of its partly received frames, until
+    /// its hello is accepted (then --conn-window); partial frames beyond it close the
+    /// connection with frame-too-large.
+    #[arg(long, default_value_t = agentwire::transport::quic::PRE_HELLO_WINDOW,
+          value_parser = clap::value_parser!(u64).range(16_384..))]
+    pub pre_hello_window: u64,
+    /// Bytes one QUIC connection may have read and not yet handed on (a hub or an agent busy
+    /// elsewhere) before it reads no further: the peer then waits within its windows.
+    #[arg(long, default_value_t = agentwire::transport::quic_backlog::DEFAULT_MAX_UNREAD_BYTES,
+          value_parser = parse_at_least_64k)]
+    pub max_unread_bytes: usize,
     /// Congestion control: bbr3 (agentwire-cc, the default), cubic, newreno or bbr (quinn's
     /// BBRv1).
     #[arg(long, default_value = "bbr3")]
@@ -499,6 +510,8 @@ impl QuicArgs {
             max_concurrent_bidi_streams: self.max_streams,
             stream_receive_window: self.stream_window,
             receive_window: self.conn_window,
+            pre_hello_window: self.pre_hello_window,
+            max_unread_bytes: self.max_unread_bytes,
             send_window: self.send_window,
             congestion: self.cc,
             socket_send_buffer: self.udp_sndbuf,
@@ -691,6 +704,14 @@ pub struct HubArgs {
     pub max_queues: usize,
     #[command(flatten)]
     pub quic: QuicArgs,
+}
+
+fn parse_at_least_64k(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 65_536 => Ok(n),
+        Ok(n) => Err(format!("{n} is below 65536")),
+        Err(e) => Err(format!("{s:?} is not a number of bytes: {e}")),
+    }
 }
 
 fn parse_octal(s: &str) -> Result<u32, String> {

@@ -127,6 +127,13 @@ pub struct QuicSettings {
     pub stream_receive_window: u32,
     /// Flow-control window for the whole connection, bytes.
     pub receive_window: u64,
+    /// Hub: the connection window, and the bytes of partly received frames, of a connection
+    /// whose hello is not accepted yet (see `transport::quic::PRE_HELLO_WINDOW`, the default).
+    pub pre_hello_window: u64,
+    /// Bytes a connection may have read from its peer's streams and not yet handed on before
+    /// it reads no further (see `transport::quic_backlog`); the peer's bytes then wait within
+    /// its flow-control windows.
+    pub max_unread_bytes: usize,
     /// Most unacknowledged bytes in flight from this side, bytes.
     pub send_window: u64,
     /// Congestion controller.
@@ -191,6 +198,8 @@ impl Default for QuicSettings {
             max_concurrent_bidi_streams: 256,
             stream_receive_window: 2 * 1024 * 1024,
             receive_window: 32 * 1024 * 1024,
+            pre_hello_window: crate::transport::quic::PRE_HELLO_WINDOW,
+            max_unread_bytes: crate::transport::quic_backlog::DEFAULT_MAX_UNREAD_BYTES,
             send_window: 32 * 1024 * 1024,
             congestion: CongestionControl::Bbr3,
             socket_send_buffer: 4 * 1024 * 1024,

@@ -19,7 +19,7 @@ pub mod h2;
 pub mod hello_gate;
 pub mod listen;
 pub mod quic;
-mod quic_backlog;
+pub mod quic_backlog;
 pub mod quic_budget;
 pub mod quic_inbound;
 pub mod quic_socket;

@@ -26,7 +26,7 @@ use quinn::{Connection, RecvStream, SendStream, VarInt};
 use tokio::sync::Mutex;
 
 use super::listen::{AcceptFailed, Accepted, Listen, Setup};
-use super::quic_backlog::{Backlog, DEFAULT_MAX_UNCONSUMED_BYTES};
+use super::quic_backlog::{Backlog, DEFAULT_MAX_UNREAD_BYTES};
 use super::quic_budget::{Admission, ReceiveBudget};
 use super::quic_inbound::{self, InboundReceiver, InboundSender, Ticket};
 use super::quic_socket::GsoCapped;
@@ -401,7 +401,7 @@ pub fn split_connection(
     let buffered = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = quic_inbound::channel(INBOUND_QUEUE);
     let streams = Arc::new(StreamsRead::default());
-    let backlog = Arc::new(Backlog::new(DEFAULT_MAX_UNCONSUMED_BYTES));
+    let backlog = Arc::new(Backlog::new(DEFAULT_MAX_UNREAD_BYTES));
     let reader = StreamReader {
         max_frame_size: max_in.clone(),
         buffered,
@@ -772,6 +772,12 @@ impl QuicReceiver {
     /// being read.
     pub fn unconsumed_bytes(&self) -> usize {
         self.backlog.bytes()
+    }
+
+    /// Reads no further while this many bytes are read and not taken
+    /// ([`QuicSettings::max_unread_bytes`]).
+    pub fn set_max_unread_bytes(&self, max: usize) {
+        self.backlog.set_limit(max);
     }
 }
 
@@ -1364,8 +1370,8 @@ async fn accept_connection(
     };
     let window = admission
         .as_ref()
-        .map_or(PRE_HELLO_WINDOW, Admission::window)
-        .min(PRE_HELLO_WINDOW)
+        .map_or(settings.pre_hello_window, Admission::window)
+        .min(settings.pre_hello_window)
         .min(settings.receive_window);
     let connecting = accept_incoming(incoming, config, settings, Some(window))
         .map_err(|e| failed(map_connection_error(&e)))?;
@@ -1418,11 +1424,11 @@ async fn accept_connection(
     let (sender, receiver) = split_connection(conn, control, mapping, settings.datagrams, max_in);
     // The window, and what partly received frames may hold, stay small until the hello is
     // accepted (`hello_accepted`).
-    sender
-        .inner
-        .reader
-        .max_buffered
-        .store(PRE_HELLO_WINDOW as usize, Ordering::Relaxed);
+    sender.inner.reader.max_buffered.store(
+        usize::try_from(settings.pre_hello_window).unwrap_or(usize::MAX),
+        Ordering::Relaxed,
+    );
+    receiver.set_max_unread_bytes(settings.max_unread_bytes);
     match admission {
         Some(admission) => sender.hold_admission(admission),
         None => sender
@@ -1617,6 +1623,7 @@ impl super::dial::Dial for QuicDial {
             max_in,
         );
         sender.keep_sent_streams();
+        receiver.set_max_unread_bytes(self.settings.max_unread_bytes);
         Ok(super::dial::Dialed {
             sender: super::any::AnySender::Quic(sender),
             receiver: super::any::AnyReceiver::Quic(receiver),

@@ -18,13 +18,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::Notify;
 
 /// Bytes read and not yet consumed, by default, before a connection takes no new stream.
-pub const DEFAULT_MAX_UNCONSUMED_BYTES: usize = 16 * 1024 * 1024;
+pub const DEFAULT_MAX_UNREAD_BYTES: usize = 16 * 1024 * 1024;
 
 /// The backlog of one connection.
 #[derive(Debug)]
 pub(crate) struct Backlog {
     bytes: AtomicUsize,
-    limit: usize,
+    limit: AtomicUsize,
     room: Notify,
     consumer_gone: AtomicBool,
 }
@@ -34,10 +34,16 @@ impl Backlog {
     pub fn new(limit: usize) -> Self {
         Backlog {
             bytes: AtomicUsize::new(0),
-            limit,
+            limit: AtomicUsize::new(limit),
             room: Notify::new(),
             consumer_gone: AtomicBool::new(false),
         }
+    }
+
+    /// Stops new reads at `limit` bytes from now on.
+    pub fn set_limit(&self, limit: usize) {
+        self.limit.store(limit, Ordering::Release);
+        self.room.notify_waiters();
     }
 
     /// A frame of `len` bytes was read and goes to the consumer.
@@ -48,7 +54,8 @@ impl Backlog {
     /// The consumer took `len` bytes read before.
     pub fn taken(&self, len: usize) {
         let before = self.bytes.fetch_sub(len, Ordering::AcqRel);
-        if before >= self.limit && before - len < self.limit {
+        let limit = self.limit.load(Ordering::Acquire);
+        if before >= limit && before - len < limit {
             self.room.notify_waiters();
         }
     }
@@ -66,7 +73,8 @@ impl Backlog {
 
     /// Under the limit (or nobody consumes).
     pub fn has_room(&self) -> bool {
-        self.consumer_gone.load(Ordering::Acquire) || self.bytes() < self.limit
+        self.consumer_gone.load(Ordering::Acquire)
+            || self.bytes() < self.limit.load(Ordering::Acquire)
     }
 
     /// Resolves once the backlog is under its limit (or the consumer is gone).
