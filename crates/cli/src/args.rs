@@ -665,12 +665,13 @@ pub struct HubArgs {
     /// Connections open at once from one IP address (off by default).
     #[arg(long)]
     pub max_connections_per_address: Option<usize>,
-    /// TCP connections in their TLS and transport handshake at once; beyond, the hub accepts
-    /// no more until one finishes (the kernel's backlog holds them).
+    /// Connections in their TLS (or QUIC) and transport handshake at once, per listener;
+    /// beyond, the hub accepts no more until one finishes (the kernel's backlog, or quinn,
+    /// holds them).
     #[arg(long, default_value_t = agentwire::transport::accept_gate::DEFAULT_MAX_PENDING)]
     pub max_pending_handshakes: usize,
-    /// TCP connections from one IP address in their handshake at once; beyond, a new one is
-    /// closed before TLS.
+    /// Connections from one IP address in their handshake at once; beyond, a new one is
+    /// closed before TLS (QUIC: refused before its handshake).
     #[arg(long, default_value_t = agentwire::transport::accept_gate::DEFAULT_MAX_PENDING_PER_ADDRESS)]
     pub max_pending_per_address: usize,
     /// New connections accepted per second, all addresses together (off by default).

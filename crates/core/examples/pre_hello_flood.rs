@@ -1,25 +1,26 @@
 //! Abuse: many connections at once, each sending one huge frame before any hello, against a hub
-//! in another process. Measures the hub's peak memory (its RSS, from /proc) and checks that an
-//! honest agent is served afterwards.
+//! in another process. Measures the hub's peak memory (its RSS, from /proc), and what two honest
+//! agents get done (request/reply, 16 in flight, 1 KiB) in interleaved rounds without and during
+//! the flood (repeated for the whole measurement).
 //!
 //! Run by `scripts/faults/pre-hello-flood.sh`, which starts the hub; by hand:
 //!
 //!     agentwire cert --out /tmp/aw-certs
 //!     agentwire hub --listen quic://127.0.0.1:4433 --cert-dir /tmp/aw-certs &
 //!     cargo run --release -p agentwire --example pre_hello_flood -- \
-//!         quic://127.0.0.1:4433 /tmp/aw-certs/ca.pem $(pgrep -f 'agentwire hub') 500 16777216
+//!         quic://127.0.0.1:4433 /tmp/aw-certs/ca.pem $(pgrep -f 'agentwire hub') 500 16777216 5 3
 //!
-//! Arguments: hub URL (quic://, h2:// or wss://), CA file, hub PID, connections, frame bytes.
-//! Prints one JSON object.
+//! Arguments: hub URL (quic://, h2:// or wss://), CA file, hub PID, connections, frame bytes,
+//! seconds per measurement, rounds. Prints one JSON object.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentwire::transport::dial::{Dial, DialTarget, H2Dial, WsDial};
 use agentwire::transport::quic::QuicDial;
 use agentwire::transport::TransportKind;
-use agentwire::{tls, Agent, AgentOptions, HubTrust, HubUrl, QuicSettings};
+use agentwire::{tls, Agent, AgentOptions, HubTrust, HubUrl, Kind, QuicSettings};
 use bytes::Bytes;
 
 /// The hub's resident set now, bytes.
@@ -72,23 +73,94 @@ async fn flood_one(dial: Arc<Flood>, target: DialTarget, frame: Bytes) -> Outcom
         .unwrap_or(Outcome::Taken)
 }
 
+/// Requests from `asker` to `echo` with 16 in flight for `secs`: completed per second.
+async fn honest(asker: &Agent, secs: f64) -> f64 {
+    let done = Arc::new(AtomicU64::new(0));
+    let until = Instant::now() + Duration::from_secs_f64(secs);
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (h, done) = (asker.handle().clone(), done.clone());
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < until {
+                if h.request("echo", vec![1u8; 1024], Duration::from_secs(10))
+                    .await
+                    .is_ok()
+                {
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    done.load(Ordering::Relaxed) as f64 / secs
+}
+
 enum Flood {
     Quic(Box<QuicDial>),
     H2(H2Dial),
     Ws(WsDial),
 }
 
+/// One wave: `connections` attempts at once; the number refused, and why.
+async fn wave(
+    dial: &Arc<Flood>,
+    addr: std::net::SocketAddr,
+    connections: usize,
+    frame: &Bytes,
+    reasons: &mut std::collections::BTreeMap<String, usize>,
+) -> usize {
+    let tasks: Vec<_> = (0..connections)
+        .map(|i| {
+            let target = DialTarget {
+                addr: Some(addr),
+                path: None,
+                host: "localhost".into(),
+                server_name: "localhost".into(),
+                agent_id: format!("flood-{i}"),
+                zero_rtt: false,
+                mapping: Default::default(),
+            };
+            tokio::spawn(flood_one(dial.clone(), target, frame.clone()))
+        })
+        .collect();
+    let mut refused = 0;
+    for t in tasks {
+        if let Ok(Outcome::Refused(why)) = t.await {
+            refused += 1;
+            *reasons.entry(why).or_default() += 1;
+        }
+    }
+    refused
+}
+
+fn watch_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut peak = 0;
+        while !stop.load(Ordering::Relaxed) {
+            peak = peak.max(rss(pid));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        peak.max(rss(pid))
+    })
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [url, ca, pid, connections, frame_bytes] = args.as_slice() else {
-        eprintln!("usage: pre_hello_flood HUB_URL CA_FILE HUB_PID CONNECTIONS FRAME_BYTES");
+    let [url, ca, pid, connections, frame_bytes, secs, rounds] = args.as_slice() else {
+        eprintln!(
+            "usage: pre_hello_flood HUB_URL CA_FILE HUB_PID CONNECTIONS FRAME_BYTES SECONDS ROUNDS"
+        );
         std::process::exit(2);
     };
     let hub_url = HubUrl::parse(url).expect("a hub URL");
     let pid: u32 = pid.parse().unwrap();
     let connections: usize = connections.parse().unwrap();
     let frame_bytes: usize = frame_bytes.parse().unwrap();
+    let secs: f64 = secs.parse().unwrap();
+    let rounds: usize = rounds.parse().unwrap();
     let trust = HubTrust::ca_file(std::path::Path::new(ca)).unwrap();
     let addr = hub_url.resolve().await.unwrap();
     let dial = Arc::new(match hub_url.transport {
@@ -120,50 +192,82 @@ async fn main() {
     frame.resize(frame_bytes, 0);
     let frame = Bytes::from(frame);
 
-    let idle = rss(pid);
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher = std::thread::spawn({
-        let stop = stop.clone();
-        move || {
-            let mut peak = 0;
-            while !stop.load(Ordering::Relaxed) {
-                peak = peak.max(rss(pid));
-                std::thread::sleep(Duration::from_millis(10));
+    // Two honest agents over the same transport: an echo and an asker.
+    let opts = |id: &str| {
+        let mut o = AgentOptions::new(id, url.clone(), trust.clone());
+        o.connect_timeout = Duration::from_secs(10);
+        o
+    };
+    let mut echo = Agent::connect(opts("echo"))
+        .await
+        .expect("the echo agent connects");
+    tokio::spawn(async move {
+        while let Some(m) = echo.recv().await {
+            if m.envelope.kind == Kind::Request {
+                let body = m.envelope.body.clone();
+                let _ = m.reply(body).await;
             }
-            peak.max(rss(pid))
         }
     });
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..connections)
-        .map(|i| {
-            let target = DialTarget {
-                addr: Some(addr),
-                path: None,
-                host: "localhost".into(),
-                server_name: "localhost".into(),
-                agent_id: format!("flood-{i}"),
-                zero_rtt: false,
-                mapping: Default::default(),
-            };
-            tokio::spawn(flood_one(dial.clone(), target, frame.clone()))
-        })
-        .collect();
-    let mut refused = 0;
+    let asker = Agent::connect(opts("asker"))
+        .await
+        .expect("the asker connects");
+
+    let idle = rss(pid);
     let mut reasons: std::collections::BTreeMap<String, usize> = Default::default();
-    for t in tasks {
-        if let Ok(Outcome::Refused(why)) = t.await {
-            refused += 1;
-            *reasons.entry(why).or_default() += 1;
+    let mut out = Vec::new();
+    for _ in 0..rounds {
+        let stop = Arc::new(AtomicBool::new(false));
+        let watch = watch_rss(pid, stop.clone());
+        let clean = honest(&asker, secs).await;
+        stop.store(true, Ordering::Relaxed);
+        let clean_peak = watch.join().unwrap();
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let watch = watch_rss(pid, stop.clone());
+        let flooding = Arc::new(AtomicBool::new(true));
+        let flood = tokio::spawn({
+            let (dial, frame, flooding) = (dial.clone(), frame.clone(), flooding.clone());
+            async move {
+                let (mut waves, mut attempts, mut refused, mut reasons) =
+                    (0u64, 0usize, 0usize, std::collections::BTreeMap::new());
+                let started = Instant::now();
+                // At least one whole wave, then more while the honest agents are measured.
+                while waves == 0 || flooding.load(Ordering::Relaxed) {
+                    refused += wave(&dial, addr, connections, &frame, &mut reasons).await;
+                    attempts += connections;
+                    waves += 1;
+                }
+                (
+                    waves,
+                    attempts,
+                    refused,
+                    reasons,
+                    started.elapsed().as_secs_f64(),
+                )
+            }
+        });
+        let during = honest(&asker, secs).await;
+        flooding.store(false, Ordering::Relaxed);
+        let (waves, attempts, refused, wave_reasons, flood_secs) = flood.await.unwrap();
+        stop.store(true, Ordering::Relaxed);
+        let flood_peak = watch.join().unwrap();
+        for (k, v) in wave_reasons {
+            *reasons.entry(k).or_default() += v;
         }
+        out.push(serde_json::json!({
+            "clean_requests_per_sec": clean,
+            "clean_peak_rss_bytes": clean_peak,
+            "during_flood_requests_per_sec": during,
+            "flood_peak_rss_bytes": flood_peak,
+            "flood_waves": waves,
+            "flood_connections": attempts,
+            "flood_refused": refused,
+            "flood_seconds": flood_secs,
+        }));
     }
-    let seconds = started.elapsed().as_secs_f64();
-    stop.store(true, Ordering::Relaxed);
-    let peak = watcher.join().unwrap();
-    // The hub still serves an honest agent.
-    let mut opts = AgentOptions::new("honest", url.clone(), trust);
-    opts.connect_timeout = Duration::from_secs(10);
-    // (Connected means the hub read its hello and welcomed it.)
-    let honest = match Agent::connect(opts).await {
+    // The hub still serves a newcomer.
+    let honest_after = match Agent::connect(opts("newcomer")).await {
         Ok(agent) => {
             agent.close().await;
             true
@@ -174,14 +278,13 @@ async fn main() {
         "{}",
         serde_json::json!({
             "url": url,
-            "connections": connections,
+            "connections_per_wave": connections,
             "frame_bytes": frame_bytes,
-            "refused": refused,
-            "refused_with": reasons,
+            "seconds": secs,
             "hub_idle_rss_bytes": idle,
-            "hub_peak_rss_bytes": peak,
-            "seconds": seconds,
-            "honest_agent_served": honest,
+            "rounds": out,
+            "refused_with": reasons,
+            "newcomer_served_after": honest_after,
         })
     );
 }

@@ -158,3 +158,70 @@ async fn idle_handshakes_from_one_address_are_capped_before_tls() {
         assert!(matches!(ended, Ok(Ok(0) | Err(_))), "{ended:?}");
     }
 }
+
+/// The same cap on QUIC: connections from one address that finish the QUIC handshake but never
+/// open their control stream hold at most `max_pending_per_address` places; the next ones are
+/// refused before their handshake, and an agent from another address still connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_quic_set_ups_from_one_address_are_capped() {
+    common::init_logs();
+    let bundle = tls::generate(&tls::default_hub_names()).unwrap();
+    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
+    let config = HubConfig {
+        accept: agentwire::transport::accept_gate::AcceptLimits {
+            max_pending: 64,
+            max_pending_per_address: 5,
+        },
+        handshake_timeout: Duration::from_secs(5),
+        ..HubConfig::default()
+    };
+    let hub = Hub::new(config, HubMetrics::new());
+    let listener = hub
+        .listen_quic("127.0.0.1:0".parse().unwrap(), &identity)
+        .unwrap();
+    let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).unwrap();
+    let client_tls = tls::client_config(&trust, &[tls::ALPN_AGENTWIRE]).unwrap();
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(client_tls).unwrap();
+    let mut endpoint = quinn::Endpoint::client("127.0.0.2:0".parse().unwrap()).unwrap();
+    endpoint.set_default_client_config(quinn::ClientConfig::new(std::sync::Arc::new(crypto)));
+    // Twenty handshakes from 127.0.0.2, none opening a control stream.
+    let mut attempts = tokio::task::JoinSet::new();
+    for _ in 0..20 {
+        let connecting = endpoint.connect(listener.local_addr, "localhost").unwrap();
+        attempts.spawn(connecting);
+    }
+    let (mut up, mut refused, mut held) = (0, 0, Vec::new());
+    while let Some(r) = attempts.join_next().await {
+        match r.unwrap() {
+            Ok(conn) => {
+                up += 1;
+                held.push(conn);
+            }
+            Err(quinn::ConnectionError::ConnectionClosed(_)) => refused += 1,
+            Err(e) => panic!("unexpected: {e}"),
+        }
+    }
+    assert_eq!(
+        (up, refused),
+        (5, 15),
+        "five set-ups from one address, the rest refused"
+    );
+    // Another address is served meanwhile.
+    let agent = Agent::connect(AgentOptions::new(
+        "honest",
+        format!("quic://127.0.0.1:{}", listener.local_addr.port()),
+        trust,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(hub.agent_count(), 1);
+    drop(agent);
+    // The five end at the handshake timeout (no control stream).
+    for conn in held {
+        let ended = tokio::time::timeout(Duration::from_secs(15), conn.closed()).await;
+        assert!(
+            ended.is_ok(),
+            "a held set-up outlived the handshake timeout"
+        );
+    }
+}

@@ -580,6 +580,7 @@ impl Hub {
             config.stream_mapping,
             config.handshake_timeout,
         )?;
+        let listen = listen.with_accept_limits(config.accept);
         let task = self.spawn_listener(listen);
         tracing::info!(local_addr = %handle.local_addr, socket_buffers = ?handle.socket_buffers, "hub listening on QUIC");
         Ok(QuicListener {

@@ -1189,6 +1189,8 @@ pub struct QuicListen {
     /// Connection attempts in the current one-second window, for Retry under a flood.
     attempts: (std::time::Instant, u32),
     retries: Arc<std::sync::atomic::AtomicU64>,
+    /// Handshakes going on, in all and per address, counted before any cryptography.
+    gate: super::accept_gate::AcceptGate,
 }
 
 /// What the owner of a [`QuicListen`] keeps: where it is bound, and a way to close it.
@@ -1309,6 +1311,7 @@ impl QuicListen {
             handshake_timeout,
             attempts: (std::time::Instant::now(), 0),
             retries,
+            gate: super::accept_gate::AcceptGate::new(Default::default()),
         };
         Ok((listen, handle))
     }
@@ -1330,18 +1333,49 @@ impl QuicListen {
     }
 }
 
+impl QuicListen {
+    /// Holds the connections in their QUIC handshake and set-up (until the control stream is
+    /// open) to `limits`, as the TCP listeners are: at the total, the listener takes no new
+    /// connection until one is set up (quinn queues the rest); past the per-address count a
+    /// new connection is refused before any cryptography.
+    pub fn with_accept_limits(mut self, limits: super::accept_gate::AcceptLimits) -> Self {
+        self.gate = super::accept_gate::AcceptGate::new(limits);
+        self
+    }
+}
+
 impl Listen for QuicListen {
     type Sender = QuicSender;
     type Receiver = QuicReceiver;
 
     async fn accept(&mut self) -> Option<Setup<QuicSender, QuicReceiver>> {
-        let incoming = loop {
+        let (incoming, pass) = loop {
+            // At the limit of set-ups going on, wait (quinn holds the next ones).
+            let slot = self.gate.slot().await?;
             let incoming = self.incoming.next().await?;
-            if !self.should_retry(&incoming) {
-                break incoming;
+            if self.should_retry(&incoming) {
+                if incoming.retry().is_ok() {
+                    self.retries.fetch_add(1, Ordering::Relaxed);
+                }
+                continue;
             }
-            if incoming.retry().is_ok() {
-                self.retries.fetch_add(1, Ordering::Relaxed);
+            let remote = incoming.remote_address().ip();
+            match self.gate.pass(slot, remote) {
+                Some(pass) => break (incoming, pass),
+                None => {
+                    // Before the handshake: refused at once, counted by the hub as a failed
+                    // set-up.
+                    incoming.refuse();
+                    return Some(Box::pin(async move {
+                        Err(AcceptFailed {
+                            stage: "accept",
+                            error: TransportError::Closed {
+                                code: Some(ErrorCode::LimitExceeded),
+                                reason: format!("too many handshakes going on from {remote}"),
+                            },
+                        })
+                    }));
+                }
             }
         };
         let admission = self.budget.as_ref().map(ReceiveBudget::admit);
@@ -1350,7 +1384,10 @@ impl Listen for QuicListen {
         let mapping = self.mapping;
         let timeout = self.handshake_timeout;
         Some(Box::pin(async move {
-            accept_connection(incoming, &config, &settings, mapping, admission, timeout).await
+            let set_up =
+                accept_connection(incoming, &config, &settings, mapping, admission, timeout).await;
+            drop(pass);
+            set_up
         }))
     }
 }
