@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Abuse (issue 40): waves of CONNECTIONS connections at once, each sending one FRAME_BYTES frame
-# before any hello, on each of QUIC, HTTP/2 and WebSocket over TLS. Starts `agentwire hub` on
-# the three listeners and runs the pre_hello_flood example once per transport: ROUNDS rounds of
-# SECONDS of honest request/reply on that transport without, then during, the flood (the
-# hub's peak RSS in each); writes OUT/<transport>.json, OUT/command.txt and OUT/machine.txt.
+# Abuse (issue 40): CONNECTIONS connections at once, each sending one FRAME_BYTES frame before
+# any hello, on each of QUIC, HTTP/2 and WebSocket over TLS. Starts `agentwire hub` on the three
+# listeners and runs the pre_hello_flood example once per transport: ROUNDS rounds of honest
+# request/reply on that transport for SECONDS without the flood, then while one wave of it
+# lasts (the hub's peak RSS in each); writes OUT/<transport>.json, OUT/command.txt and
+# OUT/machine.txt.
 #
 # usage: scripts/faults/pre-hello-flood.sh OUT [CONNECTIONS] [FRAME_BYTES] [SECONDS] [ROUNDS]
 #   defaults: 500 connections, 16 MiB frames, 5 s, 3 rounds; HUB_BIN=path runs another
-#   agentwire as the hub
+#   agentwire as the hub, HUB_ARGS="..." adds hub options
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 1 ]; then
-  sed -n '2,10p' "$0" >&2
+  sed -n '2,11p' "$0" >&2
   exit 2
 fi
 out=$1 connections=${2:-500} frame=${3:-16777216} secs=${4:-5} rounds=${5:-3}
@@ -20,7 +21,8 @@ cargo build --release --locked -q -p agentwire-cli
 cargo build --release --locked -q -p agentwire --example pre_hello_flood
 dir=$(mktemp -d)
 target/release/agentwire cert --out "$dir/certs" >/dev/null
-"${HUB_BIN:-target/release/agentwire}" hub --cert-dir "$dir/certs" --listen quic://127.0.0.1:0 \
+# shellcheck disable=SC2086 # HUB_ARGS are split on purpose
+"${HUB_BIN:-target/release/agentwire}" hub --cert-dir "$dir/certs" ${HUB_ARGS:-} --listen quic://127.0.0.1:0 \
   --listen h2://127.0.0.1:0 --listen wss://127.0.0.1:0 >"$dir/hub.log" 2>&1 &
 hub=$!
 trap 'kill $hub 2>/dev/null || true; rm -rf "$dir"' EXIT
@@ -28,7 +30,7 @@ for _ in $(seq 200); do [ "$(grep -c 'hub listening' "$dir/hub.log")" -ge 3 ] &&
 {
   echo "# $(date -u +%FT%TZ) git $(git rev-parse --short HEAD 2>/dev/null || echo none)"
   echo "scripts/faults/pre-hello-flood.sh $*"
-  echo "hub: ${HUB_BIN:-target/release/agentwire} ($("${HUB_BIN:-target/release/agentwire}" --version)) hub --cert-dir CERTS --listen quic://127.0.0.1:0 --listen h2://127.0.0.1:0 --listen wss://127.0.0.1:0"
+  echo "hub: ${HUB_BIN:-target/release/agentwire} ($("${HUB_BIN:-target/release/agentwire}" --version)) hub --cert-dir CERTS ${HUB_ARGS:-} --listen quic://127.0.0.1:0 --listen h2://127.0.0.1:0 --listen wss://127.0.0.1:0"
   echo "client: pre_hello_flood URL CERTS/ca.pem HUB_PID $connections $frame $secs $rounds, once per transport"
 } >"$out/command.txt"
 { uname -srm; nproc; grep -m1 'model name' /proc/cpuinfo || true; } >"$out/machine.txt"

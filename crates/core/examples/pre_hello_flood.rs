@@ -1,7 +1,7 @@
 //! Abuse: many connections at once, each sending one huge frame before any hello, against a hub
 //! in another process. Measures the hub's peak memory (its RSS, from /proc), and what two honest
-//! agents get done (request/reply, 16 in flight, 1 KiB) in interleaved rounds without and during
-//! the flood (repeated for the whole measurement).
+//! agents get done (request/reply, 16 in flight, 1 KiB) in interleaved rounds: for SECONDS
+//! without the flood, then while one wave of it (CONNECTIONS at once) lasts.
 //!
 //! Run by `scripts/faults/pre-hello-flood.sh`, which starts the hub; by hand:
 //!
@@ -73,16 +73,26 @@ async fn flood_one(dial: Arc<Flood>, target: DialTarget, frame: Bytes) -> Outcom
         .unwrap_or(Outcome::Taken)
 }
 
-/// Requests from `asker` to `echo` with 16 in flight for `secs`: completed per second.
-async fn honest(asker: &Agent, secs: f64) -> f64 {
+/// Requests from `asker` to `echo` with 16 in flight while `going` is set (or for `secs`):
+/// completed per second.
+async fn honest(
+    asker: agentwire::AgentHandle,
+    echo: String,
+    secs: Option<f64>,
+    going: Arc<AtomicBool>,
+) -> f64 {
     let done = Arc::new(AtomicU64::new(0));
-    let until = Instant::now() + Duration::from_secs_f64(secs);
+    let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..16 {
-        let (h, done) = (asker.handle().clone(), done.clone());
+        let (h, echo, done, going) = (asker.clone(), echo.clone(), done.clone(), going.clone());
         tasks.push(tokio::spawn(async move {
-            while Instant::now() < until {
-                if h.request("echo", vec![1u8; 1024], Duration::from_secs(10))
+            let more = || match secs {
+                Some(s) => started.elapsed().as_secs_f64() < s,
+                None => going.load(Ordering::Relaxed),
+            };
+            while more() {
+                if h.request(&echo, vec![1u8; 1024], Duration::from_secs(10))
                     .await
                     .is_ok()
                 {
@@ -94,7 +104,7 @@ async fn honest(asker: &Agent, secs: f64) -> f64 {
     for t in tasks {
         let _ = t.await;
     }
-    done.load(Ordering::Relaxed) as f64 / secs
+    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
 }
 
 enum Flood {
@@ -198,7 +208,9 @@ async fn main() {
         o.connect_timeout = Duration::from_secs(10);
         o
     };
-    let mut echo = Agent::connect(opts("echo"))
+    let me = std::process::id();
+    let (echo_id, asker_id) = (format!("echo-{me}"), format!("asker-{me}"));
+    let mut echo = Agent::connect(opts(&echo_id))
         .await
         .expect("the echo agent connects");
     tokio::spawn(async move {
@@ -209,7 +221,7 @@ async fn main() {
             }
         }
     });
-    let asker = Agent::connect(opts("asker"))
+    let asker = Agent::connect(opts(&asker_id))
         .await
         .expect("the asker connects");
 
@@ -217,51 +229,37 @@ async fn main() {
     let mut reasons: std::collections::BTreeMap<String, usize> = Default::default();
     let mut out = Vec::new();
     for _ in 0..rounds {
+        // Without the flood, for `secs`.
         let stop = Arc::new(AtomicBool::new(false));
         let watch = watch_rss(pid, stop.clone());
-        let clean = honest(&asker, secs).await;
+        let never = Arc::new(AtomicBool::new(true));
+        let clean = honest(asker.handle().clone(), echo_id.clone(), Some(secs), never).await;
         stop.store(true, Ordering::Relaxed);
         let clean_peak = watch.join().unwrap();
 
+        // While one wave of the flood lasts.
         let stop = Arc::new(AtomicBool::new(false));
         let watch = watch_rss(pid, stop.clone());
-        let flooding = Arc::new(AtomicBool::new(true));
-        let flood = tokio::spawn({
-            let (dial, frame, flooding) = (dial.clone(), frame.clone(), flooding.clone());
-            async move {
-                let (mut waves, mut attempts, mut refused, mut reasons) =
-                    (0u64, 0usize, 0usize, std::collections::BTreeMap::new());
-                let started = Instant::now();
-                // At least one whole wave, then more while the honest agents are measured.
-                while waves == 0 || flooding.load(Ordering::Relaxed) {
-                    refused += wave(&dial, addr, connections, &frame, &mut reasons).await;
-                    attempts += connections;
-                    waves += 1;
-                }
-                (
-                    waves,
-                    attempts,
-                    refused,
-                    reasons,
-                    started.elapsed().as_secs_f64(),
-                )
-            }
-        });
-        let during = honest(&asker, secs).await;
-        flooding.store(false, Ordering::Relaxed);
-        let (waves, attempts, refused, wave_reasons, flood_secs) = flood.await.unwrap();
+        let going = Arc::new(AtomicBool::new(true));
+        let measuring = tokio::spawn(honest(
+            asker.handle().clone(),
+            echo_id.clone(),
+            None,
+            going.clone(),
+        ));
+        let started = Instant::now();
+        let refused = wave(&dial, addr, connections, &frame, &mut reasons).await;
+        let flood_secs = started.elapsed().as_secs_f64();
+        going.store(false, Ordering::Relaxed);
+        let during = measuring.await.unwrap();
         stop.store(true, Ordering::Relaxed);
         let flood_peak = watch.join().unwrap();
-        for (k, v) in wave_reasons {
-            *reasons.entry(k).or_default() += v;
-        }
         out.push(serde_json::json!({
             "clean_requests_per_sec": clean,
             "clean_peak_rss_bytes": clean_peak,
             "during_flood_requests_per_sec": during,
             "flood_peak_rss_bytes": flood_peak,
-            "flood_waves": waves,
-            "flood_connections": attempts,
+            "flood_connections": connections,
             "flood_refused": refused,
             "flood_seconds": flood_secs,
         }));
