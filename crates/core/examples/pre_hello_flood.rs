@@ -23,15 +23,9 @@ use agentwire::transport::TransportKind;
 use agentwire::{tls, Agent, AgentOptions, HubTrust, HubUrl, Kind, QuicSettings};
 use bytes::Bytes;
 
-/// The hub's resident set now, bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
-}
+#[path = "support/rss.rs"]
+mod rss;
+use rss::rss;
 
 /// How one connection's attempt ended.
 enum Outcome {
@@ -146,14 +140,7 @@ async fn wave(
 }
 
 fn watch_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
-    std::thread::spawn(move || {
-        let mut peak = 0;
-        while !stop.load(Ordering::Relaxed) {
-            peak = peak.max(rss(pid));
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        peak.max(rss(pid))
-    })
+    rss::watch_rss(pid, stop, Duration::from_millis(10))
 }
 
 #[tokio::main]

@@ -18,26 +18,13 @@ use std::time::{Duration, Instant};
 use agentwire::{Agent, AgentOptions, Connector, Destination, HubTrust, HubUrl, Kind};
 use agentwire_proto::{Codec, Frame, Hello};
 
-/// The hub's resident set now, bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
-}
+#[path = "support/rss.rs"]
+mod rss;
+use rss::rss;
 
 /// Highest RSS of `pid` seen until `stop` is set, sampled every 20 ms.
 fn watch_rss(pid: u32, stop: Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<u64> {
-    std::thread::spawn(move || {
-        let mut peak = 0;
-        while !stop.load(Ordering::Relaxed) {
-            peak = peak.max(rss(pid));
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        peak.max(rss(pid))
-    })
+    rss::watch_rss(pid, stop, Duration::from_millis(20))
 }
 
 /// Requests from `asker` to `echo` with 16 in flight for `secs`: completed per second.
