@@ -8,7 +8,8 @@
 #
 # usage: scripts/faults/pre-hello-flood.sh OUT [CONNECTIONS] [FRAME_BYTES] [SECONDS] [ROUNDS]
 #   defaults: 500 connections, 16 MiB frames, 5 s, 3 rounds; HUB_BIN=path runs another
-#   agentwire as the hub, HUB_ARGS="..." adds hub options
+#   agentwire as the hub, HUB_ARGS="..." adds hub options, PIN=1 runs the hub and the honest
+#   agents on CPU 1 and the flood on CPU 0 (as if the flooder were another machine)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 1 ]; then
@@ -21,8 +22,12 @@ cargo build --release --locked -q -p agentwire-cli
 cargo build --release --locked -q -p agentwire --example pre_hello_flood
 dir=$(mktemp -d)
 target/release/agentwire cert --out "$dir/certs" >/dev/null
+pin=() flood_cpu=()
+if [ "${PIN:-0}" = 1 ]; then
+  pin=(taskset -c 1) flood_cpu=(env FLOOD_CPU=0)
+fi
 # shellcheck disable=SC2086 # HUB_ARGS are split on purpose
-"${HUB_BIN:-target/release/agentwire}" hub --cert-dir "$dir/certs" ${HUB_ARGS:-} --listen quic://127.0.0.1:0 \
+"${pin[@]}" "${HUB_BIN:-target/release/agentwire}" hub --cert-dir "$dir/certs" ${HUB_ARGS:-} --listen quic://127.0.0.1:0 \
   --listen h2://127.0.0.1:0 --listen wss://127.0.0.1:0 >"$dir/hub.log" 2>&1 &
 hub=$!
 trap 'kill $hub 2>/dev/null || true; rm -rf "$dir"' EXIT
@@ -31,12 +36,13 @@ for _ in $(seq 200); do [ "$(grep -c 'hub listening' "$dir/hub.log")" -ge 3 ] &&
   echo "# $(date -u +%FT%TZ) git $(git rev-parse --short HEAD 2>/dev/null || echo none)"
   echo "scripts/faults/pre-hello-flood.sh $*"
   echo "hub: ${HUB_BIN:-target/release/agentwire} ($("${HUB_BIN:-target/release/agentwire}" --version)) hub --cert-dir CERTS ${HUB_ARGS:-} --listen quic://127.0.0.1:0 --listen h2://127.0.0.1:0 --listen wss://127.0.0.1:0"
+  [ "${PIN:-0}" = 1 ] && echo "PIN=1: hub and honest agents on CPU 1 (taskset -c 1), the flood on CPU 0 (FLOOD_CPU=0)"
   echo "client: pre_hello_flood URL CERTS/ca.pem HUB_PID $connections $frame $secs $rounds, once per transport"
 } >"$out/command.txt"
 { uname -srm; nproc; grep -m1 'model name' /proc/cpuinfo || true; } >"$out/machine.txt"
 for transport in quic h2 wss; do
   url=$(grep -o "hub listening on $transport://[^ ]*" "$dir/hub.log" | head -1 | sed 's/hub listening on //')
-  target/release/examples/pre_hello_flood "$url" "$dir/certs/ca.pem" "$hub" "$connections" \
+  "${flood_cpu[@]}" "${pin[@]}" target/release/examples/pre_hello_flood "$url" "$dir/certs/ca.pem" "$hub" "$connections" \
     "$frame" "$secs" "$rounds" >"$out/$transport.json"
   python3 - "$out/$transport.json" "$transport" <<'PY'
 import json, statistics, sys

@@ -143,6 +143,44 @@ fn watch_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
     rss::watch_rss(pid, stop, Duration::from_millis(10))
 }
 
+/// The dialer of `transport`, trusting `trust`. (Made on the runtime the flood runs on: a QUIC
+/// endpoint's driver runs where it was made.)
+fn dialer(transport: TransportKind, trust: &HubTrust) -> Flood {
+    match transport {
+        TransportKind::Quic => Flood::Quic(Box::new(
+            QuicDial::new(
+                "127.0.0.1:0".parse().unwrap(),
+                &QuicSettings::default(),
+                tls::server_verifier(trust).unwrap(),
+            )
+            .unwrap(),
+        )),
+        TransportKind::Http2 => Flood::H2(H2Dial {
+            tls: Arc::new(tls::client_config(trust, &[agentwire::transport::h2::ALPN_H2]).unwrap()),
+        }),
+        TransportKind::WebSocket => Flood::Ws(WsDial {
+            tls: Some(Arc::new(
+                tls::client_config(trust, &[agentwire::transport::ws::ALPN_HTTP11]).unwrap(),
+            )),
+            options: Default::default(),
+        }),
+        other => panic!("{other:?} is not flooded here"),
+    }
+}
+
+/// Keeps the calling thread on CPU `cpu`.
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is an empty set, CPU_SET writes within it, and
+    // sched_setaffinity(0, ..) reads it for the calling thread only.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            eprintln!("cannot pin the flood to CPU {cpu}");
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -160,28 +198,26 @@ async fn main() {
     let rounds: usize = rounds.parse().unwrap();
     let trust = HubTrust::ca_file(std::path::Path::new(ca)).unwrap();
     let addr = hub_url.resolve().await.unwrap();
-    let dial = Arc::new(match hub_url.transport {
-        TransportKind::Quic => Flood::Quic(Box::new(
-            QuicDial::new(
-                "127.0.0.1:0".parse().unwrap(),
-                &QuicSettings::default(),
-                tls::server_verifier(&trust).unwrap(),
-            )
-            .unwrap(),
-        )),
-        TransportKind::Http2 => Flood::H2(H2Dial {
-            tls: Arc::new(
-                tls::client_config(&trust, &[agentwire::transport::h2::ALPN_H2]).unwrap(),
-            ),
-        }),
-        TransportKind::WebSocket => Flood::Ws(WsDial {
-            tls: Some(Arc::new(
-                tls::client_config(&trust, &[agentwire::transport::ws::ALPN_HTTP11]).unwrap(),
-            )),
-            options: Default::default(),
-        }),
-        other => panic!("{other:?} is not flooded here"),
+    // With FLOOD_CPU=N the flood runs on a runtime of its own, pinned to CPU N (the script runs
+    // the hub and this process on another one), so that the honest agents' throughput shows
+    // the hub's cost of the flood, not the flooder's.
+    let flood_rt = std::env::var("FLOOD_CPU").ok().map(|cpu| {
+        let cpu: usize = cpu.parse().expect("FLOOD_CPU is a CPU number");
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .on_thread_start(move || pin_to(cpu))
+            .build()
+            .unwrap()
     });
+    let flood_handle = flood_rt
+        .as_ref()
+        .map_or_else(tokio::runtime::Handle::current, |rt| rt.handle().clone());
+    let make_dial = {
+        let (trust, transport) = (trust.clone(), hub_url.transport);
+        async move { Arc::new(dialer(transport, &trust)) }
+    };
+    let dial = flood_handle.spawn(make_dial).await.unwrap();
     // One frame shared by every connection: a hello-typed frame of `frame_bytes`.
     let mut frame = Vec::with_capacity(frame_bytes);
     frame.extend_from_slice(&u32::try_from(frame_bytes - 4).unwrap().to_be_bytes());
@@ -235,7 +271,21 @@ async fn main() {
             going.clone(),
         ));
         let started = Instant::now();
-        let refused = wave(&dial, addr, connections, &frame, &mut reasons).await;
+        let refused = {
+            let (dial, frame) = (dial.clone(), frame.clone());
+            let (refused, wave_reasons) = flood_handle
+                .spawn(async move {
+                    let mut reasons = std::collections::BTreeMap::new();
+                    let refused = wave(&dial, addr, connections, &frame, &mut reasons).await;
+                    (refused, reasons)
+                })
+                .await
+                .unwrap();
+            for (k, v) in wave_reasons {
+                *reasons.entry(k).or_default() += v;
+            }
+            refused
+        };
         let flood_secs = started.elapsed().as_secs_f64();
         going.store(false, Ordering::Relaxed);
         let during = measuring.await.unwrap();
@@ -259,6 +309,9 @@ async fn main() {
         }
         Err(_) => false,
     };
+    if let Some(rt) = flood_rt {
+        rt.shutdown_background();
+    }
     println!(
         "{}",
         serde_json::json!({
