@@ -674,7 +674,9 @@ pub struct HubArgs {
     /// closed before TLS (QUIC: refused before its handshake).
     #[arg(long, default_value_t = agentwire::transport::accept_gate::DEFAULT_MAX_PENDING_PER_ADDRESS)]
     pub max_pending_per_address: usize,
-    /// New connections accepted per second, all addresses together (off by default).
+    /// New connections accepted per second, all addresses together, bursts of one second's
+    /// worth (off by default): beyond it a connection is closed (QUIC: refused) before any
+    /// cryptography, so that a burst of handshakes takes a bounded share of the CPU.
     #[arg(long)]
     pub max_handshakes_per_sec: Option<u32>,
     /// QUIC: above this many connection attempts per second, validate new peers' addresses
@@ -778,6 +780,7 @@ impl HubArgs {
         config.accept = agentwire::transport::accept_gate::AcceptLimits {
             max_pending: self.max_pending_handshakes.max(1),
             max_pending_per_address: self.max_pending_per_address.max(1),
+            handshakes_per_sec: self.max_handshakes_per_sec,
         };
         config.queue.ack_wait = Duration::from_millis(self.queue_ack_wait_ms.max(1));
         config.queue.max_deliver = self.queue_max_deliver.max(1);

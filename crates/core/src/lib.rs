@@ -40,6 +40,7 @@ pub mod hub;
 pub mod metrics;
 pub mod qlog;
 pub mod queue;
+mod rate;
 pub mod settings;
 pub mod tls;
 pub mod transport;

@@ -100,6 +100,7 @@ async fn idle_handshakes_from_one_address_are_capped_before_tls() {
         accept: agentwire::transport::accept_gate::AcceptLimits {
             max_pending: 64,
             max_pending_per_address: 5,
+            handshakes_per_sec: None,
         },
         handshake_timeout: Duration::from_secs(2),
         ..HubConfig::default()
@@ -171,6 +172,7 @@ async fn idle_quic_set_ups_from_one_address_are_capped() {
         accept: agentwire::transport::accept_gate::AcceptLimits {
             max_pending: 64,
             max_pending_per_address: 5,
+            handshakes_per_sec: None,
         },
         handshake_timeout: Duration::from_secs(5),
         ..HubConfig::default()

@@ -34,6 +34,9 @@ pub struct AcceptLimits {
     pub max_pending: usize,
     /// From one IP address (a connection beyond it is closed at once).
     pub max_pending_per_address: usize,
+    /// New set-ups per second, all addresses together, bursts of one second's worth (a
+    /// connection beyond it is closed, or refused, before any cryptography); off by default.
+    pub handshakes_per_sec: Option<u32>,
 }
 
 impl Default for AcceptLimits {
@@ -41,6 +44,7 @@ impl Default for AcceptLimits {
         AcceptLimits {
             max_pending: DEFAULT_MAX_PENDING,
             max_pending_per_address: DEFAULT_MAX_PENDING_PER_ADDRESS,
+            handshakes_per_sec: None,
         }
     }
 }
@@ -51,6 +55,8 @@ pub struct AcceptGate {
     slots: Arc<Semaphore>,
     per_address: Arc<Mutex<HashMap<IpAddr, usize>>>,
     limits: AcceptLimits,
+    /// New set-ups per second ([`AcceptLimits::handshakes_per_sec`]).
+    rate: Option<Arc<Mutex<crate::rate::Bucket>>>,
 }
 
 /// A place taken by one connection in its set-up; given back when dropped.
@@ -73,6 +79,29 @@ impl AcceptGate {
             slots: Arc::new(Semaphore::new(limits.max_pending.max(1))),
             per_address: Arc::default(),
             limits,
+            rate: limits.handshakes_per_sec.map(|r| {
+                let rate = f64::from(r.max(1));
+                Arc::new(Mutex::new(crate::rate::Bucket::new(
+                    rate,
+                    rate,
+                    std::time::Instant::now(),
+                )))
+            }),
+        }
+    }
+
+    /// Whether one more set-up fits this second's rate; why not, if it does not.
+    pub fn within_rate(&self) -> Result<(), String> {
+        let Some(rate) = &self.rate else {
+            return Ok(());
+        };
+        let mut bucket = rate.lock().unwrap_or_else(|p| p.into_inner());
+        match bucket.take(1.0, std::time::Instant::now()) {
+            true => Ok(()),
+            false => Err(format!(
+                "the hub sets up at most {} connections per second",
+                self.limits.handshakes_per_sec.unwrap_or(0)
+            )),
         }
     }
 
@@ -96,6 +125,14 @@ impl AcceptGate {
             address,
             per_address: self.per_address.clone(),
         })
+    }
+
+    /// [`pass`](Self::pass) within this second's rate of set-ups: the pass, or why the
+    /// connection is turned away (before any cryptography).
+    pub fn admit(&self, slot: Slot, address: IpAddr) -> Result<Pass, String> {
+        self.within_rate()?;
+        self.pass(slot, address)
+            .ok_or_else(|| format!("too many handshakes going on from {address}"))
     }
 
     /// Set-ups going on now from `address`.
@@ -126,6 +163,7 @@ mod tests {
         let gate = AcceptGate::new(AcceptLimits {
             max_pending: 3,
             max_pending_per_address: 2,
+            handshakes_per_sec: None,
         });
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
@@ -148,5 +186,24 @@ mod tests {
         let slot = waiting.await.unwrap();
         assert_eq!(gate.pending_from(a), 1);
         assert!(gate.pass(slot, a).is_some());
+    }
+
+    #[tokio::test]
+    async fn set_ups_beyond_the_rate_are_turned_away() {
+        let gate = AcceptGate::new(AcceptLimits {
+            max_pending: 100,
+            max_pending_per_address: 100,
+            handshakes_per_sec: Some(3),
+        });
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let mut passes = Vec::new();
+        for _ in 0..3 {
+            passes.push(gate.admit(gate.slot().await.unwrap(), a).unwrap());
+        }
+        let why = gate.admit(gate.slot().await.unwrap(), a).unwrap_err();
+        assert!(why.contains("3 connections per second"), "{why}");
+        // The bucket refills with time.
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        assert!(gate.admit(gate.slot().await.unwrap(), a).is_ok());
     }
 }

@@ -129,21 +129,22 @@ impl Listen for TcpListen {
             let slot = self.gate.slot().await?;
             match self.listener.accept().await {
                 Ok((stream, remote)) => {
-                    let Some(pass) = self.gate.pass(slot, remote.ip()) else {
-                        // Before TLS: closed at once, counted by the hub as a failed set-up.
-                        drop(stream);
-                        return Some(Box::pin(async move {
-                            Err(AcceptFailed {
-                                stage: "accept",
-                                error: TransportError::Closed {
-                                    code: Some(agentwire_proto::ErrorCode::LimitExceeded),
-                                    reason: format!(
-                                        "too many handshakes going on from {}",
-                                        remote.ip()
-                                    ),
-                                },
-                            })
-                        }));
+                    let pass = match self.gate.admit(slot, remote.ip()) {
+                        Ok(pass) => pass,
+                        Err(reason) => {
+                            // Before TLS: closed at once, counted by the hub as a failed
+                            // set-up.
+                            drop(stream);
+                            return Some(Box::pin(async move {
+                                Err(AcceptFailed {
+                                    stage: "accept",
+                                    error: TransportError::Closed {
+                                        code: Some(agentwire_proto::ErrorCode::LimitExceeded),
+                                        reason,
+                                    },
+                                })
+                            }));
+                        }
                     };
                     let tls = self.tls.clone();
                     let (timeout, websocket) = (self.timeout, self.websocket);

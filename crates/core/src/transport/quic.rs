@@ -1360,9 +1360,9 @@ impl Listen for QuicListen {
                 continue;
             }
             let remote = incoming.remote_address().ip();
-            match self.gate.pass(slot, remote) {
-                Some(pass) => break (incoming, pass),
-                None => {
+            match self.gate.admit(slot, remote) {
+                Ok(pass) => break (incoming, pass),
+                Err(reason) => {
                     // Before the handshake: refused at once, counted by the hub as a failed
                     // set-up.
                     incoming.refuse();
@@ -1371,7 +1371,7 @@ impl Listen for QuicListen {
                             stage: "accept",
                             error: TransportError::Closed {
                                 code: Some(ErrorCode::LimitExceeded),
-                                reason: format!("too many handshakes going on from {remote}"),
+                                reason,
                             },
                         })
                     }));

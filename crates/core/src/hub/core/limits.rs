@@ -33,39 +33,7 @@ pub struct AbuseLimits {
     pub handshakes_per_sec: Option<u32>,
 }
 
-/// A token bucket: `rate` per second, holding at most `burst`.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Bucket {
-    tokens: f64,
-    rate: f64,
-    burst: f64,
-    last: Instant,
-}
-
-impl Bucket {
-    pub(super) fn new(rate: f64, burst: f64, now: Instant) -> Self {
-        Bucket {
-            tokens: burst,
-            rate,
-            burst,
-            last: now,
-        }
-    }
-
-    /// Takes `n` tokens if there are that many (after refilling for the time since the last
-    /// call).
-    pub(super) fn take(&mut self, n: f64, now: Instant) -> bool {
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-        self.last = now.max(self.last);
-        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
-        if self.tokens >= n {
-            self.tokens -= n;
-            true
-        } else {
-            false
-        }
-    }
-}
+pub(crate) use crate::rate::Bucket;
 
 /// One agent's buckets.
 #[derive(Debug, Clone, Copy)]
