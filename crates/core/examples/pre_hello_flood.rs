@@ -13,7 +13,7 @@
 //! Arguments: hub URL (quic://, h2:// or wss://), CA file, hub PID, connections, frame bytes,
 //! seconds per measurement, rounds. Prints one JSON object.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,9 @@ use bytes::Bytes;
 #[path = "support/rss.rs"]
 mod rss;
 use rss::rss;
+#[path = "support/honest.rs"]
+mod honest;
+use honest::honest;
 
 /// How one connection's attempt ended.
 enum Outcome {
@@ -65,40 +68,6 @@ async fn flood_one(dial: Arc<Flood>, target: DialTarget, frame: Bytes) -> Outcom
     tokio::time::timeout(Duration::from_secs(60), attempt)
         .await
         .unwrap_or(Outcome::Taken)
-}
-
-/// Requests from `asker` to `echo` with 16 in flight while `going` is set (or for `secs`):
-/// completed per second.
-async fn honest(
-    asker: agentwire::AgentHandle,
-    echo: String,
-    secs: Option<f64>,
-    going: Arc<AtomicBool>,
-) -> f64 {
-    let done = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..16 {
-        let (h, echo, done, going) = (asker.clone(), echo.clone(), done.clone(), going.clone());
-        tasks.push(tokio::spawn(async move {
-            let more = || match secs {
-                Some(s) => started.elapsed().as_secs_f64() < s,
-                None => going.load(Ordering::Relaxed),
-            };
-            while more() {
-                if h.request(&echo, vec![1u8; 1024], Duration::from_secs(10))
-                    .await
-                    .is_ok()
-                {
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }));
-    }
-    for t in tasks {
-        let _ = t.await;
-    }
-    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
 }
 
 enum Flood {

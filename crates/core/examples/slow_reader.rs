@@ -21,6 +21,8 @@ use agentwire_proto::{Codec, Frame, Hello};
 #[path = "support/rss.rs"]
 mod rss;
 use rss::rss;
+#[path = "support/honest.rs"]
+mod honest;
 
 /// Highest RSS of `pid` seen until `stop` is set, sampled every 20 ms.
 fn watch_rss(pid: u32, stop: Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<u64> {
@@ -29,26 +31,8 @@ fn watch_rss(pid: u32, stop: Arc<std::sync::atomic::AtomicBool>) -> std::thread:
 
 /// Requests from `asker` to `echo` with 16 in flight for `secs`: completed per second.
 async fn honest(asker: &Agent, secs: f64) -> f64 {
-    let done = Arc::new(AtomicU64::new(0));
-    let until = Instant::now() + Duration::from_secs_f64(secs);
-    let mut tasks = Vec::new();
-    for _ in 0..16 {
-        let (h, done) = (asker.handle().clone(), done.clone());
-        tasks.push(tokio::spawn(async move {
-            while Instant::now() < until {
-                if h.request("echo", vec![1u8; 1024], Duration::from_secs(10))
-                    .await
-                    .is_ok()
-                {
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }));
-    }
-    for t in tasks {
-        let _ = t.await;
-    }
-    done.load(Ordering::Relaxed) as f64 / secs
+    let always = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    honest::honest(asker.handle().clone(), "echo".into(), Some(secs), always).await
 }
 
 /// Options for a Unix-socket hub (no TLS, so no CA to trust).
