@@ -2,9 +2,9 @@
 # Abuse (issue 40): CONNECTIONS connections at once, each sending one FRAME_BYTES frame before
 # any hello, on each of QUIC, HTTP/2 and WebSocket over TLS. Starts `agentwire hub` on the three
 # listeners and runs the pre_hello_flood example once per transport: ROUNDS rounds of honest
-# request/reply on that transport for SECONDS without the flood, then while one wave of it
-# lasts (the hub's peak RSS in each); writes OUT/<transport>.json, OUT/command.txt and
-# OUT/machine.txt.
+# request/reply on that transport for SECONDS without the flood, then for SECONDS while waves
+# of it come back to back (WAVES=1: while one wave lasts) (the hub's peak RSS in each); writes
+# OUT/<transport>.json, OUT/command.txt and OUT/machine.txt.
 #
 # usage: scripts/faults/pre-hello-flood.sh OUT [CONNECTIONS] [FRAME_BYTES] [SECONDS] [ROUNDS]
 #   defaults: 500 connections, 16 MiB frames, 5 s, 3 rounds; HUB_BIN=path runs another
@@ -36,6 +36,7 @@ for _ in $(seq 200); do [ "$(grep -c 'hub listening' "$dir/hub.log")" -ge 3 ] &&
   echo "# $(date -u +%FT%TZ) git $(git rev-parse --short HEAD 2>/dev/null || echo none)"
   echo "scripts/faults/pre-hello-flood.sh $*"
   echo "hub: ${HUB_BIN:-target/release/agentwire} ($("${HUB_BIN:-target/release/agentwire}" --version)) hub --cert-dir CERTS ${HUB_ARGS:-} --listen quic://127.0.0.1:0 --listen h2://127.0.0.1:0 --listen wss://127.0.0.1:0"
+  [ "${WAVES:-}" = 1 ] && echo "WAVES=1: the flood window is one wave"
   [ "${PIN:-0}" = 1 ] && echo "PIN=1: hub and honest agents on CPU 1 (taskset -c 1), the flood on CPU 0 (FLOOD_CPU=0)"
   echo "client: pre_hello_flood URL CERTS/ca.pem HUB_PID $connections $frame $secs $rounds, once per transport"
 } >"$out/command.txt"

@@ -1,7 +1,11 @@
 //! Abuse: many connections at once, each sending one huge frame before any hello, against a hub
 //! in another process. Measures the hub's peak memory (its RSS, from /proc), and what two honest
 //! agents get done (request/reply, 16 in flight, 1 KiB) in interleaved rounds: for SECONDS
-//! without the flood, then while one wave of it (CONNECTIONS at once) lasts.
+//! without the flood, then for SECONDS while waves of it (CONNECTIONS at once each) come back
+//! to back, a new wave as soon as the last one ended, so that the window does not shrink as
+//! the hub's defence gets better. `WAVES=1` measures while one wave lasts instead (the first
+//! version of this measurement). Flood connections still going at the end of the window are
+//! dropped.
 //!
 //! Run by `scripts/faults/pre-hello-flood.sh`, which starts the hub; by hand:
 //!
@@ -76,14 +80,50 @@ enum Flood {
     Ws(WsDial),
 }
 
-/// One wave: `connections` attempts at once; the number refused, and why.
+/// Waves of `connections` attempts at once, one after another until `until` (or one wave, if
+/// `until` is `None`); the attempts made, the number refused and why. Attempts still going at
+/// `until` are dropped (their connections close).
+async fn waves(
+    dial: &Arc<Flood>,
+    addr: std::net::SocketAddr,
+    connections: usize,
+    frame: &Bytes,
+    until: Option<Instant>,
+    reasons: &mut std::collections::BTreeMap<String, usize>,
+) -> (usize, usize) {
+    let (mut attempts, mut refused) = (0, 0);
+    // Bounded in count too: at most 1,000 waves.
+    for _ in 0..1000 {
+        let wave = wave(dial, addr, connections, frame, reasons);
+        let (n, r) = match until {
+            None => wave.await,
+            Some(until) => {
+                let left = until.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(left, wave).await {
+                    Ok(done) => done,
+                    // Cut at the end of the window: this wave's attempts are not counted.
+                    Err(_) => break,
+                }
+            }
+        };
+        attempts += n;
+        refused += r;
+        if until.is_none_or(|u| Instant::now() >= u) {
+            break;
+        }
+    }
+    (attempts, refused)
+}
+
+/// One wave: `connections` attempts at once; the attempts ended and the number refused (and
+/// why). Dropping it mid-way aborts the attempts still going.
 async fn wave(
     dial: &Arc<Flood>,
     addr: std::net::SocketAddr,
     connections: usize,
     frame: &Bytes,
     reasons: &mut std::collections::BTreeMap<String, usize>,
-) -> usize {
+) -> (usize, usize) {
     let tasks: Vec<_> = (0..connections)
         .map(|i| {
             let target = DialTarget {
@@ -95,17 +135,26 @@ async fn wave(
                 zero_rtt: false,
                 mapping: Default::default(),
             };
-            tokio::spawn(flood_one(dial.clone(), target, frame.clone()))
+            AbortOnDrop(tokio::spawn(flood_one(dial.clone(), target, frame.clone())))
         })
         .collect();
     let mut refused = 0;
-    for t in tasks {
-        if let Ok(Outcome::Refused(why)) = t.await {
+    for mut t in tasks {
+        if let Ok(Outcome::Refused(why)) = (&mut t.0).await {
             refused += 1;
             *reasons.entry(why).or_default() += 1;
         }
     }
-    refused
+    (connections, refused)
+}
+
+/// A flood attempt's task, aborted when the wave is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<Outcome>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn watch_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
@@ -165,6 +214,7 @@ async fn main() {
     let frame_bytes: usize = frame_bytes.parse().unwrap();
     let secs: f64 = secs.parse().unwrap();
     let rounds: usize = rounds.parse().unwrap();
+    let one_wave = std::env::var("WAVES").is_ok_and(|w| w == "1");
     let trust = HubTrust::ca_file(std::path::Path::new(ca)).unwrap();
     let addr = hub_url.resolve().await.unwrap();
     // With FLOOD_CPU=N the flood runs on a runtime of its own, pinned to CPU N (the script runs
@@ -229,7 +279,7 @@ async fn main() {
         stop.store(true, Ordering::Relaxed);
         let clean_peak = watch.join().unwrap();
 
-        // While one wave of the flood lasts.
+        // While the flood's waves come, for `secs` (or while one wave lasts, with WAVES=1).
         let stop = Arc::new(AtomicBool::new(false));
         let watch = watch_rss(pid, stop.clone());
         let going = Arc::new(AtomicBool::new(true));
@@ -242,19 +292,22 @@ async fn main() {
         let started = Instant::now();
         let refused = {
             let (dial, frame) = (dial.clone(), frame.clone());
-            let (refused, wave_reasons) = flood_handle
+            let until = (!one_wave).then(|| started + Duration::from_secs_f64(secs));
+            let (attempts, refused, wave_reasons) = flood_handle
                 .spawn(async move {
                     let mut reasons = std::collections::BTreeMap::new();
-                    let refused = wave(&dial, addr, connections, &frame, &mut reasons).await;
-                    (refused, reasons)
+                    let (attempts, refused) =
+                        waves(&dial, addr, connections, &frame, until, &mut reasons).await;
+                    (attempts, refused, reasons)
                 })
                 .await
                 .unwrap();
             for (k, v) in wave_reasons {
                 *reasons.entry(k).or_default() += v;
             }
-            refused
+            (attempts, refused)
         };
+        let (attempts, refused) = refused;
         let flood_secs = started.elapsed().as_secs_f64();
         going.store(false, Ordering::Relaxed);
         let during = measuring.await.unwrap();
@@ -265,7 +318,7 @@ async fn main() {
             "clean_peak_rss_bytes": clean_peak,
             "during_flood_requests_per_sec": during,
             "flood_peak_rss_bytes": flood_peak,
-            "flood_connections": connections,
+            "flood_connections": attempts,
             "flood_refused": refused,
             "flood_seconds": flood_secs,
         }));
@@ -286,6 +339,7 @@ async fn main() {
         serde_json::json!({
             "url": url,
             "connections_per_wave": connections,
+            "waves": if one_wave { "one" } else { "back to back for the window" },
             "frame_bytes": frame_bytes,
             "seconds": secs,
             "hub_idle_rss_bytes": idle,

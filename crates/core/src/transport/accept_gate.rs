@@ -6,7 +6,10 @@
 //! until a pass comes back (the kernel's backlog holds the rest: legitimate bursts wait, they
 //! are not refused); past the per-address limit a new connection is closed at once, so that one
 //! address holding idle handshakes cannot take every place. Idle handshakes end at the hub's
-//! handshake timeout.
+//! handshake timeout. With a rate of set-ups per second the listener also waits for its
+//! [`turn`](AcceptGate::turn) before it takes the next connection: the rest wait in the
+//! kernel's backlog or quinn's incoming queue (both bounded), and a flooder that is closed at
+//! once cannot come straight back for another handshake.
 //!
 //! This module owns the counts; it must not read or write sockets.
 
@@ -34,8 +37,9 @@ pub struct AcceptLimits {
     pub max_pending: usize,
     /// From one IP address (a connection beyond it is closed at once).
     pub max_pending_per_address: usize,
-    /// New set-ups per second, all addresses together, bursts of one second's worth (a
-    /// connection beyond it is closed, or refused, before any cryptography); off by default.
+    /// New set-ups per second, all addresses together, bursts of one second's worth (the
+    /// listener takes no connection beyond it until the next one's turn: the rest wait in the
+    /// kernel's backlog or quinn's incoming queue); off by default.
     pub handshakes_per_sec: Option<u32>,
 }
 
@@ -105,6 +109,24 @@ impl AcceptGate {
         }
     }
 
+    /// Waits until one more set-up fits the rate of set-ups per second (at once when there is
+    /// none), and takes its token.
+    pub async fn turn(&self) {
+        let Some(rate) = &self.rate else {
+            return;
+        };
+        loop {
+            let wait = {
+                let mut bucket = rate.lock().unwrap_or_else(|p| p.into_inner());
+                match bucket.take_or_wait(1.0, std::time::Instant::now()) {
+                    Ok(()) => return,
+                    Err(wait) => wait,
+                }
+            };
+            tokio::time::sleep(wait).await;
+        }
+    }
+
     /// Waits for a free place (every other one is in a set-up). `None` only if the gate was
     /// closed, which nothing does: the listener then stops.
     pub async fn slot(&self) -> Option<Slot> {
@@ -127,10 +149,10 @@ impl AcceptGate {
         })
     }
 
-    /// [`pass`](Self::pass) within this second's rate of set-ups: the pass, or why the
-    /// connection is turned away (before any cryptography).
+    /// [`pass`](Self::pass): the pass, or why the connection is turned away (before any
+    /// cryptography). The rate is not checked here: the listener waits for its
+    /// [`turn`](Self::turn) before it accepts.
     pub fn admit(&self, slot: Slot, address: IpAddr) -> Result<Pass, String> {
-        self.within_rate()?;
         self.pass(slot, address)
             .ok_or_else(|| format!("too many handshakes going on from {address}"))
     }
@@ -189,21 +211,31 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn set_ups_beyond_the_rate_are_turned_away() {
+    async fn set_ups_beyond_the_rate_wait_for_their_turn() {
         let gate = AcceptGate::new(AcceptLimits {
             max_pending: 100,
             max_pending_per_address: 100,
-            handshakes_per_sec: Some(3),
+            handshakes_per_sec: Some(10),
         });
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        let mut passes = Vec::new();
-        for _ in 0..3 {
-            passes.push(gate.admit(gate.slot().await.unwrap(), a).unwrap());
+        let why = gate.within_rate();
+        assert!(why.is_ok());
+        // The burst (one second's worth, less the token just taken) goes at once...
+        let start = std::time::Instant::now();
+        for _ in 0..9 {
+            gate.turn().await;
         }
-        let why = gate.admit(gate.slot().await.unwrap(), a).unwrap_err();
-        assert!(why.contains("3 connections per second"), "{why}");
-        // The bucket refills with time.
-        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
-        assert!(gate.admit(gate.slot().await.unwrap(), a).is_ok());
+        assert!(gate.within_rate().unwrap_err().contains("10 connections per second"));
+        // ...then one turn every 100 ms: three more take at least 0.25 s.
+        for _ in 0..3 {
+            gate.turn().await;
+        }
+        assert!(start.elapsed() >= std::time::Duration::from_millis(250), "{:?}", start.elapsed());
+        // A gate with no rate never waits.
+        let open = AcceptGate::new(AcceptLimits::default());
+        let start = std::time::Instant::now();
+        for _ in 0..1000 {
+            open.turn().await;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
     }
 }

@@ -125,8 +125,10 @@ impl Listen for TcpListen {
 
     async fn accept(&mut self) -> Option<Setup<AnySender, AnyReceiver>> {
         loop {
-            // At the limit of set-ups going on, wait (the kernel's backlog holds the rest).
+            // At the limit of set-ups going on, or of set-ups per second, wait (the kernel's
+            // backlog holds the rest).
             let slot = self.gate.slot().await?;
+            self.gate.turn().await;
             match self.listener.accept().await {
                 Ok((stream, remote)) => {
                     let pass = match self.gate.admit(slot, remote.ip()) {

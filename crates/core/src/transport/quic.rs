@@ -57,6 +57,14 @@ const INBOUND_QUEUE: usize = 32;
 /// accepted ([`FrameSender::hello_accepted`]).
 pub const PRE_HELLO_WINDOW: u64 = 128 * 1024;
 
+/// New connections quinn holds while the listener waits (at its accept limits); beyond, quinn
+/// refuses them. As many as the TCP listeners' kernel backlog
+/// ([`LISTEN_BACKLOG`](super::listen::LISTEN_BACKLOG)).
+pub const INCOMING_QUEUE: usize = 4096;
+/// Bytes of first packets (0-RTT data) quinn holds for the connections waiting in
+/// [`INCOMING_QUEUE`], all together (one connection at most a sixteenth of it).
+pub const INCOMING_QUEUE_BYTES: u64 = 16 << 20;
+
 /// A bound QUIC server endpoint and the configuration it accepts with.
 pub struct ServerEndpoint {
     /// The endpoint.
@@ -81,6 +89,12 @@ pub fn server_endpoint(
         ConnectError::Config(format!("the TLS configuration is not usable for QUIC: {e}"))
     })?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    // Connections waiting for the listener (at the accept limits) are held in a bounded queue:
+    // quinn's defaults are 65,536 connections and 100 MiB of their first packets.
+    config
+        .max_incoming(INCOMING_QUEUE)
+        .incoming_buffer_size(INCOMING_QUEUE_BYTES / 16)
+        .incoming_buffer_size_total(INCOMING_QUEUE_BYTES);
     config.transport_config(Arc::new(
         settings.transport_config().map_err(ConnectError::Config)?,
     ));
@@ -1350,8 +1364,10 @@ impl Listen for QuicListen {
 
     async fn accept(&mut self) -> Option<Setup<QuicSender, QuicReceiver>> {
         let (incoming, pass) = loop {
-            // At the limit of set-ups going on, wait (quinn holds the next ones).
+            // At the limit of set-ups going on, or of set-ups per second, wait (quinn holds
+            // the next ones, up to INCOMING_QUEUE).
             let slot = self.gate.slot().await?;
+            self.gate.turn().await;
             let incoming = self.incoming.next().await?;
             if self.should_retry(&incoming) {
                 if incoming.retry().is_ok() {
