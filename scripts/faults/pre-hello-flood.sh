@@ -59,6 +59,7 @@ print(f"{sys.argv[2]}: {conns} connections x {r['frame_bytes']/2**20:.0f} MiB be
       f"(idle {r['hub_idle_rss_bytes']/2**20:.0f}); honest req/s clean {clean:.0f}, during "
       f"{during:.0f} ({during/clean:.2f}x; per round "
       + ", ".join(f"{x['during_flood_requests_per_sec']/x['clean_requests_per_sec']:.2f}" for x in rounds)
-      + f"); newcomer served after: {r['newcomer_served_after']}")
+      + f"); newcomer served after: {r['newcomer_served_after']} "
+      f"(in {r.get('newcomer_seconds', 0):.1f} s)")
 PY
 done

@@ -81,8 +81,8 @@ enum Flood {
 }
 
 /// Waves of `connections` attempts at once, one after another until `until` (or one wave, if
-/// `until` is `None`); the attempts made, the number refused and why. Attempts still going at
-/// `until` are dropped (their connections close).
+/// `until` is `None`); the attempts started, the number refused in the waves that ended, and
+/// why. Attempts still going at `until` are dropped (their connections close).
 async fn waves(
     dial: &Arc<Flood>,
     addr: std::net::SocketAddr,
@@ -94,19 +94,19 @@ async fn waves(
     let (mut attempts, mut refused) = (0, 0);
     // Bounded in count too: at most 1,000 waves.
     for _ in 0..1000 {
+        attempts += connections;
         let wave = wave(dial, addr, connections, frame, reasons);
-        let (n, r) = match until {
+        let r = match until {
             None => wave.await,
             Some(until) => {
                 let left = until.saturating_duration_since(Instant::now());
                 match tokio::time::timeout(left, wave).await {
                     Ok(done) => done,
-                    // Cut at the end of the window: this wave's attempts are not counted.
+                    // Cut at the end of the window: this wave's refusals are not counted.
                     Err(_) => break,
                 }
             }
         };
-        attempts += n;
         refused += r;
         if until.is_none_or(|u| Instant::now() >= u) {
             break;
@@ -115,15 +115,15 @@ async fn waves(
     (attempts, refused)
 }
 
-/// One wave: `connections` attempts at once; the attempts ended and the number refused (and
-/// why). Dropping it mid-way aborts the attempts still going.
+/// One wave: `connections` attempts at once; the number refused (and why). Dropping it
+/// mid-way aborts the attempts still going.
 async fn wave(
     dial: &Arc<Flood>,
     addr: std::net::SocketAddr,
     connections: usize,
     frame: &Bytes,
     reasons: &mut std::collections::BTreeMap<String, usize>,
-) -> (usize, usize) {
+) -> usize {
     let tasks: Vec<_> = (0..connections)
         .map(|i| {
             let target = DialTarget {
@@ -145,7 +145,7 @@ async fn wave(
             *reasons.entry(why).or_default() += 1;
         }
     }
-    (connections, refused)
+    refused
 }
 
 /// A flood attempt's task, aborted when the wave is dropped.
@@ -323,14 +323,19 @@ async fn main() {
             "flood_seconds": flood_secs,
         }));
     }
-    // The hub still serves a newcomer.
-    let honest_after = match Agent::connect(opts("newcomer")).await {
+    // The hub still serves a newcomer: at once without a rate of set-ups, or once the
+    // connections queued before it have had their turn (at most a minute).
+    let asked = Instant::now();
+    let mut newcomer = opts("newcomer");
+    newcomer.connect_timeout = Duration::from_secs(60);
+    let honest_after = match Agent::connect(newcomer).await {
         Ok(agent) => {
             agent.close().await;
             true
         }
         Err(_) => false,
     };
+    let newcomer_secs = asked.elapsed().as_secs_f64();
     if let Some(rt) = flood_rt {
         rt.shutdown_background();
     }
@@ -346,6 +351,7 @@ async fn main() {
             "rounds": out,
             "refused_with": reasons,
             "newcomer_served_after": honest_after,
+            "newcomer_seconds": newcomer_secs,
         })
     );
 }

@@ -128,9 +128,12 @@ impl Listen for TcpListen {
             // At the limit of set-ups going on, or of set-ups per second, wait (the kernel's
             // backlog holds the rest).
             let slot = self.gate.slot().await?;
-            self.gate.turn().await;
             match self.listener.accept().await {
                 Ok((stream, remote)) => {
+                    if closed_by_peer(&stream) {
+                        // Gave up while it waited in the backlog: nothing to set up.
+                        continue;
+                    }
                     let pass = match self.gate.admit(slot, remote.ip()) {
                         Ok(pass) => pass,
                         Err(reason) => {
@@ -148,6 +151,12 @@ impl Listen for TcpListen {
                             }));
                         }
                     };
+                    // At the rate of set-ups per second, wait for this one's turn (the
+                    // kernel's backlog holds the next ones).
+                    self.gate.turn().await;
+                    if closed_by_peer(&stream) {
+                        continue;
+                    }
                     let tls = self.tls.clone();
                     let (timeout, websocket) = (self.timeout, self.websocket);
                     return Some(Box::pin(async move {
@@ -164,6 +173,28 @@ impl Listen for TcpListen {
             }
         }
     }
+}
+
+/// Whether the peer of an accepted TCP connection has closed it already (`CLOSE_WAIT`: its
+/// FIN came while the connection waited in the backlog), so that no handshake is spent on it.
+fn closed_by_peer(stream: &tokio::net::TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: an all-zero tcp_info is valid; getsockopt writes at most `len` bytes into it.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: the descriptor is the stream's own and open; `info` and `len` are valid.
+    let ok = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            std::ptr::from_mut(&mut info).cast(),
+            &mut len,
+        )
+    } == 0;
+    /// `TCP_CLOSE_WAIT` of the kernel's TCP states.
+    const TCP_CLOSE_WAIT: u8 = 8;
+    ok && info.tcpi_state == TCP_CLOSE_WAIT
 }
 
 async fn tcp_setup(

@@ -1246,6 +1246,10 @@ impl QuicListenHandle {
 enum Incomings {
     One(quinn::Endpoint),
     Many(tokio::sync::mpsc::Receiver<quinn::Incoming>),
+    /// With a rate of set-ups: every incoming connection is taken from quinn at once and
+    /// queued here with the time it came (at most [`INCOMING_QUEUE`]; beyond, refused), so
+    /// that the listener can let go of those that waited longer than their peer would.
+    Paced(tokio::sync::mpsc::Receiver<(std::time::Instant, quinn::Incoming)>),
 }
 
 impl Incomings {
@@ -1278,11 +1282,40 @@ impl Incomings {
         Incomings::Many(rx)
     }
 
-    async fn next(&mut self) -> Option<quinn::Incoming> {
+    /// The next incoming connection and when it came.
+    async fn next(&mut self) -> Option<(std::time::Instant, quinn::Incoming)> {
+        let now = std::time::Instant::now;
         match self {
-            Incomings::One(endpoint) => endpoint.accept().await,
-            Incomings::Many(rx) => rx.recv().await,
+            Incomings::One(endpoint) => endpoint.accept().await.map(|i| (now(), i)),
+            Incomings::Many(rx) => rx.recv().await.map(|i| (now(), i)),
+            Incomings::Paced(rx) => rx.recv().await,
         }
+    }
+
+    /// These incomings, taken from quinn as they come by a task of their own and queued with
+    /// their arrival time ([`Incomings::Paced`]).
+    fn paced(mut self) -> Incomings {
+        if matches!(self, Incomings::Paced(_)) {
+            return self;
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(INCOMING_QUEUE);
+        tokio::spawn(async move {
+            loop {
+                let incoming = tokio::select! {
+                    incoming = self.next() => incoming,
+                    () = tx.closed() => None,
+                };
+                let Some(incoming) = incoming else { break };
+                match tx.try_send(incoming) {
+                    Ok(()) => {}
+                    Err(tokio::sync::mpsc::error::TrySendError::Full((_, incoming))) => {
+                        incoming.refuse();
+                    }
+                    Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => break,
+                }
+            }
+        });
+        Incomings::Paced(rx)
     }
 }
 
@@ -1352,8 +1385,20 @@ impl QuicListen {
     /// open) to `limits`, as the TCP listeners are: at the total, the listener takes no new
     /// connection until one is set up (quinn queues the rest); past the per-address count a
     /// new connection is refused before any cryptography.
+    ///
+    /// With a rate of set-ups per second, connections beyond it wait for their turn in a queue
+    /// of [`INCOMING_QUEUE`]; one that waited longer than the handshake timeout (its peer has
+    /// given up by then) is let go without an answer and without spending a turn, so that a
+    /// newcomer after a flood waits at most about that long.
     pub fn with_accept_limits(mut self, limits: super::accept_gate::AcceptLimits) -> Self {
         self.gate = super::accept_gate::AcceptGate::new(limits);
+        if limits.handshakes_per_sec.is_some() {
+            let incoming = std::mem::replace(
+                &mut self.incoming,
+                Incomings::Many(tokio::sync::mpsc::channel(1).1),
+            );
+            self.incoming = incoming.paced();
+        }
         self
     }
 }
@@ -1367,8 +1412,13 @@ impl Listen for QuicListen {
             // At the limit of set-ups going on, or of set-ups per second, wait (quinn holds
             // the next ones, up to INCOMING_QUEUE).
             let slot = self.gate.slot().await?;
+            let (came, incoming) = self.incoming.next().await?;
+            if came.elapsed() > self.handshake_timeout {
+                // Its peer gave up waiting: no answer, no turn spent.
+                incoming.ignore();
+                continue;
+            }
             self.gate.turn().await;
-            let incoming = self.incoming.next().await?;
             if self.should_retry(&incoming) {
                 if incoming.retry().is_ok() {
                     self.retries.fetch_add(1, Ordering::Relaxed);
