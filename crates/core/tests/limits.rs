@@ -256,8 +256,11 @@ async fn connections_beyond_the_rate_wait_and_are_all_served() {
         let start = std::time::Instant::now();
         let mut connects = tokio::task::JoinSet::new();
         for i in 0..15 {
-            let mut opts =
-                AgentOptions::new(format!("{scheme}-{i}"), listener.url.to_string(), trust.clone());
+            let mut opts = AgentOptions::new(
+                format!("{scheme}-{i}"),
+                listener.url.to_string(),
+                trust.clone(),
+            );
             opts.connect_timeout = Duration::from_secs(30);
             connects.spawn(Agent::connect(opts));
         }
@@ -273,4 +276,77 @@ async fn connections_beyond_the_rate_wait_and_are_all_served() {
             a.close().await;
         }
     }
+}
+
+/// After a flood that gave up, a newcomer does not wait behind it: at 2 set-ups a second, 20
+/// TCP connections closed while in the backlog are dropped before any TLS and without a turn,
+/// and 20 QUIC attempts abandoned by their client are let go once they have waited longer
+/// than the handshake timeout (1 s here). Without that, the newcomer would wait for 20 turns,
+/// 10 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_does_not_wait_behind_connections_that_gave_up() {
+    common::init_logs();
+    let bundle = tls::generate(&tls::default_hub_names()).unwrap();
+    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
+    let config = HubConfig {
+        accept: agentwire::transport::accept_gate::AcceptLimits {
+            handshakes_per_sec: Some(2),
+            ..Default::default()
+        },
+        handshake_timeout: Duration::from_secs(1),
+        ..HubConfig::default()
+    };
+    let hub = Hub::new(config, HubMetrics::new());
+    let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).unwrap();
+
+    // TCP (wss): 20 connections that close at once, while the listener paces.
+    let wss = hub
+        .listen(
+            &HubUrl::parse("wss://127.0.0.1:0").unwrap(),
+            Some(&identity),
+        )
+        .await
+        .unwrap();
+    let addr: std::net::SocketAddr = wss.url.to_string()["wss://".len()..].parse().unwrap();
+    for _ in 0..20 {
+        drop(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let start = std::time::Instant::now();
+    let mut opts = AgentOptions::new("tcp-newcomer", wss.url.to_string(), trust.clone());
+    opts.connect_timeout = Duration::from_secs(30);
+    let tcp = Agent::connect(opts).await.unwrap();
+    let tcp_wait = start.elapsed();
+
+    // QUIC: 20 attempts whose client goes away.
+    let quic = hub
+        .listen(
+            &HubUrl::parse("quic://127.0.0.1:0").unwrap(),
+            Some(&identity),
+        )
+        .await
+        .unwrap();
+    let quic_addr: std::net::SocketAddr = quic.url.to_string()["quic://".len()..].parse().unwrap();
+    {
+        let client_tls = tls::client_config(&trust, &[tls::ALPN_AGENTWIRE]).unwrap();
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(client_tls).unwrap();
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        endpoint.set_default_client_config(quinn::ClientConfig::new(std::sync::Arc::new(crypto)));
+        let attempts: Vec<_> = (0..20)
+            .map(|_| endpoint.connect(quic_addr, "localhost").unwrap())
+            .collect();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        drop(attempts);
+        endpoint.close(0u32.into(), b"gone");
+    }
+    let start = std::time::Instant::now();
+    let mut opts = AgentOptions::new("quic-newcomer", quic.url.to_string(), trust);
+    opts.connect_timeout = Duration::from_secs(30);
+    let newcomer = Agent::connect(opts).await.unwrap();
+    let quic_wait = start.elapsed();
+    println!("newcomer waited {tcp_wait:?} on wss, {quic_wait:?} on quic");
+    assert!(tcp_wait < Duration::from_secs(5), "wss: {tcp_wait:?}");
+    assert!(quic_wait < Duration::from_secs(6), "quic: {quic_wait:?}");
+    tcp.close().await;
+    newcomer.close().await;
 }
