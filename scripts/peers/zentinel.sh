@@ -21,7 +21,7 @@ mkdir -p "$out"
 # package named, so the agentwire binary was never rebuilt and runs measured whatever build
 # lay in target/ (found on 2026-11-26; see docs/benchmarks/2026-11-26-zentinel-codec/).
 cargo build --release --locked -p agentwire-cli >&2
-cargo build --release --locked -p agentwire-zap --example zentinel_reference >&2
+(cd crates/zap/interop && CARGO_TARGET_DIR="$OLDPWD/target" cargo build --release --locked --example zentinel_reference) >&2
 ours=target/release/agentwire
 ref=target/release/examples/zentinel_reference
 newest_source=$(git ls-files -z crates Cargo.toml Cargo.lock | xargs -0 stat -c %Y | sort -n | tail -1)

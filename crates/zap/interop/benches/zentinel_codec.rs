@@ -8,8 +8,8 @@
 //! typed body chunk carries base64 text in JSON and MessagePack alike (its raw-`bin` path is
 //! private to its client), ours carries base64 in JSON and `bin` in MessagePack.
 //!
-//! `cargo bench -p agentwire-zap --bench zentinel_codec`; CI runs each routine once as a
-//! build check (`cargo test -p agentwire-zap --benches`), never as a timing.
+//! `cargo bench --bench zentinel_codec` in crates/zap/interop; CI runs each routine once as a
+//! build check (`cargo test --all-targets` there), never as a timing.
 
 use std::collections::HashMap;
 use std::hint::black_box;

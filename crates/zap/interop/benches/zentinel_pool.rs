@@ -11,8 +11,8 @@
 //!   `select::Strategy::pick` on their loads). The reference's `select_connection` is private,
 //!   so it has no counterpart here.
 //!
-//! `cargo bench -p agentwire-zap --bench zentinel_pool`; CI runs each routine once as a build
-//! check (`cargo test -p agentwire-zap --benches`), never as a timing.
+//! `cargo bench --bench zentinel_pool` in crates/zap/interop; CI runs each routine once as a build
+//! check (`cargo test --all-targets` there), never as a timing.
 
 use std::hint::black_box;
 use std::path::Path;

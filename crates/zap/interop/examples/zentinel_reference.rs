@@ -3,9 +3,9 @@
 //! measured side by side (`scripts/peers/zentinel.sh`).
 //!
 //! ```text
-//! cargo run --release -p agentwire-zap --example zentinel_reference -- agent --socket /tmp/ref.sock \
+//! cargo run --release --example zentinel_reference (in crates/zap/interop) -- agent --socket /tmp/ref.sock \
 //!     [--slow-every N --slow-ms M]
-//! cargo run --release -p agentwire-zap --example zentinel_reference -- bench --socket /tmp/ref.sock \
+//! cargo run --release --example zentinel_reference (in crates/zap/interop) -- bench --socket /tmp/ref.sock \
 //!     --requests 20000 --concurrency 16 [--agent-pid PID]
 //! ```
 //!

@@ -1,5 +1,5 @@
 //! Interop with the reference implementation, `zentinel-agent-protocol` 0.6.45 (its UDS client
-//! and agent server), over real Unix sockets. `cargo test zentinel` runs them all.
+//! and agent server), over real Unix sockets. `cargo test` in crates/zap/interop runs them all.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

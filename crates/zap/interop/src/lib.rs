@@ -1,0 +1,1 @@
+//! Nothing here: the crate is its tests (`tests/`) and benchmarks (`benches/`).
