@@ -43,7 +43,10 @@ impl Bucket {
             return Ok(());
         }
         let missing = (n.min(self.burst) - self.tokens).max(0.0);
-        Err(Duration::from_secs_f64(missing / self.rate.max(f64::MIN_POSITIVE)).max(Duration::from_millis(1)))
+        Err(
+            Duration::from_secs_f64(missing / self.rate.max(f64::MIN_POSITIVE))
+                .max(Duration::from_millis(1)),
+        )
     }
 }
 

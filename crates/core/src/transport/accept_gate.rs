@@ -224,12 +224,19 @@ mod tests {
         for _ in 0..9 {
             gate.turn().await;
         }
-        assert!(gate.within_rate().unwrap_err().contains("10 connections per second"));
+        assert!(gate
+            .within_rate()
+            .unwrap_err()
+            .contains("10 connections per second"));
         // ...then one turn every 100 ms: three more take at least 0.25 s.
         for _ in 0..3 {
             gate.turn().await;
         }
-        assert!(start.elapsed() >= std::time::Duration::from_millis(250), "{:?}", start.elapsed());
+        assert!(
+            start.elapsed() >= std::time::Duration::from_millis(250),
+            "{:?}",
+            start.elapsed()
+        );
         // A gate with no rate never waits.
         let open = AcceptGate::new(AcceptLimits::default());
         let start = std::time::Instant::now();
