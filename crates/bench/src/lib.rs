@@ -38,6 +38,7 @@ pub mod record;
 pub mod report;
 pub mod scenario;
 pub mod server;
+pub mod verdict;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -125,6 +126,8 @@ pub struct BenchConfig {
     pub quic_endpoints: usize,
     /// TCP congestion control inside emulated paths (`None`: the kernel's default).
     pub tcp_cc: Option<String>,
+    /// The netsim packet stage of emulated paths (`--netsim-stage`; the bridge by default).
+    pub netsim_stage: agentwire_netsim::StageKind,
     /// Write qlog traces of every QUIC connection under this directory, one subdirectory per
     /// run (see [`qlog_run_dir`]).
     pub qlog_dir: Option<PathBuf>,
@@ -206,6 +209,7 @@ impl BenchConfig {
             quic_receive_budget: QuicSettings::default().receive_budget,
             quic_endpoints: QuicSettings::default().server_endpoints,
             tcp_cc: None,
+            netsim_stage: Default::default(),
             qlog_dir: None,
         }
     }
@@ -357,6 +361,7 @@ impl BenchConfig {
                     quic_receive_budget: self.quic_receive_budget,
                     quic_endpoints: self.quic_endpoints,
                     tcp_cc: self.tcp_cc.clone(),
+                    netsim_stage: self.netsim_stage,
                     qlog_dir: None,
                 });
             }
@@ -705,7 +710,7 @@ pub fn run(
     let cells = config.cells();
     let total = cells.len();
     let reps = config.repetitions;
-    let packet_mode = netpath::EmulatedPath::available();
+    let packet_mode = netpath::EmulatedPath::available(config.netsim_stage);
     let mut results = Vec::with_capacity(total);
     let mut p = Progress {
         finished_runs: 0,

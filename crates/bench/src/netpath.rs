@@ -1,30 +1,33 @@
 //! The network path of a cell: plain loopback, or an emulated link through `agentwire netsim`'s
-//! packet mode (two network namespaces joined by a veth pair, every TCP and UDP packet delayed
-//! and dropped by an NFQUEUE stage), so that QUIC, HTTP/2 and WebSocket cross the same
-//! impaired link.
+//! packet mode (client and server network namespaces joined through a packet stage, every TCP
+//! and UDP packet delayed and dropped by the same model), so that QUIC, HTTP/2 and WebSocket
+//! cross the same impaired link. The stage is the bridge by default (no netfilter; root or a
+//! user namespace of our own), or NFQUEUE.
 //!
 //! The hub and the echo workers live in the *server* namespace, the measured clients in the
 //! *client* namespace: each round trip crosses the emulated link once in each direction.
 //! There is deliberately no socket-relay fallback here: a TCP relay cannot drop packets, so it
-//! would give TCP transports an unfair advantage under loss. Without the privileges for packet
-//! mode, impaired cells are skipped with the reason.
+//! would give TCP transports an unfair advantage under loss. Without namespaces, impaired
+//! cells are skipped with the reason.
 //!
 //! This module sets up and tears down the path; it must not run agents or measure requests.
 
-use agentwire_netsim::packet::{self, PacketStage, StageOptions, Topology};
+use agentwire_netsim::packet::{self, StageOptions, Topology};
+use agentwire_netsim::stage::{Stage, StageKind};
 use agentwire_netsim::Spec;
 use anyhow::{anyhow, Context, Result};
 
 use crate::record::{EmulatorRecord, NetworkProfile};
 use crate::resources;
 
-/// Prefix of the emulator's thread names (their CPU is taken out of the agent side).
-pub const EMULATOR_THREAD_PREFIX: &str = "netsim-nfq";
+/// Prefix of the emulator's thread names, either stage's (their CPU is taken out of the agent
+/// side).
+pub const EMULATOR_THREAD_PREFIX: &str = "netsim-";
 
 /// An emulated link for one cell; dropping it removes the namespaces and rules.
 pub struct EmulatedPath {
     // Field order matters: the stage (rules, threads) goes before the namespaces.
-    stage: PacketStage,
+    stage: Stage,
     topology: Topology,
     spec: String,
     cpu_at_start: f64,
@@ -33,20 +36,27 @@ pub struct EmulatedPath {
 }
 
 impl EmulatedPath {
-    /// Whether packet mode can run here; `Err` says why not.
-    pub fn available() -> Result<(), String> {
-        packet::check_privileges().map_err(|e| e.to_string())
+    /// Whether packet `stage` can run here; `Err` says why not.
+    pub fn available(stage: StageKind) -> Result<(), String> {
+        stage.check().map_err(|e| e.to_string())
     }
 
     /// Creates the namespaces (with TCP congestion control `tcp_cc` in both, if given) and
-    /// starts impairing both directions with `profile`.
-    pub fn start(profile: &NetworkProfile, seed: u64, tcp_cc: Option<&str>) -> Result<Self> {
+    /// starts impairing both directions with `profile` through packet stage `kind`.
+    pub fn start(
+        profile: &NetworkProfile,
+        seed: u64,
+        tcp_cc: Option<&str>,
+        kind: StageKind,
+    ) -> Result<Self> {
         let spec = profile
             .one_way_spec()
             .ok_or_else(|| anyhow!("network {profile} needs no emulator"))?;
         let parsed = Spec::parse(&spec).map_err(|e| anyhow!("netsim spec {spec:?}: {e}"))?;
-        packet::check_privileges().context("netsim packet mode")?;
-        let topology = Topology::new().context("creating the network namespaces")?;
+        kind.check()
+            .with_context(|| format!("netsim packet mode ({kind} stage)"))?;
+        let topology =
+            Topology::with_wiring(kind.wiring()).context("creating the network namespaces")?;
         if let Some(cc) = tcp_cc {
             for ns in [topology.client_ns(), topology.server_ns()] {
                 topology
@@ -54,16 +64,14 @@ impl EmulatedPath {
                     .with_context(|| format!("setting TCP congestion control {cc} in {ns}"))?;
             }
         }
-        let stage = PacketStage::start(
+        let stage = Stage::start(
+            kind,
             &topology,
             parsed.impairment.clone(),
             parsed.impairment,
-            StageOptions {
-                seed,
-                ..StageOptions::default()
-            },
+            seed,
         )
-        .context("starting the netsim packet stage")?;
+        .with_context(|| format!("starting the netsim {kind} stage"))?;
         let tcp_cc = read_tcp_congestion_control(&topology);
         Ok(EmulatedPath {
             stage,
@@ -110,7 +118,9 @@ impl EmulatedPath {
             r.dropped_kernel += d.kernel_dropped;
             r.max_held = r.max_held.max(d.max_held);
             r.verdict_errors += d.verdict_errors;
+            r.oversize += d.oversize;
         }
+        r.stage = self.stage.kind().name().to_owned();
         r.cpu_seconds = self.cpu_seconds();
         r.tcp_cc.clone_from(&self.tcp_cc);
         r

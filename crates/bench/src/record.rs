@@ -134,6 +134,10 @@ pub struct EmulatorRecord {
     pub cpu_seconds: f64,
     /// TCP congestion control in effect in the client and server namespaces (read back).
     pub tcp_cc: Option<String>,
+    /// The packet stage that ran (`bridge` or `nfqueue`).
+    pub stage: String,
+    /// Frames over the MTU the bridge stage dropped (an offload left on; 0 on NFQUEUE).
+    pub oversize: u64,
 }
 
 /// Connection establishment of all agents of a cell.

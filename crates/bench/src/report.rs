@@ -372,6 +372,20 @@ fn document<'a>(report: &Report, charts: &'a [Chart]) -> Vec<Block<'a>> {
         report.started_unix
     )));
 
+    doc.push(Block::Heading(2, "Verdict".into()));
+    let lines = crate::verdict::verdict(report);
+    let mut verdict: Vec<String> = lines.iter().map(|l| l.text()).collect();
+    verdict.extend(crate::verdict::skipped_networks(report));
+    if verdict.is_empty() {
+        verdict.push("No network had both a QUIC and a TCP cell measured.".into());
+    }
+    doc.push(Block::Para(
+        "QUIC against the best TCP transport (HTTP/2 or WebSocket) per network and cell \
+         shape, medians: above 1x msg/s and below 1x p90/p99 favour QUIC; within 5 % is even."
+            .into(),
+    ));
+    doc.push(Block::List(verdict));
+
     doc.push(Block::Heading(2, "Command line".into()));
     doc.push(Block::Code(shell_join(&report.command_line)));
 
@@ -562,6 +576,20 @@ fn config_table(report: &Report) -> Table {
                 n => n.to_string(),
             },
         ),
+        ("netsim stage of emulated paths", {
+            let ran = first_seen(
+                report
+                    .cells
+                    .iter()
+                    .flat_map(|cell| &cell.runs)
+                    .filter_map(|r| r.network.emulator.as_ref().map(|e| e.stage.clone())),
+            );
+            if ran.is_empty() {
+                format!("{} (no emulated path ran)", c.netsim_stage)
+            } else {
+                join(ran)
+            }
+        }),
         (
             "TCP congestion control in emulated paths",
             c.tcp_cc
@@ -620,9 +648,11 @@ fn throughput_section<'a>(report: &Report, doc: &mut Vec<Block<'a>>) {
     ));
     let mut t = Table::new(&head(&[
         "window", "runs", "msg/s", "cov %", "noisy", "Mbit/s", "p50 ms", "p90 ms", "p99 ms",
-        "p99.9 ms", "max ms", "errors",
+        "p99.9 ms", "max ms", "errors", "bound",
     ]));
     let mut notes = Vec::new();
+    // One footnote per kind of bottleneck (the first cell's wording), not one per cell.
+    let mut bounds: Vec<(String, String)> = Vec::new();
     for c in measured(report) {
         let has = !c.runs.is_empty();
         let mut row = cell_cols(&c.config);
@@ -654,6 +684,16 @@ fn throughput_section<'a>(report: &Report, doc: &mut Vec<Block<'a>>) {
         } else {
             NONE.to_owned()
         });
+        let mut kinds = Vec::new();
+        for b in &c.bottlenecks {
+            let kind = crate::verdict::bound_kind(b).unwrap_or("other").to_owned();
+            if !bounds.iter().any(|(k, _)| *k == kind) {
+                bounds.push((kind.clone(), b.clone()));
+            }
+            let n = bounds.iter().position(|(k, _)| *k == kind).unwrap_or(0) + 1;
+            kinds.push(format!("{kind} ({n})"));
+        }
+        row.push(kinds.join(", "));
         t.rows.push(row);
 
         let label = cell_caption(&c.config);
@@ -665,9 +705,6 @@ fn throughput_section<'a>(report: &Report, doc: &mut Vec<Block<'a>>) {
                 c.runs.len(),
                 fmt_num(crate::NOISY_COV * 100.0, 0)
             ));
-        }
-        for b in &c.bottlenecks {
-            notes.push(format!("bottleneck: {label}: {b}"));
         }
         for f in &c.failures {
             notes.push(format!("failed: {label}: {f}"));
@@ -702,6 +739,18 @@ fn throughput_section<'a>(report: &Report, doc: &mut Vec<Block<'a>>) {
             .into(),
     ));
     doc.push(Block::Table(t));
+    if !bounds.is_empty() {
+        doc.push(Block::List(
+            bounds
+                .iter()
+                .enumerate()
+                .map(|(i, (kind, text))| match text.split_once(": ") {
+                    Some((_, why)) => format!("({}) {kind}: {why}", i + 1),
+                    None => format!("({}) {text}", i + 1),
+                })
+                .collect(),
+        ));
+    }
     if !notes.is_empty() {
         doc.push(Block::List(notes));
     }
@@ -1231,7 +1280,7 @@ fn opt_str(v: &Option<String>) -> String {
 }
 
 /// `100 B`, `1 KiB`, `1536 B`, `2 MiB`.
-fn size_label(bytes: usize) -> String {
+pub(crate) fn size_label(bytes: usize) -> String {
     if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
         format!("{} MiB", bytes >> 20)
     } else if bytes >= 1 << 10 && bytes % (1 << 10) == 0 {
@@ -1423,6 +1472,7 @@ mod tests {
             quic_receive_budget: 0,
             quic_endpoints: 1,
             tcp_cc: None,
+            netsim_stage: Default::default(),
             qlog_dir: None,
         }
     }
@@ -1541,6 +1591,49 @@ mod tests {
         report(cells)
     }
 
+    /// Where QUIC loses, the verdict names the winner and why, from the cells' CPU per message.
+    #[test]
+    fn the_verdict_says_who_won_and_why_quic_lost() {
+        let mut cells = Vec::new();
+        let q = cell(BenchTransport::Quic, 10, 1024, "0ms");
+        let mut qr = run(&q, 600.0, 2000);
+        qr.resources.hub_cpu_us_per_response = Some(30.0);
+        cells.push(CellSummary::from_runs(q, vec![qr]));
+        let h = cell(BenchTransport::H2, 10, 1024, "0ms");
+        let mut hr = run(&h, 1000.0, 1000);
+        hr.resources.hub_cpu_us_per_response = Some(15.0);
+        cells.push(CellSummary::from_runs(h, vec![hr]));
+        // Unix is faster still, but crosses no network: not the "best TCP".
+        let u = cell(BenchTransport::Unix, 10, 1024, "0ms");
+        cells.push(CellSummary::from_runs(
+            u.clone(),
+            vec![run(&u, 5000.0, 200)],
+        ));
+        // A network where only QUIC ran.
+        cells.push(CellSummary::skipped(
+            cell(BenchTransport::Quic, 10, 1024, "50ms+1%"),
+            "no namespaces here".into(),
+        ));
+        let r = report(cells);
+        let lines = crate::verdict::verdict(&r);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let l = &lines[0];
+        assert_eq!(l.tcp, "h2");
+        assert!((l.msgs_ratio - 0.6).abs() < 1e-9);
+        assert_eq!(l.winner, crate::verdict::Winner::Tcp("h2"));
+        assert_eq!(
+            l.why.as_deref(),
+            Some("CPU per message in the hub: 2.0x h2's")
+        );
+        let text = crate::verdict::render_text(&r);
+        assert!(text.contains("0.60x msg/s, p90 2.00x"), "{text}");
+        assert!(text.contains("→ h2 wins"), "{text}");
+        assert!(
+            text.contains("50ms+1%: not measured (no namespaces here)"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn markdown_has_the_medians_flags_and_reasons() {
         let r = sample();
@@ -1560,9 +1653,20 @@ mod tests {
             md.contains("- noisy: quic, network 0ms, 10 agents × 1 KiB"),
             "{md}"
         );
+        // The bottleneck is a column with one footnote per kind, not a note per cell.
+        assert!(
+            md.contains("| 0 | load generator at 100% CPU (1) |"),
+            "{md}"
+        );
+        assert!(md.contains("- (1) load generator at 100% CPU\n"), "{md}");
+        assert!(!md.contains("- bottleneck:"), "{md}");
+        // The verdict opens the report: QUIC 1000 msg/s against wss's 505 on both networks.
+        let verdict = md.find("## Verdict").expect("a verdict section");
+        assert!(verdict < md.find("## Command line").unwrap(), "{md}");
         assert!(
             md.contains(
-                "- bottleneck: wss, network 50ms+1%, 10 agents × 1 KiB: load generator at 100% CPU"
+                "- 0ms · 10 agents × 1 KiB: QUIC vs best TCP (wss) 1.98x msg/s, p90 0.49x, \
+                 p99 0.49x → QUIC wins (1,000 vs 505 msg/s)"
             ),
             "{md}"
         );

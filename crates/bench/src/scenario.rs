@@ -178,6 +178,8 @@ pub struct CellConfig {
     /// TCP congestion control set inside the emulated path's namespaces (`None`: the
     /// kernel's default; loopback cells always use the host's setting).
     pub tcp_cc: Option<String>,
+    /// The netsim packet stage of emulated paths (the bridge by default).
+    pub netsim_stage: agentwire_netsim::StageKind,
     /// Directory for this run's qlog traces (hub and agents), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub qlog_dir: Option<PathBuf>,
@@ -255,6 +257,7 @@ pub fn run_cell(config: &CellConfig, launcher: &HubLauncher, seed: u64) -> Resul
             &config.network,
             seed,
             config.tcp_cc.as_deref(),
+            config.netsim_stage,
         )?)
     };
     let me = std::process::id();
@@ -818,6 +821,7 @@ fn bottleneck(
     let queue_full = emulator.is_some_and(|e| {
         e.verdict_errors > 0
             || e.dropped_kernel > 0
+            || e.oversize > 0
             || e.max_held >= EmulatedPath::queue_limit() * 3 / 4
     });
     // The stage has one thread per direction; half the total is a fair stand-in for the

@@ -189,15 +189,23 @@ fn tiny_run_all_transports_in_order() {
     }
 }
 
-/// An emulated 40 ms path (netsim packet mode; needs root): every transport but Unix crosses
-/// it, Unix is skipped with its reason, and round trips take at least the added RTT.
+/// An emulated 40 ms path (netsim packet mode; needs namespaces): every transport but Unix
+/// crosses it on each stage, Unix is skipped with its reason, round trips take at least the
+/// added RTT, and the record names the stage that ran.
 #[test]
 fn emulated_path_adds_its_rtt_or_skips() {
-    if let Err(why) = agentwire_bench::netpath::EmulatedPath::available() {
-        eprintln!("skipped: {why}");
+    for stage in agentwire_netsim::StageKind::ALL {
+        emulated_path_on(stage);
+    }
+}
+
+fn emulated_path_on(stage: agentwire_netsim::StageKind) {
+    if let Err(why) = agentwire_bench::netpath::EmulatedPath::available(stage) {
+        eprintln!("{stage}: skipped: {why}");
         return;
     }
     let mut config = tiny(BenchTransport::Quic);
+    config.netsim_stage = stage;
     config.transports = vec![
         BenchTransport::Quic,
         BenchTransport::H2,
@@ -231,6 +239,8 @@ fn emulated_path_adds_its_rtt_or_skips() {
         let emu = r.network.emulator.as_ref().unwrap();
         assert!(emu.packets > 0);
         assert_eq!(emu.dropped_loss, 0);
+        assert_eq!(emu.stage, stage.name());
+        assert_eq!(emu.oversize, 0, "{stage}: every packet within the MTU");
     }
 }
 

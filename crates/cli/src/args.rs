@@ -46,7 +46,7 @@ pub enum Command {
     /// Benchmark request/response over loopback: a real hub and real agents in this process,
     /// a grid of transports × agents × sizes; prints a table and writes JSON.
     ///
-    /// Example: agentwire bench --agents 10,100 --sizes 1024 --transports quic,h2 --out bench-out
+    /// Example: agentwire bench --agents 10,100 --sizes 1024 --transports quic,h2 --out target/bench-small
     Bench(BenchArgs),
     /// Serve the files of a directory over HTTP/3 (UDP) and HTTP/2 + HTTP/1.1 (TCP, TLS 1.3)
     /// on the same port, from memory; for `agentwire load` and other HTTP load tools.
@@ -323,7 +323,7 @@ pub struct UpArgs {
 pub enum CheckMode {
     /// Packet mode when privileged, else socket mode.
     Auto,
-    /// Packet-level mode (namespaces + NFQUEUE; needs root/CAP_NET_ADMIN).
+    /// Packet-level mode (namespaces and the --stage packet stage).
     Packet,
     /// Socket relay mode (UDP relay on loopback; no privileges).
     Socket,
@@ -334,6 +334,10 @@ pub struct CheckArgs {
     /// Which emulator to measure.
     #[arg(long, value_enum, default_value_t = CheckMode::Auto)]
     pub mode: CheckMode,
+    /// The packet stage of packet mode: `bridge` (the default; root, or any user through a
+    /// user namespace of its own) or `nfqueue` (root and iptables).
+    #[arg(long, default_value = "bridge", value_parser = parse_stage)]
+    pub stage: agentwire_netsim::StageKind,
     /// Datagrams of the loss check (100..=1000000).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(100..=1_000_000))]
     pub packets: u32,
@@ -1117,12 +1121,17 @@ pub struct BenchArgs {
     /// TCP congestion control inside the emulated paths' namespaces (default: the kernel's).
     #[arg(long, value_parser = ["bbr", "cubic", "reno"])]
     pub tcp_cc: Option<String>,
+    /// The netsim packet stage of the emulated networks: `bridge` (the default: a user-space
+    /// bridge in a namespace of its own, no iptables; as any user, through a user namespace)
+    /// or `nfqueue` (root and iptables).
+    #[arg(long, default_value = "bridge", value_parser = parse_stage)]
+    pub netsim_stage: agentwire_netsim::StageKind,
     /// Write one qlog trace per QUIC connection (hub and agents) under DIR, one directory per
     /// run: DIR/<transport>-<agents>x<size>-<network>-r<run>/ (open them in qvis).
     #[arg(long, value_name = "DIR")]
     pub qlog: Option<PathBuf>,
     /// Directory for the results: bench-<unix-seconds>.json, report.md, report.html, charts/.
-    #[arg(long, default_value = "bench-out")]
+    #[arg(long, default_value = "target/bench-out")]
     pub out: PathBuf,
     /// Print the report JSON on stdout instead of the table.
     #[arg(long)]
@@ -1213,6 +1222,7 @@ impl BenchArgs {
             config.quic_endpoints = n as usize;
         }
         config.tcp_cc.clone_from(&self.tcp_cc);
+        config.netsim_stage = self.netsim_stage;
         config.qlog_dir.clone_from(&self.qlog);
         config.validate()?;
         Ok(config)
@@ -1451,6 +1461,11 @@ impl ScorecardArgs {
             label: self.label.clone(),
         })
     }
+}
+
+/// `--netsim-stage` / `--stage`: `bridge` or `nfqueue`.
+pub fn parse_stage(s: &str) -> Result<agentwire_netsim::StageKind, String> {
+    s.parse()
 }
 
 #[cfg(test)]

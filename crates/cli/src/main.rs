@@ -24,6 +24,8 @@ use args::{
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
+    #[cfg(target_os = "linux")]
+    own_network_if_needed(&cli.command);
     let result = match cli.command {
         // These two build their own runtimes (thread counts are part of what they measure).
         Command::Serve(a) => serve(a),
@@ -37,6 +39,40 @@ fn main() -> ExitCode {
             eprintln!("error: {}", agentwire::error_chain(e.as_ref()));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Without root, `bench` (with emulated networks on the bridge stage) and `netsim check` (packet
+/// mode on the bridge stage) become root of a user namespace of their own (user, mount and
+/// network), as rootless containers do, where the bridge stage's namespaces can be made. Done
+/// first, while the process still has one thread; where it fails, the emulated networks are
+/// skipped with the reason, as before.
+#[cfg(target_os = "linux")]
+fn own_network_if_needed(command: &Command) {
+    use agentwire_netsim::{userns, StageKind};
+    if userns::is_root() {
+        return;
+    }
+    let wants = match command {
+        Command::Bench(a) => {
+            a.netsim_stage == StageKind::Bridge
+                && a.config()
+                    .is_ok_and(|c| c.cells().iter().any(|c| !c.network.is_loopback()))
+        }
+        Command::Netsim(NetsimCommand::Check(a)) => {
+            a.stage == StageKind::Bridge && a.mode != args::CheckMode::Socket
+        }
+        _ => false,
+    };
+    if !wants {
+        return;
+    }
+    match userns::enter() {
+        Ok(()) => eprintln!(
+            "not root: running in a user namespace of our own (user, mount and network), where \
+             the emulated networks can be made"
+        ),
+        Err(e) => eprintln!("not root, and {e}"),
     }
 }
 
@@ -874,6 +910,9 @@ async fn bench(a: BenchArgs) -> Result<()> {
     if a.json {
         println!("{}", agentwire_bench::to_json(&report)?);
     } else {
+        // Who won on each network first, the table after.
+        print!("{}", agentwire_bench::verdict::render_text(&report));
+        println!();
         print!("{}", agentwire_bench::render_table(&report));
     }
     let inconsistent = report.cells.iter().filter(|c| !c.consistent).count();

@@ -100,11 +100,15 @@ enum Mode {
 }
 
 impl Mode {
-    fn describe(self) -> &'static str {
-        match self {
-            Mode::Socket => "socket mode: UDP relay on 127.0.0.1, no privileges",
-            Mode::Packet => {
+    fn describe(self, stage: agentwire_netsim::StageKind) -> &'static str {
+        match (self, stage) {
+            (Mode::Socket, _) => "socket mode: UDP relay on 127.0.0.1, no privileges",
+            (Mode::Packet, agentwire_netsim::StageKind::Nfqueue) => {
                 "packet mode: 2 namespaces + veth, NFQUEUE stage, 198.18.0.1 -> 198.18.0.2"
+            }
+            (Mode::Packet, _) => {
+                "packet mode: 2 namespaces + veth into a middle one, bridge stage (AF_PACKET), \
+                 198.18.0.1 -> 198.18.0.2"
             }
         }
     }
@@ -117,7 +121,7 @@ enum Guard {
     Socket(UdpRelay),
     #[cfg(target_os = "linux")]
     Packet(
-        agentwire_netsim::packet::PacketStage,
+        agentwire_netsim::stage::Stage,
         agentwire_netsim::packet::Topology,
     ),
 }
@@ -137,12 +141,14 @@ struct Emulator {
 impl Emulator {
     async fn start(
         mode: Mode,
+        stage: agentwire_netsim::StageKind,
         forward: Impairment,
         reverse: Impairment,
         seed: u64,
     ) -> Result<Self> {
         match mode {
             Mode::Socket => {
+                let _ = stage;
                 let lo: SocketAddr = "127.0.0.1:0".parse()?;
                 let server = UdpSocket::bind(lo)?;
                 let relay = UdpRelay::start(lo, server.local_addr()?, forward, reverse, seed)
@@ -158,16 +164,11 @@ impl Emulator {
             }
             #[cfg(target_os = "linux")]
             Mode::Packet => {
-                use agentwire_netsim::packet::{
-                    PacketStage, StageOptions, Topology, CLIENT_ADDR, SERVER_ADDR,
-                };
+                use agentwire_netsim::packet::{Topology, CLIENT_ADDR, SERVER_ADDR};
+                use agentwire_netsim::stage::Stage;
                 tokio::task::spawn_blocking(move || -> Result<Emulator> {
-                    let topo = Topology::new()?;
-                    let opts = StageOptions {
-                        seed,
-                        ..StageOptions::default()
-                    };
-                    let stage = PacketStage::start(&topo, forward, reverse, opts)?;
+                    let topo = Topology::with_wiring(stage.wiring())?;
+                    let stage = Stage::start(stage, &topo, forward, reverse, seed)?;
                     let server = bind_in(topo.server_ns(), (SERVER_ADDR, 0).into())?;
                     let client = bind_in(topo.client_ns(), (CLIENT_ADDR, 0).into())?;
                     Ok(Emulator {
@@ -471,6 +472,8 @@ struct CeilingResult {
 #[derive(Debug, Serialize)]
 struct CheckReport {
     mode: Mode,
+    /// The packet stage measured (packet mode only).
+    stage: Option<agentwire_netsim::StageKind>,
     mode_description: &'static str,
     auto_fallback: Option<String>,
     seed: u64,
@@ -495,7 +498,14 @@ async fn run_check(
     let seed = a.seed;
 
     // a) added RTT.
-    let base = Emulator::start(mode, Impairment::default(), Impairment::default(), seed).await?;
+    let base = Emulator::start(
+        mode,
+        a.stage,
+        Impairment::default(),
+        Impairment::default(),
+        seed,
+    )
+    .await?;
     let (c, s, t) = (
         base.client.try_clone()?,
         base.server.try_clone()?,
@@ -504,7 +514,7 @@ async fn run_check(
     let baseline = blocking(move || ping_pong(c, s, t, 200)).await?;
     drop(base);
     let d = imp("delay=25ms")?;
-    let em = Emulator::start(mode, d.clone(), d, seed).await?;
+    let em = Emulator::start(mode, a.stage, d.clone(), d, seed).await?;
     let (c, s, t) = (em.client.try_clone()?, em.server.try_clone()?, em.target);
     let rtts = blocking(move || ping_pong(c, s, t, 200)).await?;
     drop(em);
@@ -526,7 +536,7 @@ async fn run_check(
 
     // b) loss.
     let l = imp("loss=1%")?;
-    let em = Emulator::start(mode, l.clone(), l, seed).await?;
+    let em = Emulator::start(mode, a.stage, l.clone(), l, seed).await?;
     let (c, s, t, n) = (
         em.client.try_clone()?,
         em.server.try_clone()?,
@@ -556,7 +566,7 @@ async fn run_check(
 
     // c) rate.
     let r = imp("rate=20mbit")?;
-    let em = Emulator::start(mode, r.clone(), r, seed).await?;
+    let em = Emulator::start(mode, a.stage, r.clone(), r, seed).await?;
     let (c, s, t, o) = (
         em.client.try_clone()?,
         em.server.try_clone()?,
@@ -592,7 +602,14 @@ async fn run_check(
     };
 
     // d) ceiling.
-    let em = Emulator::start(mode, Impairment::default(), Impairment::default(), seed).await?;
+    let em = Emulator::start(
+        mode,
+        a.stage,
+        Impairment::default(),
+        Impairment::default(),
+        seed,
+    )
+    .await?;
     let (c, s, t, o) = (
         em.client.try_clone()?,
         em.server.try_clone()?,
@@ -735,10 +752,10 @@ pub async fn check(a: CheckArgs) -> Result<()> {
     let (mode, auto_fallback) = match a.mode {
         CheckMode::Socket => (Mode::Socket, None),
         CheckMode::Packet => {
-            privileged().map_err(|e| anyhow!("--mode packet: {e}"))?;
+            privileged(a.stage).map_err(|e| anyhow!("--mode packet: {e}"))?;
             (Mode::Packet, None)
         }
-        CheckMode::Auto => match privileged() {
+        CheckMode::Auto => match privileged(a.stage) {
             Ok(()) => (Mode::Packet, None),
             Err(e) => (Mode::Socket, Some(e)),
         },
@@ -750,7 +767,8 @@ pub async fn check(a: CheckArgs) -> Result<()> {
     let passed = rtt.pass && loss.pass && rate.pass;
     let report = CheckReport {
         mode,
-        mode_description: mode.describe(),
+        stage: (mode == Mode::Packet).then_some(a.stage),
+        mode_description: mode.describe(a.stage),
         auto_fallback,
         seed: a.seed,
         rtt,
@@ -781,13 +799,14 @@ pub async fn check(a: CheckArgs) -> Result<()> {
 }
 
 /// Whether packet mode can run here; the error says why not (and points to the relay mode).
-fn privileged() -> std::result::Result<(), String> {
+fn privileged(stage: agentwire_netsim::StageKind) -> std::result::Result<(), String> {
     #[cfg(target_os = "linux")]
     {
-        agentwire_netsim::packet::check_privileges().map_err(|e| e.to_string())
+        stage.check().map_err(|e| e.to_string())
     }
     #[cfg(not(target_os = "linux"))]
     {
+        let _ = stage;
         Err("packet mode is Linux only; use `agentwire netsim relay ...`".into())
     }
 }

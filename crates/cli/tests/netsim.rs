@@ -13,16 +13,26 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Runs `agentwire netsim check --mode MODE --packets 2000 --json` and returns its JSON and
 /// whether it exited successfully.
 fn check(mode: &str) -> (Value, bool) {
-    let out = Command::new(BIN)
-        .args([
-            "netsim",
-            "check",
-            "--mode",
-            mode,
-            "--packets",
-            "2000",
-            "--json",
-        ])
+    check_as(&[], mode, &[])
+}
+
+/// [`check`] with `extra` arguments, run through `runner` (e.g. `setpriv ...` to drop root)
+/// when it is not empty.
+fn check_as(runner: &[&str], mode: &str, extra: &[&str]) -> (Value, bool) {
+    let mut args: Vec<&str> = runner.to_vec();
+    args.extend([
+        BIN,
+        "netsim",
+        "check",
+        "--mode",
+        mode,
+        "--packets",
+        "2000",
+        "--json",
+    ]);
+    args.extend(extra);
+    let out = Command::new(args[0])
+        .args(&args[1..])
         .output()
         .expect("run agentwire netsim check");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -177,15 +187,60 @@ fn netsim_check_packet_mode_json() {
     if !iptables {
         println!("netsim_check_packet_mode_json: skipped: needs root/CAP_NET_ADMIN and iptables");
         let out = Command::new(BIN)
-            .args(["netsim", "check", "--mode", "packet", "--json"])
+            .args([
+                "netsim", "check", "--mode", "packet", "--stage", "nfqueue", "--json",
+            ])
             .output()
             .unwrap();
         assert!(!out.status.success());
         assert!(String::from_utf8_lossy(&out.stderr).contains("netsim relay"));
         return;
     }
-    let (v, ok) = check("packet");
+    let (v, ok) = check_as(&[], "packet", &["--stage", "nfqueue"]);
     assert_report(&v, "packet", ok);
+    assert_eq!(v["stage"], "nfqueue", "{v}");
+}
+
+/// The bridge stage (the default), which needs no iptables: as root here, and as user
+/// `nobody` through a user namespace of its own (the CLI enters one by itself).
+#[test]
+fn netsim_check_bridge_stage_as_root_and_as_nobody() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let probe = format!("aw-clitest-br-{}", std::process::id());
+    let root = Command::new("ip")
+        .args(["netns", "add", &probe])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !root {
+        println!("netsim_check_bridge_stage_as_root_and_as_nobody: skipped: not root");
+        return;
+    }
+    let _ = Command::new("ip").args(["netns", "del", &probe]).status();
+    let (v, ok) = check_as(&[], "packet", &[]);
+    assert_report(&v, "packet", ok);
+    assert_eq!(v["stage"], "bridge", "{v}");
+    // As nobody: no capability at all in the host's namespaces.
+    let setpriv = Command::new("setpriv").arg("--version").output().is_ok();
+    let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+        .is_ok_and(|n| n.trim() != "0");
+    if !setpriv || !userns {
+        println!("as nobody: skipped: needs setpriv and user namespaces");
+        return;
+    }
+    let (v, ok) = check_as(
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+        ],
+        "packet",
+        &[],
+    );
+    assert_report(&v, "packet", ok);
+    assert_eq!(v["stage"], "bridge", "{v}");
 }
 
 /// Kills (SIGINT first, for a clean shutdown) a child process when dropped.

@@ -6,10 +6,12 @@
 //! stage and by the socket relays that sit between real agentwire endpoints.
 //!
 //! The model ([`Link`], [`Path`], [`Spec`]) must not do I/O: no sockets, no tokio, no threads
-//! and no clocks it reads by itself. Two modules are the I/O adapters that drive it: [`relay`]
-//! (socket relay mode: UDP and TCP relays on loopback, tokio, no privileges needed) and
-//! `packet` (packet-level mode, Linux: network namespaces joined by veth, with a userspace
-//! NFQUEUE stage that holds, drops and reorders whole IP packets of TCP and UDP alike).
+//! and no clocks it reads by itself. The I/O adapters that drive it: [`relay`] (socket relay
+//! mode: UDP and TCP relays on loopback, tokio, no privileges needed) and packet-level mode
+//! (Linux: network namespaces joined by veth, whole packets of TCP and UDP alike), with two
+//! stages: `bridge` (the default: a user-space bridge over AF_PACKET sockets in a middle
+//! namespace, no netfilter; runs as root or, through `userns`, as any user) and `packet`'s
+//! NFQUEUE stage (root and iptables). The crate's only `unsafe` is in `sys`.
 //! Time is passed in by the caller as a [`Time`] (a [`std::time::Duration`] since an arbitrary
 //! epoch chosen by the caller, e.g. the start of a run; only differences matter). All
 //! randomness comes from a ChaCha8 generator seeded by the caller, so the same seed, config
@@ -41,14 +43,23 @@
 //! assert_eq!(spec.impairment.rate_bps, Some(100_000_000));
 //! ```
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(target_os = "linux")]
+pub mod bridge;
 mod link;
 #[cfg(target_os = "linux")]
 pub mod packet;
 pub mod relay;
 mod spec;
+#[cfg(target_os = "linux")]
+pub mod stage;
+mod stage_kind;
+#[cfg(target_os = "linux")]
+mod sys;
+#[cfg(target_os = "linux")]
+pub mod userns;
 
 use std::time::Duration;
 
@@ -56,6 +67,7 @@ use serde::{Deserialize, Serialize};
 
 pub use link::{DropReason, Link, Path, Stats, Verdict};
 pub use spec::Spec;
+pub use stage_kind::StageKind;
 
 /// A point in time: the [`Duration`] elapsed since an arbitrary epoch chosen by the caller.
 ///

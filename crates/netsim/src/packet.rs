@@ -83,6 +83,15 @@ pub enum PacketError {
         /// What exactly failed.
         reason: String,
     },
+    /// Network namespaces cannot be made here (the bridge stage's only need).
+    #[error(
+        "the emulated network needs network namespaces: run as root, or where unprivileged \
+         user namespaces are enabled (agentwire then makes its own) ({reason})"
+    )]
+    Namespaces {
+        /// What exactly failed.
+        reason: String,
+    },
     /// An external command (`ip`, `iptables`, `ethtool`) failed.
     #[error("`{command}` failed ({status}): {stderr}")]
     Command {
@@ -215,6 +224,22 @@ pub fn check_privileges() -> Result<(), PacketError> {
     del.map(|_| ())
 }
 
+/// Checks that the [bridge stage](crate::bridge) can run here: `ip` runs and a network
+/// namespace can be created (as root, or as root of a user namespace of this process's own:
+/// [`crate::userns`]). No iptables needed.
+pub fn check_namespaces() -> Result<(), PacketError> {
+    let failed = |reason: String| PacketError::Namespaces { reason };
+    if !command_exists("ip", "-V") {
+        return Err(failed(
+            "`ip -V` failed: iproute2 is not installed or not runnable".into(),
+        ));
+    }
+    let n = TOPOLOGY_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let probe = format!("{NS_PREFIX}{}-{n}-probe", std::process::id());
+    run("ip", &["netns", "add", &probe]).map_err(|e| failed(e.to_string()))?;
+    run("ip", &["netns", "del", &probe]).map(|_| ())
+}
+
 /// Path of namespace `name`'s handle, as created by `ip netns add`.
 pub fn netns_path(name: &str) -> PathBuf {
     Path::new(NETNS_DIR).join(name)
@@ -287,35 +312,110 @@ pub enum Offloads {
     Unchanged(String),
 }
 
+/// Runs `f` on a thread of its own that has entered namespace `ns` (so the caller's thread
+/// stays where it is).
+pub(crate) fn in_namespace<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, PacketError> {
+    let ns = ns.to_string();
+    std::thread::Builder::new()
+        .name("netsim-setup".into())
+        .spawn(move || {
+            enter_netns(&ns)?;
+            Ok(f())
+        })
+        .map_err(io_err("spawn a set-up thread"))?
+        .join()
+        .map_err(|_| PacketError::Thread("a set-up thread panicked".into()))?
+}
+
+/// The offloads a bridged topology switches off, by the kernel's feature names: every kind
+/// of segmentation (TSO, GSO, UDP GSO: a sender's batch would cross as one frame over the
+/// MTU) and receive coalescing (GRO, LRO).
+fn merges_or_splits_packets(feature: &str) -> bool {
+    feature.ends_with("segmentation")
+        || feature.starts_with("rx-gro")
+        || feature == "rx-lro"
+        || feature == "tx-gso-list"
+        || feature == "rx-udp-gro-forwarding"
+}
+
+/// MAC address of [`CLIENT_DEV`] in a bridged topology (locally administered).
+pub const CLIENT_MAC: &str = "02:61:77:00:00:01";
+/// MAC address of [`SERVER_DEV`] in a bridged topology (locally administered).
+pub const SERVER_MAC: &str = "02:61:77:00:00:02";
+/// The middle namespace's end of the client's veth pair (bridged topology).
+pub const MIDDLE_CLIENT_DEV: &str = "b0";
+/// The middle namespace's end of the server's veth pair (bridged topology).
+pub const MIDDLE_SERVER_DEV: &str = "b1";
+
 /// Bytes of each packet copied to user space (headers only; the full length comes with it).
 const COPY_RANGE: u16 = 128;
 
 static TOPOLOGY_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Two network namespaces joined by a veth pair. See the [module docs](self).
+/// Two network namespaces joined by a veth pair, or, for the [bridge
+/// stage](crate::bridge), each by a veth pair into a third, middle namespace. See the [module
+/// docs](self).
 #[derive(Debug)]
 pub struct Topology {
     client: String,
     server: String,
+    /// The middle namespace of a bridged topology.
+    middle: Option<String>,
     offloads: Offloads,
+}
+
+/// How the client and server namespaces are joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wiring {
+    /// One veth pair between them (the NFQUEUE stage impairs packets as they arrive).
+    Direct,
+    /// A veth pair from each into a middle namespace, where the [bridge
+    /// stage](crate::bridge) forwards frames between the two (no netfilter at all).
+    Bridged,
 }
 
 impl Topology {
     /// Creates the namespaces and the veth pair. On failure everything created so far is
     /// removed again.
     pub fn new() -> Result<Self, PacketError> {
+        Self::with_wiring(Wiring::Direct)
+    }
+
+    /// Creates the namespaces joined as `wiring` says, with names of this process
+    /// (`aw-<pid>-<n>-c`, `-s`, and `-m` for the middle). On failure everything created so far
+    /// is removed again.
+    pub fn with_wiring(wiring: Wiring) -> Result<Self, PacketError> {
         let n = TOPOLOGY_COUNTER.fetch_add(1, Ordering::Relaxed);
         let base = format!("{NS_PREFIX}{}-{n}", std::process::id());
+        Self::create(&base, wiring)
+    }
+
+    /// Adds the namespaces `<base>-c`, `<base>-s` (and `<base>-m` when bridged), then wires
+    /// them; whatever exists is removed again on failure (by Drop).
+    fn create(base: &str, wiring: Wiring) -> Result<Self, PacketError> {
         let client = format!("{base}-c");
         run("ip", &["netns", "add", &client])?;
         // From here on, Drop cleans up whatever exists.
         let mut topo = Topology {
             server: format!("{base}-s"),
             client,
+            middle: None,
             offloads: Offloads::Unchanged("not attempted".into()),
         };
         run("ip", &["netns", "add", &topo.server])?;
-        topo.setup()?;
+        match wiring {
+            Wiring::Direct => topo.setup()?,
+            Wiring::Bridged => {
+                let middle = format!("{base}-m");
+                run("ip", &["netns", "add", &middle])?;
+                topo.middle = Some(middle);
+                topo.setup_bridged()?;
+            }
+        }
         Ok(topo)
     }
 
@@ -324,6 +424,12 @@ impl Topology {
     /// 1–[`MAX_NAME_LEN`] ASCII letters, digits, `_` or `-` and must not start with a digit
     /// (so [`cleanup_stale`] never mistakes it for a pid). Fails if either namespace exists.
     pub fn named(name: &str) -> Result<Self, PacketError> {
+        Self::named_with(name, Wiring::Direct)
+    }
+
+    /// [`named`](Self::named), joined as `wiring` says (the middle namespace of a bridged
+    /// topology is `aw-<name>-m`).
+    pub fn named_with(name: &str, wiring: Wiring) -> Result<Self, PacketError> {
         let valid = !name.is_empty()
             && name.len() <= MAX_NAME_LEN
             && !name.starts_with(|c: char| c.is_ascii_digit())
@@ -336,25 +442,17 @@ impl Topology {
                  not starting with a digit"
             )));
         }
-        let client = format!("{NS_PREFIX}{name}-c");
-        let server = format!("{NS_PREFIX}{name}-s");
-        for ns in [&client, &server] {
-            if namespace_exists(ns) {
+        let base = format!("{NS_PREFIX}{name}");
+        for suffix in ["c", "s", "m"] {
+            let ns = format!("{base}-{suffix}");
+            if namespace_exists(&ns) {
                 return Err(PacketError::Unsupported(format!(
                     "namespace `{ns}` already exists (another topology named `{name}` is running, \
-                     or a crashed one left it: `ip netns del {client}; ip netns del {server}`)"
+                     or a crashed one left it: `ip netns del {ns}`)"
                 )));
             }
         }
-        run("ip", &["netns", "add", &client])?;
-        let mut topo = Topology {
-            client,
-            server,
-            offloads: Offloads::Unchanged("not attempted".into()),
-        };
-        run("ip", &["netns", "add", &topo.server])?;
-        topo.setup()?;
-        Ok(topo)
+        Self::create(&base, wiring)
     }
 
     fn setup(&mut self) -> Result<(), PacketError> {
@@ -393,6 +491,91 @@ impl Topology {
             )
         };
         Ok(())
+    }
+
+    /// Wires a bridged topology: `aw0` (client) to `b0` and `aw1` (server) to `b1` in the
+    /// middle namespace, fixed MAC addresses and permanent neighbour entries (so no ARP has to
+    /// cross the stage before the first packet), every offload that merges or splits packets
+    /// off on all four ends.
+    fn setup_bridged(&mut self) -> Result<(), PacketError> {
+        let (c, s) = (self.client.clone(), self.server.clone());
+        let m = self.middle.clone().unwrap_or_default();
+        let mtu = MTU.to_string();
+        for (ns, dev, mac, mid_dev) in [
+            (&c, CLIENT_DEV, CLIENT_MAC, MIDDLE_CLIENT_DEV),
+            (&s, SERVER_DEV, SERVER_MAC, MIDDLE_SERVER_DEV),
+        ] {
+            run(
+                "ip",
+                &[
+                    "-n", ns, "link", "add", dev, "address", mac, "mtu", &mtu, "type", "veth",
+                    "peer", "name", mid_dev, "netns", &m, "mtu", &mtu,
+                ],
+            )?;
+        }
+        for (ns, dev, addr, peer, peer_mac) in [
+            (&c, CLIENT_DEV, CLIENT_ADDR, SERVER_ADDR, SERVER_MAC),
+            (&s, SERVER_DEV, SERVER_ADDR, CLIENT_ADDR, CLIENT_MAC),
+        ] {
+            run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
+            let cidr = format!("{addr}/{PREFIX_LEN}");
+            run("ip", &["-n", ns, "addr", "add", &cidr, "dev", dev])?;
+            run("ip", &["-n", ns, "link", "set", dev, "up"])?;
+            let peer = peer.to_string();
+            run(
+                "ip",
+                &[
+                    "-n",
+                    ns,
+                    "neigh",
+                    "replace",
+                    &peer,
+                    "lladdr",
+                    peer_mac,
+                    "dev",
+                    dev,
+                    "nud",
+                    "permanent",
+                ],
+            )?;
+        }
+        for dev in [MIDDLE_CLIENT_DEV, MIDDLE_SERVER_DEV] {
+            run("ip", &["-n", &m, "link", "set", dev, "up"])?;
+        }
+        let mut still_on = Vec::new();
+        for (ns, devs) in [
+            (&c, &[CLIENT_DEV][..]),
+            (&s, &[SERVER_DEV][..]),
+            (&m, &[MIDDLE_CLIENT_DEV, MIDDLE_SERVER_DEV][..]),
+        ] {
+            for dev in devs {
+                let on = in_namespace(ns, move || {
+                    crate::sys::switch_features_off(dev, merges_or_splits_packets)
+                })?
+                .map_err(io_err(format!("switching offloads off on {dev} in {ns}")))?;
+                still_on.extend(on.into_iter().map(|f| format!("{dev}: {f}")));
+            }
+        }
+        self.offloads = if still_on.is_empty() {
+            Offloads::Disabled
+        } else {
+            Offloads::Unchanged(format!("still on: {}", still_on.join(", ")))
+        };
+        Ok(())
+    }
+
+    /// Name of the middle namespace of a bridged topology.
+    pub fn middle_ns(&self) -> Option<&str> {
+        self.middle.as_deref()
+    }
+
+    /// How the client and server namespaces are joined.
+    pub fn wiring(&self) -> Wiring {
+        if self.middle.is_some() {
+            Wiring::Bridged
+        } else {
+            Wiring::Direct
+        }
     }
 
     /// Name of the client namespace (holds [`CLIENT_DEV`] with [`CLIENT_ADDR`]).
@@ -469,7 +652,8 @@ impl Topology {
 
     fn remove_namespaces(&mut self) -> Result<(), PacketError> {
         let mut first_err = None;
-        for ns in [&mut self.client, &mut self.server] {
+        let mut middle = self.middle.take().unwrap_or_default();
+        for ns in [&mut self.client, &mut self.server, &mut middle] {
             if ns.is_empty() {
                 continue;
             }
@@ -546,6 +730,9 @@ pub struct DirectionStats {
     /// `/proc/net/netfilter/nfnetlink_queue`. These escape the [`Link`]'s loss model, so a
     /// run with any is not the path it claims to be.
     pub kernel_dropped: u64,
+    /// Frames longer than the MTU (an offload left on), dropped by the bridge stage without
+    /// entering the link. Always 0 on the NFQUEUE stage, where the kernel segments first.
+    pub oversize: u64,
     /// Time since the direction's thread started.
     pub elapsed: Duration,
     /// The error that stopped the thread, if any.

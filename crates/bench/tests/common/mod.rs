@@ -32,6 +32,7 @@ pub fn tiny(transports: &[BenchTransport]) -> BenchConfig {
         quic_receive_budget: 0,
         quic_endpoints: 1,
         tcp_cc: None,
+        netsim_stage: Default::default(),
         qlog_dir: None,
     }
 }
