@@ -4,7 +4,7 @@
 usage: scripts/peers/zentinel_criterion.py RAW.txt [RAW2.txt ...] > table.md
 
 Each RAW.txt is the output of one run of
-`cargo bench -p agentwire-zap --bench zentinel_codec --bench zentinel_pool -- --quick`.
+`cd crates/zap/interop && cargo bench --bench zentinel_codec --bench zentinel_pool -- --quick`.
 Benchmark ids look like GROUP/encode/ours/PAYLOAD (codec) or GROUP/ours (pool); the middle
 estimate of each is used. With several runs, times are medians over the runs and a ratio is
 the median of the runs' ratios (each run has both sides in one binary), with its range. A
