@@ -35,6 +35,8 @@ pub struct VerdictLine {
     pub size: usize,
     /// QUIC's median msg/s.
     pub quic_msgs: f64,
+    /// The QUIC cell's transport name (`quic`, or `quic-lanes` when that mapping did better).
+    pub quic: &'static str,
     /// The best TCP transport's name (by msg/s).
     pub tcp: &'static str,
     /// Its median msg/s.
@@ -123,6 +125,7 @@ fn compare(q: &CellSummary, t: &CellSummary) -> VerdictLine {
         agents: q.config.agents,
         size: q.config.size,
         quic_msgs: q.responses_per_sec,
+        quic: q.config.transport.name(),
         tcp,
         tcp_msgs: t.responses_per_sec,
         msgs_ratio,
@@ -207,8 +210,13 @@ impl VerdictLine {
             Winner::Tcp(t) => format!("{t} wins"),
             Winner::Even => "even".to_owned(),
         };
+        let mapping = if self.quic == "quic" {
+            String::new()
+        } else {
+            format!(" ({})", self.quic)
+        };
         let mut s = format!(
-            "{} · {} agents × {}: QUIC vs best TCP ({}) {} msg/s, p90 {}, p99 {} → {} \
+            "{} · {} agents × {}: QUIC{mapping} vs best TCP ({}) {} msg/s, p90 {}, p99 {} → {} \
              ({} vs {} msg/s)",
             self.network,
             self.agents,
