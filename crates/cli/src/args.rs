@@ -317,6 +317,11 @@ pub struct UpArgs {
     /// Print stage counters as one JSON line to stderr every this many seconds (0 = never).
     #[arg(long, default_value_t = 5)]
     pub stats_interval: u64,
+    /// The packet stage: `bridge` (the default: a middle namespace aw-NAME-m forwards frames;
+    /// no iptables) or `nfqueue` (iptables and the NFQUEUE target). Both need root here, since
+    /// other processes must reach the namespaces.
+    #[arg(long, default_value = "bridge", value_parser = parse_stage)]
+    pub stage: agentwire_netsim::StageKind,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

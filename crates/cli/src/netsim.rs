@@ -825,9 +825,10 @@ pub async fn up(_a: UpArgs) -> Result<()> {
 #[cfg(target_os = "linux")]
 pub async fn up(a: UpArgs) -> Result<()> {
     use agentwire_netsim::packet::{
-        check_impairment, check_privileges, DirectionStats, Offloads, PacketStage, StageOptions,
-        Topology, CLIENT_ADDR, SERVER_ADDR,
+        check_impairment, DirectionStats, Offloads, StageOptions, Topology, CLIENT_ADDR,
+        SERVER_ADDR,
     };
+    use agentwire_netsim::stage::Stage;
     use tokio::signal::unix::{signal, SignalKind};
 
     // Signals first, so a Ctrl-C during setup still cleans up.
@@ -847,11 +848,13 @@ pub async fn up(a: UpArgs) -> Result<()> {
         None => format!("[{}]", a.spec.trim()),
         Some(r) => format!("[forward {}; reverse {}]", a.spec.trim(), r.trim()),
     };
-    check_privileges().context("netsim up")?;
+    a.stage
+        .check()
+        .with_context(|| format!("netsim up ({} stage)", a.stage))?;
 
     let topo = match &a.name {
-        Some(n) => Topology::named(n)?,
-        None => Topology::new()?,
+        Some(n) => Topology::named_with(n, a.stage.wiring())?,
+        None => Topology::with_wiring(a.stage.wiring())?,
     };
     let (c, s) = (topo.client_ns().to_string(), topo.server_ns().to_string());
     if let Some(cc) = &a.tcp_cc {
@@ -862,18 +865,18 @@ pub async fn up(a: UpArgs) -> Result<()> {
     }
     let cc_c = topo.tcp_congestion_control(&c)?;
     let cc_s = topo.tcp_congestion_control(&s)?;
-    let stage = PacketStage::start(
+    let stage = Stage::start(
+        a.stage,
         &topo,
         forward.impairment.clone(),
         reverse.impairment.clone(),
-        StageOptions {
-            seed,
-            ..StageOptions::default()
-        },
+        seed,
     )?;
 
     println!(
-        "netsim up (packet mode): client ns {c} {CLIENT_ADDR} <-> server ns {s} {SERVER_ADDR} {label}"
+        "netsim up (packet mode, {} stage): client ns {c} {CLIENT_ADDR} <-> server ns {s} \
+         {SERVER_ADDR} {label}",
+        a.stage
     );
     println!(
         "run the hub:   ip netns exec {s} agentwire hub --listen quic://{SERVER_ADDR}:4433 \
@@ -886,10 +889,12 @@ pub async fn up(a: UpArgs) -> Result<()> {
     );
     println!("tcp congestion control: {c} {cc_c}, {s} {cc_s}");
     match topo.offloads() {
-        Offloads::Disabled => println!("offloads: tso/gso/gro off on both veth ends"),
+        Offloads::Disabled => {
+            println!("offloads: segmentation and receive coalescing off on every veth end")
+        }
         Offloads::Unchanged(why) => println!("offloads: left on ({why})"),
     }
-    println!("Ctrl-C or SIGTERM removes both namespaces and their rules");
+    println!("Ctrl-C or SIGTERM removes the namespaces and their rules");
 
     fn dir_json(d: &DirectionStats) -> serde_json::Value {
         serde_json::json!({
@@ -900,6 +905,7 @@ pub async fn up(a: UpArgs) -> Result<()> {
             "max_held": d.max_held,
             "verdict_errors": d.verdict_errors,
             "kernel_dropped": d.kernel_dropped,
+            "oversize": d.oversize,
             "error": d.error,
         })
     }
@@ -943,9 +949,13 @@ pub async fn up(a: UpArgs) -> Result<()> {
         }
     };
     drop(stage);
+    let middle = topo
+        .middle_ns()
+        .map(|m| format!(", {m}"))
+        .unwrap_or_default();
     let removed = topo.remove();
     match (&outcome, removed) {
-        (_, Ok(())) => println!("netsim up stopped: removed {c} and {s}"),
+        (_, Ok(())) => println!("netsim up stopped: removed {c}, {s}{middle}"),
         (Ok(()), Err(e)) => return Err(anyhow!(e).context("removing the namespaces")),
         (Err(_), Err(e)) => eprintln!("error: removing the namespaces: {e}"),
     }
