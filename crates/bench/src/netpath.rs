@@ -166,12 +166,7 @@ pub fn remove_own_namespaces() -> usize {
     names
         .iter()
         .filter(|n| n.starts_with(&prefix))
-        .filter(|n| {
-            std::process::Command::new("ip")
-                .args(["netns", "del", n.as_str()])
-                .status()
-                .is_ok_and(|s| s.success())
-        })
+        .filter(|n| packet::delete_namespace(n).is_ok())
         .count()
 }
 

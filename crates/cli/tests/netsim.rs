@@ -201,8 +201,9 @@ fn netsim_check_packet_mode_json() {
     assert_eq!(v["stage"], "nfqueue", "{v}");
 }
 
-/// The bridge stage (the default), which needs no iptables: as root here, and as user
-/// `nobody` through a user namespace of its own (the CLI enters one by itself).
+/// The bridge stage (the default), which needs no iptables and runs no `ip`: as root here, and
+/// as user `nobody` with an empty PATH, through a user namespace of its own (the CLI enters
+/// one by itself).
 #[test]
 fn netsim_check_bridge_stage_as_root_and_as_nobody() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -228,6 +229,7 @@ fn netsim_check_bridge_stage_as_root_and_as_nobody() {
         println!("as nobody: skipped: needs setpriv and user namespaces");
         return;
     }
+    // And with nothing on its PATH: no `ip`, `iptables` or `ethtool` to run.
     let (v, ok) = check_as(
         &[
             "setpriv",
@@ -235,6 +237,8 @@ fn netsim_check_bridge_stage_as_root_and_as_nobody() {
             "--regid=65534",
             "--clear-groups",
             "--",
+            "env",
+            "PATH=/nonexistent",
         ],
         "packet",
         &[],

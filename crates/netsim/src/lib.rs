@@ -50,6 +50,8 @@
 pub mod bridge;
 mod link;
 #[cfg(target_os = "linux")]
+mod netlink;
+#[cfg(target_os = "linux")]
 pub mod packet;
 pub mod relay;
 mod spec;

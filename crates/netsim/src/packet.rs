@@ -6,7 +6,9 @@
 //! * [`Topology`]: two network namespaces (`aw-<pid>-<n>-c`, the *client*, and
 //!   `aw-<pid>-<n>-s`, the *server*; `aw-<name>-c`/`-s` with [`Topology::named`]) joined by a
 //!   veth pair with [`CLIENT_ADDR`]/30 and [`SERVER_ADDR`]/30 (from the benchmarking range
-//!   198.18.0.0/15), MTU 1500, loopback up and, when `ethtool` is installed, TSO/GSO/GRO off. Dropping it deletes both namespaces, which
+//!   198.18.0.0/15), MTU 1500, loopback up and every segmentation and receive-coalescing
+//!   offload off (made over rtnetlink and `SIOCETHTOOL`, see `netlink`; no `ip` or `ethtool`
+//!   binary). Dropping it deletes both namespaces, which
 //!   deletes the veth pair and every iptables rule inside them.
 //! * [`PacketStage`]: one iptables `INPUT` rule per namespace (on the veth only, all IP
 //!   protocols) that sends arriving packets to an NFQUEUE, and one OS thread per direction that
@@ -30,8 +32,8 @@
 //!   [`StageOptions::poll_interval`] (default 100 µs) between polls, or less when a departure is
 //!   due sooner. Arrival time stamps and departures are therefore late by up to roughly that
 //!   interval plus the scheduler's timer slack.
-//! * **Offloads.** Without `ethtool` the veth offloads stay on ([`Topology::offloads`] records
-//!   it). The queue is bound without `NFQA_CFG_F_GSO`, so the kernel segments GSO packets before
+//! * **Offloads.** Where the kernel refuses to switch one off, [`Topology::offloads`] records
+//!   it. The queue is bound without `NFQA_CFG_F_GSO`, so the kernel segments GSO packets before
 //!   queueing them and the link still sees MTU-sized packets.
 //! * The kernel holds every queued packet until its verdict; the queue length limit is
 //!   [`StageOptions::queue_max_len`]. Packets beyond it are dropped by the kernel.
@@ -49,6 +51,8 @@ use std::time::{Duration, Instant};
 
 use nix::sched::{setns, CloneFlags};
 
+pub use crate::netlink::{add_namespace, delete_namespace};
+use crate::netlink::{add_veth, configure};
 use crate::{Impairment, Link, Stats, Verdict};
 
 /// Address of the client end of the veth pair (prefix length [`PREFIX_LEN`]).
@@ -92,7 +96,7 @@ pub enum PacketError {
         /// What exactly failed.
         reason: String,
     },
-    /// An external command (`ip`, `iptables`, `ethtool`) failed.
+    /// An external command (`iptables`, `modprobe`) failed.
     #[error("`{command}` failed ({status}): {stderr}")]
     Command {
         /// The command line.
@@ -152,11 +156,29 @@ fn run(program: &str, args: &[&str]) -> Result<String, PacketError> {
     }
 }
 
-/// Runs `program args` inside namespace `ns` (`ip netns exec`).
+/// Runs `program args` inside namespace `ns` (the child enters it before `exec`, as `ip netns
+/// exec` would, without running `ip`).
 fn run_in(ns: &str, program: &str, args: &[&str]) -> Result<String, PacketError> {
-    let mut full = vec!["netns", "exec", ns, program];
-    full.extend_from_slice(args);
-    run("ip", &full)
+    let command = format!("(in {ns}) {program} {}", args.join(" "));
+    let path = netns_path(ns);
+    let file = File::open(&path).map_err(io_err(format!("open {}", path.display())))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(Stdio::null());
+    crate::sys::enter_netns_on_exec(&mut cmd, file);
+    let out = cmd.output().map_err(|e| PacketError::Command {
+        command: command.clone(),
+        status: "could not start".into(),
+        stderr: e.to_string(),
+    })?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(PacketError::Command {
+            command,
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
 }
 
 const TCP_AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
@@ -213,11 +235,11 @@ pub fn check_privileges() -> Result<(), PacketError> {
     }
     let n = TOPOLOGY_COUNTER.fetch_add(1, Ordering::Relaxed);
     let probe = format!("{NS_PREFIX}{}-{n}-probe", std::process::id());
-    run("ip", &["netns", "add", &probe]).map_err(|e| PacketError::Privileges {
+    add_namespace(&probe).map_err(|e| PacketError::Privileges {
         reason: e.to_string(),
     })?;
     let rule = run_in(&probe, "iptables", &["-w", "-L", "INPUT", "-n"]);
-    let del = run("ip", &["netns", "del", &probe]);
+    let del = delete_namespace(&probe);
     rule.map_err(|e| PacketError::Privileges {
         reason: e.to_string(),
     })?;
@@ -226,18 +248,13 @@ pub fn check_privileges() -> Result<(), PacketError> {
 
 /// Checks that the [bridge stage](crate::bridge) can run here: `ip` runs and a network
 /// namespace can be created (as root, or as root of a user namespace of this process's own:
-/// [`crate::userns`]). No iptables needed.
+/// [`crate::userns`]). Needs neither iptables nor `ip`.
 pub fn check_namespaces() -> Result<(), PacketError> {
     let failed = |reason: String| PacketError::Namespaces { reason };
-    if !command_exists("ip", "-V") {
-        return Err(failed(
-            "`ip -V` failed: iproute2 is not installed or not runnable".into(),
-        ));
-    }
     let n = TOPOLOGY_COUNTER.fetch_add(1, Ordering::Relaxed);
     let probe = format!("{NS_PREFIX}{}-{n}-probe", std::process::id());
-    run("ip", &["netns", "add", &probe]).map_err(|e| failed(e.to_string()))?;
-    run("ip", &["netns", "del", &probe]).map(|_| ())
+    add_namespace(&probe).map_err(|e| failed(e.to_string()))?;
+    delete_namespace(&probe)
 }
 
 /// Path of namespace `name`'s handle, as created by `ip netns add`.
@@ -264,12 +281,7 @@ pub fn enter_netns(name: &str) -> Result<(), PacketError> {
 
 /// Lists the namespaces known to `ip netns`.
 pub fn list_namespaces() -> Result<Vec<String>, PacketError> {
-    let out = run("ip", &["netns", "list"])?;
-    Ok(out
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .map(str::to_string)
-        .collect())
+    crate::netlink::namespaces()
 }
 
 /// Removes leftover namespaces from crashed runs: every namespace whose name starts with
@@ -292,7 +304,7 @@ pub fn cleanup_stale(prefix: &str) -> Result<Vec<String>, PacketError> {
             continue;
         }
         // Another cleanup may have removed it meanwhile: only a namespace still there is an error.
-        if let Err(e) = run("ip", &["netns", "del", &name]) {
+        if let Err(e) = delete_namespace(&name) {
             if namespace_exists(&name) {
                 return Err(e);
             }
@@ -306,7 +318,7 @@ pub fn cleanup_stale(prefix: &str) -> Result<Vec<String>, PacketError> {
 /// Whether the veth offloads (TSO/GSO/GRO) could be switched off.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Offloads {
-    /// `ethtool -K <dev> tso off gso off gro off` succeeded on both ends.
+    /// Every segmentation and receive-coalescing offload is off on every veth end.
     Disabled,
     /// They are left as the kernel set them; why.
     Unchanged(String),
@@ -398,7 +410,7 @@ impl Topology {
     /// them; whatever exists is removed again on failure (by Drop).
     fn create(base: &str, wiring: Wiring) -> Result<Self, PacketError> {
         let client = format!("{base}-c");
-        run("ip", &["netns", "add", &client])?;
+        add_namespace(&client)?;
         // From here on, Drop cleans up whatever exists.
         let mut topo = Topology {
             server: format!("{base}-s"),
@@ -406,12 +418,12 @@ impl Topology {
             middle: None,
             offloads: Offloads::Unchanged("not attempted".into()),
         };
-        run("ip", &["netns", "add", &topo.server])?;
+        add_namespace(&topo.server)?;
         match wiring {
             Wiring::Direct => topo.setup()?,
             Wiring::Bridged => {
                 let middle = format!("{base}-m");
-                run("ip", &["netns", "add", &middle])?;
+                add_namespace(&middle)?;
                 topo.middle = Some(middle);
                 topo.setup_bridged()?;
             }
@@ -456,41 +468,35 @@ impl Topology {
     }
 
     fn setup(&mut self) -> Result<(), PacketError> {
-        let (c, s) = (self.client.as_str(), self.server.as_str());
-        let mtu = MTU.to_string();
-        run(
-            "ip",
-            &[
-                "-n", c, "link", "add", CLIENT_DEV, "mtu", &mtu, "type", "veth", "peer", "name",
-                SERVER_DEV, "netns", s, "mtu", &mtu,
-            ],
-        )?;
-        for (ns, dev, addr) in [(c, CLIENT_DEV, CLIENT_ADDR), (s, SERVER_DEV, SERVER_ADDR)] {
-            run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
-            let cidr = format!("{addr}/{PREFIX_LEN}");
-            run("ip", &["-n", ns, "addr", "add", &cidr, "dev", dev])?;
-            run("ip", &["-n", ns, "link", "set", dev, "up"])?;
+        let (c, s) = (self.client.clone(), self.server.clone());
+        add_veth(&c, CLIENT_DEV, None, MTU, SERVER_DEV, &s)?;
+        for (ns, dev, addr) in [(&c, CLIENT_DEV, CLIENT_ADDR), (&s, SERVER_DEV, SERVER_ADDR)] {
+            configure(ns, dev, Some((addr, PREFIX_LEN)), &[])?;
         }
-        self.offloads = if command_exists("ethtool", "--version") {
-            let mut result = Offloads::Disabled;
-            for (ns, dev) in [(c, CLIENT_DEV), (s, SERVER_DEV)] {
-                let r = run_in(
-                    ns,
-                    "ethtool",
-                    &["-K", dev, "tso", "off", "gso", "off", "gro", "off"],
-                );
-                if let Err(e) = r {
-                    result = Offloads::Unchanged(e.to_string());
-                }
-            }
-            result
-        } else {
-            Offloads::Unchanged(
-                "ethtool is not installed; NFQUEUE still segments GSO packets before queueing"
-                    .into(),
-            )
-        };
+        self.offloads = self.switch_offloads_off(&[(&c, &[CLIENT_DEV]), (&s, &[SERVER_DEV])])?;
         Ok(())
+    }
+
+    /// Switches every offload that merges or splits packets off on `devs` (per namespace).
+    fn switch_offloads_off(
+        &self,
+        devs: &[(&String, &[&'static str])],
+    ) -> Result<Offloads, PacketError> {
+        let mut still_on = Vec::new();
+        for (ns, devs) in devs {
+            for dev in devs.iter().copied() {
+                let on = in_namespace(ns, move || {
+                    crate::sys::switch_features_off(dev, merges_or_splits_packets)
+                })?
+                .map_err(io_err(format!("switching offloads off on {dev} in {ns}")))?;
+                still_on.extend(on.into_iter().map(|f| format!("{dev}: {f}")));
+            }
+        }
+        Ok(if still_on.is_empty() {
+            Offloads::Disabled
+        } else {
+            Offloads::Unchanged(format!("still on: {}", still_on.join(", ")))
+        })
     }
 
     /// Wires a bridged topology: `aw0` (client) to `b0` and `aw1` (server) to `b1` in the
@@ -500,67 +506,26 @@ impl Topology {
     fn setup_bridged(&mut self) -> Result<(), PacketError> {
         let (c, s) = (self.client.clone(), self.server.clone());
         let m = self.middle.clone().unwrap_or_default();
-        let mtu = MTU.to_string();
         for (ns, dev, mac, mid_dev) in [
             (&c, CLIENT_DEV, CLIENT_MAC, MIDDLE_CLIENT_DEV),
             (&s, SERVER_DEV, SERVER_MAC, MIDDLE_SERVER_DEV),
         ] {
-            run(
-                "ip",
-                &[
-                    "-n", ns, "link", "add", dev, "address", mac, "mtu", &mtu, "type", "veth",
-                    "peer", "name", mid_dev, "netns", &m, "mtu", &mtu,
-                ],
-            )?;
+            add_veth(ns, dev, Some(mac), MTU, mid_dev, &m)?;
         }
         for (ns, dev, addr, peer, peer_mac) in [
             (&c, CLIENT_DEV, CLIENT_ADDR, SERVER_ADDR, SERVER_MAC),
             (&s, SERVER_DEV, SERVER_ADDR, CLIENT_ADDR, CLIENT_MAC),
         ] {
-            run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
-            let cidr = format!("{addr}/{PREFIX_LEN}");
-            run("ip", &["-n", ns, "addr", "add", &cidr, "dev", dev])?;
-            run("ip", &["-n", ns, "link", "set", dev, "up"])?;
-            let peer = peer.to_string();
-            run(
-                "ip",
-                &[
-                    "-n",
-                    ns,
-                    "neigh",
-                    "replace",
-                    &peer,
-                    "lladdr",
-                    peer_mac,
-                    "dev",
-                    dev,
-                    "nud",
-                    "permanent",
-                ],
-            )?;
+            configure(ns, dev, Some((addr, PREFIX_LEN)), &[(peer, peer_mac)])?;
         }
         for dev in [MIDDLE_CLIENT_DEV, MIDDLE_SERVER_DEV] {
-            run("ip", &["-n", &m, "link", "set", dev, "up"])?;
+            configure(&m, dev, None, &[])?;
         }
-        let mut still_on = Vec::new();
-        for (ns, devs) in [
-            (&c, &[CLIENT_DEV][..]),
-            (&s, &[SERVER_DEV][..]),
-            (&m, &[MIDDLE_CLIENT_DEV, MIDDLE_SERVER_DEV][..]),
-        ] {
-            for dev in devs {
-                let on = in_namespace(ns, move || {
-                    crate::sys::switch_features_off(dev, merges_or_splits_packets)
-                })?
-                .map_err(io_err(format!("switching offloads off on {dev} in {ns}")))?;
-                still_on.extend(on.into_iter().map(|f| format!("{dev}: {f}")));
-            }
-        }
-        self.offloads = if still_on.is_empty() {
-            Offloads::Disabled
-        } else {
-            Offloads::Unchanged(format!("still on: {}", still_on.join(", ")))
-        };
+        self.offloads = self.switch_offloads_off(&[
+            (&c, &[CLIENT_DEV]),
+            (&s, &[SERVER_DEV]),
+            (&m, &[MIDDLE_CLIENT_DEV, MIDDLE_SERVER_DEV]),
+        ])?;
         Ok(())
     }
 
@@ -607,7 +572,13 @@ impl Topology {
     /// from `/proc/sys/net/ipv4/tcp_congestion_control` inside it.
     pub fn tcp_congestion_control(&self, ns: &str) -> Result<String, PacketError> {
         self.check_ns(ns)?;
-        let out = run_in(ns, "cat", &["/proc/sys/net/ipv4/tcp_congestion_control"])?;
+        // /proc/sys/net is the namespace of the thread that opens it.
+        let out = in_namespace(ns, || {
+            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        })?
+        .map_err(io_err(format!(
+            "reading the TCP congestion control in {ns}"
+        )))?;
         Ok(out.trim().to_string())
     }
 
@@ -626,23 +597,31 @@ impl Topology {
             )));
         }
         allow_tcp_congestion_control(algo)?;
-        let kv = format!("net.ipv4.tcp_congestion_control={algo}");
-        run_in(ns, "sysctl", &["-q", "-w", &kv]).map(|_| ())
+        let value = algo.to_string();
+        in_namespace(ns, move || {
+            std::fs::write("/proc/sys/net/ipv4/tcp_congestion_control", value)
+        })?
+        .map_err(io_err(format!(
+            "setting TCP congestion control {algo} in {ns}"
+        )))
     }
 
     /// Runs `program args` inside namespace `ns` (one of [`client_ns`](Self::client_ns) and
-    /// [`server_ns`](Self::server_ns)) via `ip netns exec`, inheriting stdio.
+    /// [`server_ns`](Self::server_ns)), inheriting stdio: the child enters the namespace before
+    /// `exec`, as `ip netns exec` would.
     pub fn spawn_in<I, S>(&self, ns: &str, program: &str, args: I) -> Result<Child, PacketError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
         self.check_ns(ns)?;
-        Command::new("ip")
-            .args(["netns", "exec", ns, program])
-            .args(args)
-            .spawn()
-            .map_err(io_err(format!("spawn `ip netns exec {ns} {program}`")))
+        let path = netns_path(ns);
+        let file = File::open(&path).map_err(io_err(format!("open {}", path.display())))?;
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        crate::sys::enter_netns_on_exec(&mut cmd, file);
+        cmd.spawn()
+            .map_err(io_err(format!("spawn `{program}` in {ns}")))
     }
 
     /// Deletes both namespaces now, reporting errors (dropping does the same, silently).
@@ -658,7 +637,7 @@ impl Topology {
                 continue;
             }
             if namespace_exists(ns) {
-                if let Err(e) = run("ip", &["netns", "del", ns]) {
+                if let Err(e) = delete_namespace(ns) {
                     first_err.get_or_insert(e);
                 }
             }

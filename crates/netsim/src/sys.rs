@@ -355,6 +355,39 @@ pub fn unshare_user_mount_net() -> io::Result<()> {
     Ok(())
 }
 
+/// Moves the calling thread into a new, empty network namespace (`unshare(CLONE_NEWNET)`;
+/// other threads are unaffected).
+pub fn unshare_net() -> io::Result<()> {
+    // SAFETY: unshare(2) with flags only.
+    check(unsafe { libc::unshare(libc::CLONE_NEWNET) }).map(|_| ())
+}
+
+/// `umount2(target, MNT_DETACH)`.
+pub fn unmount_detach(target: &str) -> io::Result<()> {
+    let target = CString::new(target).map_err(|_| io::Error::other("path with a NUL"))?;
+    // SAFETY: a NUL-terminated path that lives across the call.
+    check(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) }).map(|_| ())
+}
+
+/// Makes `cmd`'s child enter the network namespace of `netns` (a namespace file, such as
+/// `/run/netns/NAME`) before it executes, as `ip netns exec` would.
+pub fn enter_netns_on_exec(cmd: &mut std::process::Command, netns: std::fs::File) {
+    use std::os::unix::process::CommandExt;
+    let fd = netns.as_raw_fd();
+    // SAFETY: the hook runs in the forked child before exec and calls only setns(2), which is
+    // async-signal-safe; `netns` stays open in the parent until the command is dropped, and
+    // its descriptor is inherited by the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            let _keep = &netns;
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// `mount(2)`: `source` of `fstype` on `target` with `flags`, no data.
 pub fn mount(
     source: Option<&str>,
