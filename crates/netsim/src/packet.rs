@@ -132,12 +132,26 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> PacketEr
 
 /// Runs a command to completion; an error carries the command line and its stderr.
 fn run(program: &str, args: &[&str]) -> Result<String, PacketError> {
-    let command = std::iter::once(program)
-        .chain(args.iter().copied())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let out = Command::new(program)
-        .args(args)
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    finish(format!("{program} {}", args.join(" ")), cmd)
+}
+
+/// Runs `program args` inside namespace `ns` (the child enters it before `exec`, as `ip netns
+/// exec` would, without running `ip`).
+fn run_in(ns: &str, program: &str, args: &[&str]) -> Result<String, PacketError> {
+    let path = netns_path(ns);
+    let file = File::open(&path).map_err(io_err(format!("open {}", path.display())))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    crate::sys::enter_netns_on_exec(&mut cmd, file);
+    finish(format!("(in {ns}) {program} {}", args.join(" ")), cmd)
+}
+
+/// Runs `cmd` (shown as `command` in errors) with no input to completion: its standard output,
+/// or an error with its status and standard error.
+fn finish(command: String, mut cmd: Command) -> Result<String, PacketError> {
+    let out = cmd
         .stdin(Stdio::null())
         .output()
         .map_err(|e| PacketError::Command {
@@ -145,31 +159,6 @@ fn run(program: &str, args: &[&str]) -> Result<String, PacketError> {
             status: "could not start".into(),
             stderr: e.to_string(),
         })?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(PacketError::Command {
-            command,
-            status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        })
-    }
-}
-
-/// Runs `program args` inside namespace `ns` (the child enters it before `exec`, as `ip netns
-/// exec` would, without running `ip`).
-fn run_in(ns: &str, program: &str, args: &[&str]) -> Result<String, PacketError> {
-    let command = format!("(in {ns}) {program} {}", args.join(" "));
-    let path = netns_path(ns);
-    let file = File::open(&path).map_err(io_err(format!("open {}", path.display())))?;
-    let mut cmd = Command::new(program);
-    cmd.args(args).stdin(Stdio::null());
-    crate::sys::enter_netns_on_exec(&mut cmd, file);
-    let out = cmd.output().map_err(|e| PacketError::Command {
-        command: command.clone(),
-        status: "could not start".into(),
-        stderr: e.to_string(),
-    })?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {

@@ -20,7 +20,7 @@ use agentwire_netsim::Impairment;
 
 #[path = "support/ns.rs"]
 mod ns;
-use ns::{delay, in_ns, spawn_udp_echo};
+use ns::{delay, in_ns, pings_answered, spawn_udp_echo};
 
 fn namespaces(test: &str) -> bool {
     match check_namespaces() {
@@ -108,27 +108,7 @@ fn udp_delay_and_binomial_loss_through_the_bridge() {
     };
     let stage = BridgeStage::start(&topo, lossy.clone(), lossy, opts).unwrap();
     const N: u32 = 2000;
-    let received = in_ns(&names[0], move || {
-        let sock = UdpSocket::bind((CLIENT_ADDR, 0)).unwrap();
-        let rx = sock.try_clone().unwrap();
-        let reader = thread::spawn(move || {
-            rx.set_read_timeout(Some(Duration::from_millis(500)))
-                .unwrap();
-            let mut seen = vec![false; N as usize];
-            let mut buf = [0u8; 64];
-            while let Ok((n, _)) = rx.recv_from(&mut buf) {
-                if n == 4 {
-                    seen[u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize] = true;
-                }
-            }
-            seen.iter().filter(|s| **s).count()
-        });
-        for i in 0..N {
-            sock.send_to(&i.to_be_bytes(), server).unwrap();
-            thread::sleep(Duration::from_micros(250));
-        }
-        reader.join().unwrap()
-    });
+    let received = pings_answered(&names[0], CLIENT_ADDR, server, N);
     let lost = (N as usize - received) as f64;
     let p = 1.0 - 0.9f64 * 0.9;
     let (mean, half) = (N as f64 * p, 2.576 * (N as f64 * p * (1.0 - p)).sqrt());

@@ -17,7 +17,7 @@ use agentwire_netsim::{Impairment, Spec};
 
 #[path = "support/ns.rs"]
 mod ns;
-use ns::{delay, in_ns, spawn_udp_echo};
+use ns::{delay, in_ns, pings_answered, spawn_udp_echo};
 
 fn privileged(test: &str) -> bool {
     match check_privileges() {
@@ -98,28 +98,7 @@ fn udp_rtt_and_loss_through_nfqueue() {
     };
     let stage = PacketStage::start(&topo, lossy.clone(), lossy, opts).unwrap();
     const N: u32 = 2000;
-    let received = in_ns(&client_ns, move || {
-        let sock = UdpSocket::bind((CLIENT_ADDR, 0)).unwrap();
-        let rx = sock.try_clone().unwrap();
-        let reader = thread::spawn(move || {
-            rx.set_read_timeout(Some(Duration::from_millis(500)))
-                .unwrap();
-            let mut seen = vec![false; N as usize];
-            let mut buf = [0u8; 64];
-            while let Ok((n, _)) = rx.recv_from(&mut buf) {
-                if n == 4 {
-                    let i = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
-                    seen[i as usize] = true;
-                }
-            }
-            seen.iter().filter(|s| **s).count()
-        });
-        for i in 0..N {
-            sock.send_to(&i.to_be_bytes(), server).unwrap();
-            thread::sleep(Duration::from_micros(250));
-        }
-        reader.join().unwrap()
-    });
+    let received = pings_answered(&client_ns, CLIENT_ADDR, server, N);
     let lost = N as usize - received;
     let p = 1.0 - 0.9f64 * 0.9;
     let mean = N as f64 * p;

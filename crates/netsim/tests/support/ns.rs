@@ -47,3 +47,37 @@ pub fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static
     .join()
     .unwrap()
 }
+
+/// From a new socket in namespace `client_ns` at `client`, sends `n` numbered pings (one every
+/// 250 µs) to the echo at `server`; how many distinct ones came back within 500 ms of the last.
+pub fn pings_answered(
+    client_ns: &str,
+    client: std::net::Ipv4Addr,
+    server: std::net::SocketAddr,
+    n: u32,
+) -> usize {
+    in_ns(client_ns, move || {
+        let sock = UdpSocket::bind((client, 0)).unwrap();
+        let rx = sock.try_clone().unwrap();
+        let reader = thread::spawn(move || {
+            rx.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            let mut seen = vec![false; n as usize];
+            let mut buf = [0u8; 64];
+            while let Ok((len, _)) = rx.recv_from(&mut buf) {
+                if len == 4 {
+                    let i = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+                    if let Some(s) = seen.get_mut(i) {
+                        *s = true;
+                    }
+                }
+            }
+            seen.iter().filter(|s| **s).count()
+        });
+        for i in 0..n {
+            sock.send_to(&i.to_be_bytes(), server).unwrap();
+            thread::sleep(Duration::from_micros(250));
+        }
+        reader.join().unwrap()
+    })
+}
