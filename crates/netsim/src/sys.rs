@@ -413,6 +413,35 @@ pub fn mount(
     .map(|_| ())
 }
 
+/// Runs `f` in a forked child and reports whether it returned `Ok` (the child exits at once; the
+/// parent is unchanged whatever `f` did to the child). For steps that cannot be undone, to try
+/// them first. Call it while the process has one thread.
+pub fn in_child(f: impl FnOnce() -> io::Result<()>) -> io::Result<bool> {
+    // SAFETY: fork(2) in a process with one thread; the child runs only `f` and `_exit`.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        let code = i32::from(f().is_err());
+        // SAFETY: _exit(2) ends the child without running the parent's destructors twice.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: waiting for our own child, with a valid status pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
+}
+
 /// Whether the process is root (effective uid 0) of the namespace it is in.
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.

@@ -29,6 +29,10 @@ pub fn is_root() -> bool {
 /// namespace, mounts a private tmpfs for `ip netns` (over `/run/netns`, or over `/run` where
 /// that directory does not exist and cannot be made), and brings loopback up. Everything the
 /// process does afterwards (loopback benchmarks included) runs in that network.
+///
+/// The whole step is tried first in a forked child: where the kernel lets a user namespace be
+/// made but refuses what follows (a security module may), the process stays as it was, with
+/// its network, instead of ending half inside.
 pub fn enter() -> Result<(), PacketError> {
     let threads = sys::thread_count();
     if threads > 1 {
@@ -36,6 +40,25 @@ pub fn enter() -> Result<(), PacketError> {
             "the process has {threads} threads already (it must have one)"
         )));
     }
+    let works = sys::in_child(|| {
+        enter_here().map_err(|e| {
+            // The child's only way to say why; the parent's error follows it.
+            eprintln!("{e}");
+            std::io::Error::other(e)
+        })
+    })
+    .map_err(failed)?;
+    if !works {
+        return Err(failed(
+            "a trial in a child process failed, as above (unprivileged user namespaces may be \
+             disabled or restricted here)",
+        ));
+    }
+    enter_here()
+}
+
+/// [`enter`]'s steps, in this process.
+fn enter_here() -> Result<(), PacketError> {
     sys::unshare_user_mount_net().map_err(failed)?;
     let netns = Path::new(NETNS_DIR);
     let tmpfs = |target: &Path| {
