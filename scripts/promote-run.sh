@@ -9,16 +9,17 @@
 #            under the repository's target/ unless --from-anywhere is given
 #   NAME     the new directory docs/benchmarks/NAME (must not exist yet)
 #
-# Copies, keeping paths relative to RUN_DIR: every *.json and *.jsonl (gzipped with
-# `gzip -9n` into FILE.gz when over 1 MiB; *.json.gz as they are), every report.md (links to
-# .html/.svg files turned into plain text naming the file, so the promoted report has no dead
-# links), command.txt and commands.txt. Copies commit.txt and machine.txt from RUN_DIR, or
+# Copies, keeping paths relative to RUN_DIR: every *.json, *.jsonl and *.json.gz, every
+# report.md (links to .html/.svg files turned into plain text naming the file, so the promoted
+# report has no dead links), command.txt and commands.txt. Copies commit.txt and machine.txt from RUN_DIR, or
 # writes them when absent: commit.txt is `git rev-parse HEAD` (with " dirty" when the tree has
 # uncommitted changes), machine.txt is uname -srm, nproc, the CPU model and the memory.
+# Then packs the copy with scripts/pack-run.py: the raw data (JSON, per-round reports) into one
+# data.tar.xz, the top report.md, command, commit and machine as plain files.
 # Nothing is staged: review docs/benchmarks/NAME, then `git add` it.
 set -euo pipefail
 
-usage() { sed -n 2,18p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n 2,21p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 from_anywhere=0
 args=()
@@ -72,19 +73,10 @@ mkdir "$dest"   # fails if it appeared meanwhile
 done_ok=0
 trap '[ "$done_ok" = 1 ] || rm -rf "$dest"' EXIT
 
-limit=$((1024 * 1024))
 for f in "${json[@]}"; do
   f=${f#./}
   mkdir -p "$dest/$(dirname "$f")"
-  case $f in
-    *.gz) cp -p "$run/$f" "$dest/$f" ;;
-    *)
-      if [ "$(stat -c %s "$run/$f")" -gt "$limit" ]; then
-        gzip -9n -c "$run/$f" >"$dest/$f.gz"
-      else
-        cp -p "$run/$f" "$dest/$f"
-      fi ;;
-  esac
+  cp -p "$run/$f" "$dest/$f"
 done
 
 # Links to charts and HTML pages that are not kept become plain text naming the file:
@@ -123,6 +115,8 @@ if [ ! -f "$dest/machine.txt" ]; then
     awk '/^MemTotal:/ { printf "memory: %.1f GiB\n", $2 / 1048576 }' /proc/meminfo 2>/dev/null || true
   } >"$dest/machine.txt"
 fi
+
+python3 "$root/scripts/pack-run.py" "$dest" >/dev/null
 
 done_ok=1
 echo "promoted $run -> docs/benchmarks/$name:"
