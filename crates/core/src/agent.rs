@@ -42,19 +42,19 @@ use agentwire_proto::{
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::clock::now_us;
+use agentwire_transport::clock::now_us;
 use crate::hub::ConnectionControl;
-use crate::queue::{PriorityQueue, QueueError};
-use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
-use crate::tls::HubTrust;
-use crate::transport::any::{AnyReceiver, AnySender};
-use crate::transport::dial::{Dial, DialTarget, H2Dial, UnixDial, WsDial, ZeroRtt};
-use crate::transport::quic::{QuicDial, QuicEndpointHandle};
-use crate::transport::ReplySlot;
-use crate::transport::{
+use agentwire_transport::queue::{PriorityQueue, QueueError};
+use agentwire_transport::settings::{QuicSettings, SocketBuffers, StreamMapping};
+use agentwire_tls::HubTrust;
+use agentwire_transport::any::{AnyReceiver, AnySender};
+use agentwire_transport::dial::{Dial, DialTarget, H2Dial, UnixDial, WsDial, ZeroRtt};
+use agentwire_transport::quic::{QuicDial, QuicEndpointHandle};
+use agentwire_transport::ReplySlot;
+use agentwire_transport::{
     ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind,
 };
-use crate::url::{HubEndpoint, HubUrl};
+use agentwire_transport::url::{HubEndpoint, HubUrl};
 
 /// Everything an agent needs to connect.
 #[derive(Debug, Clone)]
@@ -81,7 +81,7 @@ pub struct AgentOptions {
     /// How messages map to QUIC streams.
     pub stream_mapping: StreamMapping,
     /// WebSocket liveness settings.
-    pub websocket: crate::transport::ws::WsOptions,
+    pub websocket: agentwire_transport::ws::WsOptions,
     /// Try 0-RTT when a session ticket from an earlier connection is cached (through the same
     /// [`Connector`]). Only the hello, which is idempotent, is sent as early data.
     pub zero_rtt: bool,
@@ -98,7 +98,7 @@ pub struct AgentOptions {
     pub bind: Option<SocketAddr>,
     /// This agent's certificate and key, for hubs that require one (mutual TLS; from
     /// `agentwire cert agent --id ID`, whose name must be `id`).
-    pub identity: Option<crate::tls::AgentIdentity>,
+    pub identity: Option<agentwire_tls::AgentIdentity>,
 }
 
 impl AgentOptions {
@@ -116,7 +116,7 @@ impl AgentOptions {
             max_frame_size: agentwire_proto::Limits::default().max_frame_size,
             quic: QuicSettings::default(),
             stream_mapping: StreamMapping::PerMessage,
-            websocket: crate::transport::ws::WsOptions::default(),
+            websocket: agentwire_transport::ws::WsOptions::default(),
             zero_rtt: false,
             send_queue_capacity: 4096,
             inbox_capacity: 4096,
@@ -151,7 +151,7 @@ pub enum AgentError {
     Config(String),
     /// The TLS settings could not be loaded or built (a certificate file, a pin).
     #[error("invalid configuration: {0}")]
-    Tls(#[source] Arc<crate::tls::TlsError>),
+    Tls(#[source] Arc<agentwire_tls::TlsError>),
     /// The connection could not be set up (network, TLS, QUIC).
     #[error("cannot connect to the hub: {0}")]
     Connect(#[source] TransportError),
@@ -213,8 +213,8 @@ fn attempts_text(attempts: &[FailedAttempt]) -> String {
         .join("; ")
 }
 
-impl From<crate::tls::TlsError> for AgentError {
-    fn from(e: crate::tls::TlsError) -> Self {
+impl From<agentwire_tls::TlsError> for AgentError {
+    fn from(e: agentwire_tls::TlsError) -> Self {
         AgentError::Tls(Arc::new(e))
     }
 }
@@ -280,7 +280,7 @@ impl Connector {
         self.quic
             .get_or_try_init(|| async {
                 let bind = opts.bind.unwrap_or_else(|| url.default_bind());
-                let verifier = crate::tls::server_verifier(&opts.trust)?;
+                let verifier = agentwire_tls::server_verifier(&opts.trust)?;
                 QuicDial::with_identity(bind, &opts.quic, verifier, opts.identity.as_ref())
                     .map_err(AgentError::Connect)
             })
@@ -433,15 +433,15 @@ impl Connector {
             }
             (TransportKind::Unix, HubEndpoint::Path(_)) => UnixDial.dial(&target, hello).await,
             (TransportKind::Http2, HubEndpoint::Net { .. }) => {
-                let alpn = [crate::transport::h2::ALPN_H2];
-                let tls = crate::tls::client_config_as(&opts.trust, &alpn, opts.identity.as_ref())?;
+                let alpn = [agentwire_transport::h2::ALPN_H2];
+                let tls = agentwire_tls::client_config_as(&opts.trust, &alpn, opts.identity.as_ref())?;
                 H2Dial { tls: Arc::new(tls) }.dial(&target, hello).await
             }
             (TransportKind::WebSocket, HubEndpoint::Net { .. }) => {
                 let tls = if url.tls {
-                    let alpn = [crate::transport::ws::ALPN_HTTP11];
+                    let alpn = [agentwire_transport::ws::ALPN_HTTP11];
                     let identity = opts.identity.as_ref();
-                    Some(Arc::new(crate::tls::client_config_as(
+                    Some(Arc::new(agentwire_tls::client_config_as(
                         &opts.trust,
                         &alpn,
                         identity,

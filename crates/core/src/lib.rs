@@ -34,23 +34,16 @@
 
 pub mod agent;
 pub mod agent_queues;
-mod clock;
-mod error_text;
 pub mod hub;
 pub mod metrics;
-pub mod qlog;
-pub mod queue;
-mod rate;
-pub mod settings;
-pub mod tls;
-pub mod transport;
-pub mod url;
 
 pub use agent::{
     Agent, AgentError, AgentHandle, AgentOptions, AgentStats, Connector, Inbox, Incoming,
 };
 pub use agentwire_proto::{Codec, Destination, Envelope, ErrorCode, Kind, Priority};
-pub use error_text::error_chain;
-pub use settings::{CongestionControl, QuicSettings, SocketBuffers, StreamMapping};
-pub use tls::HubTrust;
-pub use url::HubUrl;
+pub use agentwire_transport as transport;
+pub use agentwire_transport::{error_chain, qlog, queue, settings, url};
+pub use agentwire_transport::{CongestionControl, QuicSettings, SocketBuffers, StreamMapping};
+pub use agentwire_tls as tls;
+pub use agentwire_tls::HubTrust;
+pub use agentwire_transport::HubUrl;

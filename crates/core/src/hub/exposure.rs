@@ -9,8 +9,8 @@
 use std::net::IpAddr;
 
 use super::HubConfig;
-use crate::transport::TransportKind;
-use crate::url::{HubEndpoint, HubUrl};
+use agentwire_transport::TransportKind;
+use agentwire_transport::url::{HubEndpoint, HubUrl};
 
 /// One thing a hub configuration exposes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,11 +12,11 @@ use tokio::task::JoinHandle;
 
 use super::Hub;
 use crate::metrics::outcome;
-use crate::settings::SocketBuffers;
-use crate::tls::HubIdentity;
-use crate::transport::listen::{Listen, TcpListen, UnixListen};
-use crate::transport::{ConnectError, TransportError, TransportKind};
-use crate::url::{HubEndpoint, HubUrl};
+use agentwire_transport::settings::SocketBuffers;
+use agentwire_tls::HubIdentity;
+use agentwire_transport::listen::{Listen, TcpListen, UnixListen};
+use agentwire_transport::{ConnectError, TransportError, TransportKind};
+use agentwire_transport::url::{HubEndpoint, HubUrl};
 
 /// Where a listener is bound.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,11 +144,11 @@ impl Hub {
             (HubEndpoint::Net { .. }, TransportKind::Http2 | TransportKind::WebSocket) => {
                 let tls = if url.tls {
                     Some(
-                        crate::tls::server_config_for_agents(
+                        agentwire_tls::server_config_for_agents(
                             need_identity()?,
                             &[
-                                crate::transport::h2::ALPN_H2,
-                                crate::transport::ws::ALPN_HTTP11,
+                                agentwire_transport::h2::ALPN_H2,
+                                agentwire_transport::ws::ALPN_HTTP11,
                             ],
                             self.inner.config.client_ca.as_ref(),
                         )

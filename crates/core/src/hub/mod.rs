@@ -37,15 +37,15 @@ pub use self::core::{
     DUPLICATE_HEADER, HUB_ID, HUB_OP_HEADER, NEXT_AFTER_HEADER, PRESENCE_TOPIC, PRODUCER_ID_HEADER,
     QUEUE_OP_HEADER, QUEUE_OWNER_ID, TASK_ID_HEADER,
 };
-pub use crate::transport::ConnectionControl;
+pub use agentwire_transport::ConnectionControl;
 pub use exposure::{exposures, Exposure};
 pub use listen::{BoundAddr, Listener};
 
 use crate::metrics::{HubMetrics, MessageTable};
-use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
-use crate::tls::HubIdentity;
-use crate::transport::quic::{QuicListen, QuicListenHandle};
-use crate::transport::{
+use agentwire_transport::settings::{QuicSettings, SocketBuffers, StreamMapping};
+use agentwire_tls::HubIdentity;
+use agentwire_transport::quic::{QuicListen, QuicListenHandle};
+use agentwire_transport::{
     ConnectError, ConnectionStats, FrameReceiver, FrameSender, ReplySlot, SendClass, TransportError,
 };
 
@@ -84,7 +84,7 @@ pub struct HubConfig {
     /// Permission bits of Unix socket files the hub creates.
     pub unix_socket_mode: u32,
     /// WebSocket liveness (ping interval, pong timeout).
-    pub websocket: crate::transport::ws::WsOptions,
+    pub websocket: agentwire_transport::ws::WsOptions,
     /// Work queues: ack wait, attempts, backoff, duplicate window, limits.
     pub queue: agentwire_queue::QueueConfig,
     /// Per-agent credentials and permissions (an access file); `None`: any agent may take any
@@ -94,7 +94,7 @@ pub struct HubConfig {
     pub limits: AbuseLimits,
     /// TCP connections in their TLS and transport handshake at once, in all and per address,
     /// counted before any cryptography.
-    pub accept: crate::transport::accept_gate::AcceptLimits,
+    pub accept: agentwire_transport::accept_gate::AcceptLimits,
     /// Requests one agent may wait on at once, and requests it may owe answers to
     /// ([`CoreConfig::max_open_requests`]).
     pub max_open_requests: usize,
@@ -102,7 +102,7 @@ pub struct HubConfig {
     /// may take only the id its certificate names (mutual TLS). Plain WebSocket connections
     /// are then refused; Unix-socket ones are let through (the socket file's mode guards
     /// them; an access file can still ask them for tokens).
-    pub client_ca: Option<crate::tls::ClientCa>,
+    pub client_ca: Option<agentwire_tls::ClientCa>,
 }
 
 impl Default for HubConfig {
@@ -124,13 +124,13 @@ impl Default for HubConfig {
             duplicate_policy: DuplicatePolicy::RejectNew,
             quic: QuicSettings::default(),
             stream_mapping: StreamMapping::PerMessage,
-            unix_socket_mode: crate::transport::uds::DEFAULT_SOCKET_MODE,
-            websocket: crate::transport::ws::WsOptions::default(),
+            unix_socket_mode: agentwire_transport::uds::DEFAULT_SOCKET_MODE,
+            websocket: agentwire_transport::ws::WsOptions::default(),
             queue: agentwire_queue::QueueConfig::default(),
             access: None,
             limits: AbuseLimits::default(),
             max_open_requests: DEFAULT_MAX_OPEN_REQUESTS,
-            accept: crate::transport::accept_gate::AcceptLimits::default(),
+            accept: agentwire_transport::accept_gate::AcceptLimits::default(),
             client_ca: None,
         }
     }
@@ -192,7 +192,7 @@ pub struct ConnDriver {
     /// A close that waits for the writer to send what is queued first (a reject).
     linger: Mutex<Option<(ErrorCode, String)>>,
     /// The peer's verified client certificate, checked again after a reload.
-    certificate: Option<crate::tls::AgentCertificate>,
+    certificate: Option<agentwire_tls::AgentCertificate>,
 }
 
 type HubConn = Conn<ConnDriver, ReplySlot>;
@@ -458,10 +458,10 @@ impl Hub {
     /// every agent whose certificate is now revoked or no longer chains to a CA in force.
     /// Returns what is in force and how many agents were closed; `None` without a client CA.
     ///
-    /// [`ClientCa::reload`]: crate::tls::ClientCa::reload
+    /// [`ClientCa::reload`]: agentwire_tls::ClientCa::reload
     pub fn reload_certificates(
         &self,
-    ) -> Option<Result<(crate::tls::Reloaded, usize), crate::tls::TlsError>> {
+    ) -> Option<Result<(agentwire_tls::Reloaded, usize), agentwire_tls::TlsError>> {
         let ca = self.inner.config.client_ca.as_ref()?;
         Some(
             ca.reload()
@@ -567,9 +567,9 @@ impl Hub {
         identity: &HubIdentity,
     ) -> Result<QuicListener, TransportError> {
         let config = &self.inner.config;
-        let tls = crate::tls::server_config_for_agents(
+        let tls = agentwire_tls::server_config_for_agents(
             identity,
-            &[crate::tls::ALPN_AGENTWIRE],
+            &[agentwire_tls::ALPN_AGENTWIRE],
             config.client_ca.as_ref(),
         )
         .map_err(|e| ConnectError::Config(e.to_string()))?;
@@ -619,8 +619,8 @@ impl Hub {
         &self,
         sender: S,
         receiver: R,
-        certificate: Option<crate::tls::AgentCertificate>,
-        hello_gate: Option<crate::transport::hello_gate::HelloGate>,
+        certificate: Option<agentwire_tls::AgentCertificate>,
+        hello_gate: Option<agentwire_transport::hello_gate::HelloGate>,
     ) {
         self.start_timer();
         let certified_id = certificate.as_ref().and_then(|c| c.agent_id().cloned());
@@ -656,7 +656,7 @@ impl HubInner {
     /// Why the client CA in force refuses `certificate` now, if it does.
     fn refused_certificate(
         &self,
-        certificate: Option<&crate::tls::AgentCertificate>,
+        certificate: Option<&agentwire_tls::AgentCertificate>,
     ) -> Option<String> {
         let (ca, cert) = (self.config.client_ca.as_ref()?, certificate?);
         ca.check(cert, rustls_pki_types::UnixTime::now()).err()
@@ -667,8 +667,8 @@ impl HubInner {
         sender: S,
         mut receiver: R,
         certified_id: Option<Arc<str>>,
-        certificate: Option<crate::tls::AgentCertificate>,
-        hello_gate: Option<crate::transport::hello_gate::HelloGate>,
+        certificate: Option<agentwire_tls::AgentCertificate>,
+        hello_gate: Option<agentwire_transport::hello_gate::HelloGate>,
     ) {
         let transport = sender.kind();
         let _guard = self.core.metrics().connection_guard(transport.name());

@@ -13,7 +13,7 @@ use agentwire_proto::{Codec, Kind};
 use bytes::Bytes;
 
 use super::budget::{QueueBudget, Share};
-use crate::transport::{SendClass, TransportKind};
+use agentwire_transport::{SendClass, TransportKind};
 
 /// A frame waiting to go to one connection, taken by its driver with
 /// [`HubCore::poll_outbound`](super::HubCore::poll_outbound).

@@ -33,7 +33,7 @@ pub struct AbuseLimits {
     pub handshakes_per_sec: Option<u32>,
 }
 
-pub(crate) use crate::rate::Bucket;
+pub(crate) use agentwire_transport::rate::Bucket;
 
 /// One agent's buckets.
 #[derive(Debug, Clone, Copy)]

@@ -74,7 +74,7 @@ use queues::HubQueues;
 use registry::{Registered, Registry};
 
 use crate::metrics::{outcome, HubMetrics, MessageTable};
-use crate::transport::{SendClass, TransportKind};
+use agentwire_transport::{SendClass, TransportKind};
 
 /// The `from` of envelopes the hub itself sends (errors, presence events).
 pub const HUB_ID: &str = "$hub";
@@ -181,7 +181,7 @@ impl Now {
     pub fn system() -> Now {
         Now {
             instant: Instant::now(),
-            unix_us: crate::clock::now_us(),
+            unix_us: agentwire_transport::clock::now_us(),
         }
     }
 

@@ -24,7 +24,7 @@ use agentwire_proto::{
 use super::conn::Conn;
 use super::queues::{CREDIT_HEADER, DELAY_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER};
 use super::{Action, HubCore};
-use crate::transport::TransportKind;
+use agentwire_transport::TransportKind;
 
 /// The agent id of the connection that stands for the hub keeping the queues. Only a
 /// connection of transport `cluster` may take it.

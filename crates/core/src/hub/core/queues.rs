@@ -23,7 +23,7 @@ use agentwire_queue::{
 use super::conn::{Conn, Outbound, Registration};
 use super::queue_owner::{control_op, AgentConsumers, QueueControl};
 use super::{Action, HubCore, Now};
-use crate::transport::SendClass;
+use agentwire_transport::SendClass;
 
 /// The header a producer names its task with, so that a re-sent task is dropped as a
 /// duplicate (like NATS's `Nats-Msg-Id`).

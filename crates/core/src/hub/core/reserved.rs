@@ -13,7 +13,7 @@ use agentwire_proto::DestinationRef;
 
 use super::queue_owner::QUEUE_OWNER_ID;
 use super::PRESENCE_TOPIC;
-use crate::transport::TransportKind;
+use agentwire_transport::TransportKind;
 
 /// The first character of every reserved name.
 pub const RESERVED_PREFIX: char = '$';

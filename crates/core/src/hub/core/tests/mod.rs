@@ -16,7 +16,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 
 use super::*;
-use crate::transport::{SendClass, TransportKind};
+use agentwire_transport::{SendClass, TransportKind};
 
 mod memory;
 mod trust;

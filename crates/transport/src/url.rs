@@ -7,7 +7,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 
-use crate::transport::TransportKind;
+use crate::TransportKind;
 
 /// Where a hub listens, or where an agent connects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub enum HubEndpoint {
 /// A parsed hub address.
 ///
 /// ```
-/// use agentwire::{HubUrl, transport::TransportKind};
+/// use agentwire_transport::{HubUrl, TransportKind};
 /// let u = HubUrl::parse("quic://127.0.0.1:4433").unwrap();
 /// assert_eq!(u.transport, TransportKind::Quic);
 /// assert_eq!(u.host(), Some("127.0.0.1"));

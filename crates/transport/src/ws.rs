@@ -824,7 +824,7 @@ async fn ping_loop(inner: Arc<Inner>, interval: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::{client_config, generate, server_config, HubIdentity, HubTrust};
+    use agentwire_tls::{client_config, generate, server_config, HubIdentity, HubTrust};
     use agentwire_proto::{Codec, Frame};
     use rustls_pki_types::ServerName;
     use tokio::net::TcpListener;

@@ -53,7 +53,7 @@ const MAX_GSO_BYTES: usize = 65_535;
 /// Datagrams of `segment` bytes that one GSO send may carry within the kernel's limit.
 ///
 /// ```
-/// use agentwire::transport::quic_socket::segments_for;
+/// use agentwire_transport::quic_socket::segments_for;
 /// assert_eq!(segments_for(1452), 45);
 /// assert_eq!(segments_for(16_384), 3);
 /// assert_eq!(segments_for(65_507), 1);
@@ -66,7 +66,7 @@ pub fn segments_for(segment: usize) -> usize {
 /// the kernel's GSO limit.
 ///
 /// ```
-/// use agentwire::transport::quic_socket::gso_chunks;
+/// use agentwire_transport::quic_socket::gso_chunks;
 /// let chunks: Vec<_> = gso_chunks(3 * 30_000 + 10, 30_000).collect();
 /// assert_eq!(chunks, vec![0..60_000, 60_000..90_010]);
 /// assert_eq!(gso_chunks(14_520, 1452).collect::<Vec<_>>(), vec![0..14_520]);
@@ -84,7 +84,7 @@ pub fn gso_chunks(len: usize, segment: usize) -> impl Iterator<Item = std::ops::
 /// address family.
 ///
 /// ```
-/// use agentwire::transport::quic_socket::loopback_receive_segments;
+/// use agentwire_transport::quic_socket::loopback_receive_segments;
 /// assert_eq!(loopback_receive_segments(65_507, true), 1);
 /// assert_eq!(loopback_receive_segments(65_507, false), 2);
 /// assert_eq!(loopback_receive_segments(65_527, false), 1);

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 /// A token bucket: `rate` per second, holding at most `burst`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Bucket {
+pub struct Bucket {
     tokens: f64,
     rate: f64,
     burst: f64,
@@ -14,7 +14,8 @@ pub(crate) struct Bucket {
 }
 
 impl Bucket {
-    pub(crate) fn new(rate: f64, burst: f64, now: Instant) -> Self {
+    /// A full bucket at `now`.
+    pub fn new(rate: f64, burst: f64, now: Instant) -> Self {
         Bucket {
             tokens: burst,
             rate,
@@ -25,7 +26,7 @@ impl Bucket {
 
     /// Takes `n` tokens if there are that many (after refilling for the time since the last
     /// call).
-    pub(crate) fn take(&mut self, n: f64, now: Instant) -> bool {
+    pub fn take(&mut self, n: f64, now: Instant) -> bool {
         let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
         self.last = now.max(self.last);
         self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
@@ -38,7 +39,7 @@ impl Bucket {
     }
 
     /// [`take`](Self::take), or how long until `n` tokens are there (at the current rate).
-    pub(crate) fn take_or_wait(&mut self, n: f64, now: Instant) -> Result<(), Duration> {
+    pub fn take_or_wait(&mut self, n: f64, now: Instant) -> Result<(), Duration> {
         if self.take(n, now) {
             return Ok(());
         }

@@ -42,7 +42,7 @@ pub struct ReceiverGone;
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// use agentwire::transport::quic_inbound::channel;
+/// use agentwire_transport::quic_inbound::channel;
 /// let (tx, mut rx) = channel::<&str>(1);
 /// let (first, second, third) = (tx.ticket(), tx.ticket(), tx.ticket());
 /// tx.send(first, "queued").await.unwrap();
@@ -148,7 +148,7 @@ impl<T> InboundSender<T> {
     /// admission order is the same as [`send`](Self::send)'s). Otherwise gives it back.
     ///
     /// ```
-    /// use agentwire::transport::quic_inbound::{channel, TrySendError};
+    /// use agentwire_transport::quic_inbound::{channel, TrySendError};
     /// let (tx, mut rx) = channel::<u8>(1);
     /// assert!(tx.try_send(tx.ticket(), 1).is_ok());
     /// assert_eq!(tx.try_send(tx.ticket(), 2), Err(TrySendError::Full(2)));
@@ -222,7 +222,7 @@ impl<T> InboundReceiver<T> {
     /// The next frame if one is queued (admitted), without waiting.
     ///
     /// ```
-    /// use agentwire::transport::quic_inbound::channel;
+    /// use agentwire_transport::quic_inbound::channel;
     /// let (tx, mut rx) = channel::<u8>(4);
     /// assert_eq!(rx.try_recv(), None);
     /// tx.try_send(tx.ticket(), 7).unwrap();

@@ -27,7 +27,7 @@ pub const DEFAULT_MAX_PENDING_PER_ADDRESS: usize = 2048;
 /// Connections in their set-up (TLS, HTTP/2 or WebSocket handshake) at once.
 ///
 /// ```
-/// use agentwire::transport::accept_gate::AcceptLimits;
+/// use agentwire_transport::accept_gate::AcceptLimits;
 /// let l = AcceptLimits::default();
 /// assert!(l.max_pending_per_address <= l.max_pending);
 /// ```

@@ -29,7 +29,7 @@ pub enum QueueError {
 ///
 /// ```
 /// # tokio_test_block_on(async {
-/// use agentwire::queue::PriorityQueue;
+/// use agentwire_transport::queue::PriorityQueue;
 /// use agentwire_proto::Priority;
 /// let q = PriorityQueue::new(8);
 /// q.try_push("bulk-1", Priority::Low).unwrap();

@@ -18,7 +18,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 /// Congestion controller for QUIC connections.
 ///
 /// ```
-/// use agentwire::CongestionControl;
+/// use agentwire_transport::CongestionControl;
 /// assert_eq!("bbr".parse::<CongestionControl>().unwrap(), CongestionControl::Bbr);
 /// assert_eq!("bbr3".parse::<CongestionControl>().unwrap(), CongestionControl::Bbr3);
 /// assert!("vegas".parse::<CongestionControl>().is_err());
@@ -69,7 +69,7 @@ impl fmt::Display for CongestionControl {
 /// How envelopes map onto QUIC streams.
 ///
 /// ```
-/// use agentwire::StreamMapping;
+/// use agentwire_transport::StreamMapping;
 /// assert_eq!("lanes".parse::<StreamMapping>().unwrap(), StreamMapping::Lanes);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -109,7 +109,7 @@ impl fmt::Display for StreamMapping {
 /// QUIC transport settings. Every field is applied to the connection or its socket.
 ///
 /// ```
-/// use agentwire::QuicSettings;
+/// use agentwire_transport::QuicSettings;
 /// let s = QuicSettings::default();
 /// assert!(s.transport_config().is_ok());
 /// ```
@@ -153,7 +153,7 @@ pub struct QuicSettings {
     /// Server endpoints (the hub): the stream bytes all connections of the endpoint may have
     /// in flight toward it together, about what its UDP socket holds. Each connection's window
     /// is this divided by the connections open, at least 16 KiB, at most `receive_window`
-    /// (see [`crate::transport::quic_budget`]). 0 (the default) gives every connection
+    /// (see [`crate::quic_budget`]). 0 (the default) gives every connection
     /// `receive_window`. A budget trades throughput for fewer socket drops and a lower tail:
     /// 16 MiB in the 1000 × 100 KiB cell had no drops and p99 1.0–1.1 s against 1.2–1.5 s, but
     /// 0.6x the msg/s (docs/benchmarks/2026-11-24-hub-decode).
@@ -198,8 +198,8 @@ impl Default for QuicSettings {
             max_concurrent_bidi_streams: 256,
             stream_receive_window: 2 * 1024 * 1024,
             receive_window: 32 * 1024 * 1024,
-            pre_hello_window: crate::transport::quic::PRE_HELLO_WINDOW,
-            max_unread_bytes: crate::transport::quic_backlog::DEFAULT_MAX_UNREAD_BYTES,
+            pre_hello_window: crate::quic::PRE_HELLO_WINDOW,
+            max_unread_bytes: crate::quic_backlog::DEFAULT_MAX_UNREAD_BYTES,
             send_window: 32 * 1024 * 1024,
             congestion: CongestionControl::Bbr3,
             socket_send_buffer: 4 * 1024 * 1024,
@@ -253,7 +253,7 @@ pub const MAX_UDP_PAYLOAD_V6: u16 = 65_527;
 /// max(14,720, two datagrams).
 ///
 /// ```
-/// use agentwire::settings::initial_window;
+/// use agentwire_transport::settings::initial_window;
 /// assert_eq!(initial_window(1200), 12_000);
 /// assert_eq!(initial_window(1452), 14_520);
 /// assert_eq!(initial_window(16_384), 32_768);
@@ -342,7 +342,7 @@ impl QuicSettings {
     /// `loopback_mtu` if larger.
     ///
     /// ```
-    /// use agentwire::settings::QuicSettings;
+    /// use agentwire_transport::settings::QuicSettings;
     /// let mut s = QuicSettings::default();
     /// s.max_mtu = 1452;
     /// s.loopback_mtu = 16_384;
@@ -358,7 +358,7 @@ impl QuicSettings {
     /// [largest datagram](Self::largest_datagram), at least quinn's default of 1,472.
     ///
     /// ```
-    /// use agentwire::settings::QuicSettings;
+    /// use agentwire_transport::settings::QuicSettings;
     /// let mut s = QuicSettings::default();
     /// s.max_mtu = 1452;
     /// s.loopback_mtu = 0;
@@ -375,7 +375,7 @@ impl QuicSettings {
     /// these settings unchanged.
     ///
     /// ```
-    /// use agentwire::settings::QuicSettings;
+    /// use agentwire_transport::settings::QuicSettings;
     /// let s = QuicSettings::default();
     /// let local = s.for_peer("127.0.0.1".parse().unwrap());
     /// assert_eq!((local.initial_mtu, local.max_mtu), (s.loopback_mtu, s.loopback_mtu));
@@ -423,7 +423,7 @@ impl QuicSettings {
     /// `SO_REUSEPORT`. See [`QuicSettings::server_endpoints`].
     ///
     /// ```
-    /// use agentwire::QuicSettings;
+    /// use agentwire_transport::QuicSettings;
     /// let sockets = QuicSettings::default().bind_udp_group("127.0.0.1:0".parse()?, 2)?;
     /// assert_eq!(sockets.len(), 2);
     /// assert_eq!(sockets[0].0.local_addr()?, sockets[1].0.local_addr()?);

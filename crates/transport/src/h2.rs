@@ -1208,7 +1208,7 @@ impl FrameReceiver for H2Receiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::{self, CertBundle, HubIdentity, HubTrust};
+    use agentwire_tls::{self as tls, CertBundle, HubIdentity, HubTrust};
     use agentwire_proto::Priority;
     use tokio::net::TcpListener;
     use tokio::task::JoinHandle;

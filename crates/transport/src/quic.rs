@@ -205,7 +205,7 @@ fn traced(
 /// made. Benchmarks record it beside their results.
 ///
 /// ```
-/// use agentwire::{transport::quic::probe_udp, QuicSettings};
+/// use agentwire_transport::{quic::probe_udp, QuicSettings};
 /// // Loopback UDP always binds; quinn reports at least one segment per send.
 /// let udp = probe_udp(&QuicSettings::default()).ok_or("no loopback UDP socket")?;
 /// assert!(udp.gso_segments >= 1 && udp.buffers.recv > 0);
@@ -264,7 +264,7 @@ fn endpoint(
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use agentwire::{transport::quic::endpoint_on, QuicSettings};
+/// use agentwire_transport::{quic::endpoint_on, QuicSettings};
 /// let settings = QuicSettings::default();
 /// let (socket, _buffers) = settings.bind_udp("127.0.0.1:0".parse()?)?;
 /// let endpoint = endpoint_on(socket, &settings, None)?;
@@ -1520,7 +1520,7 @@ async fn accept_connection(
             any.downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>()
                 .ok()
         })
-        .and_then(|chain| crate::tls::AgentCertificate::of_chain(&chain));
+        .and_then(|chain| agentwire_tls::AgentCertificate::of_chain(&chain));
     // Nothing bigger than a hello until the hub has read the hello (the hub raises the limit
     // to the agreed one then).
     let max_in = agentwire_proto::MAX_HELLO_FRAME;
@@ -1557,7 +1557,7 @@ async fn accept_connection(
 pub struct QuicDial {
     endpoint: quinn::Endpoint,
     client_config: quinn::ClientConfig,
-    recorder: Arc<crate::tls::RecordingVerifier>,
+    recorder: Arc<agentwire_tls::RecordingVerifier>,
     socket_buffers: SocketBuffers,
     settings: QuicSettings,
 }
@@ -1595,7 +1595,7 @@ impl QuicEndpointHandle {
 
 impl QuicDial {
     /// A client endpoint bound to `bind` (port 0 for any) with `settings`, checking hubs'
-    /// certificates with `verifier` (see [`crate::tls::server_verifier`]).
+    /// certificates with `verifier` (see [`agentwire_tls::server_verifier`]).
     pub fn new(
         bind: SocketAddr,
         settings: &QuicSettings,
@@ -1609,12 +1609,12 @@ impl QuicDial {
         bind: SocketAddr,
         settings: &QuicSettings,
         verifier: Arc<dyn rustls::client::danger::ServerCertVerifier>,
-        identity: Option<&crate::tls::AgentIdentity>,
+        identity: Option<&agentwire_tls::AgentIdentity>,
     ) -> Result<QuicDial, TransportError> {
-        let recorder = Arc::new(crate::tls::RecordingVerifier::new(verifier));
-        let tls = crate::tls::client_config_with_verifier_as(
+        let recorder = Arc::new(agentwire_tls::RecordingVerifier::new(verifier));
+        let tls = agentwire_tls::client_config_with_verifier_as(
             recorder.clone(),
-            &[crate::tls::ALPN_AGENTWIRE],
+            &[agentwire_tls::ALPN_AGENTWIRE],
             identity,
         )
         .map_err(|e| ConnectError::Config(e.to_string()))?;
@@ -1642,7 +1642,7 @@ impl QuicDial {
 struct Attempt<'a> {
     addr: SocketAddr,
     server_name: &'a str,
-    recorder: &'a crate::tls::RecordingVerifier,
+    recorder: &'a agentwire_tls::RecordingVerifier,
 }
 
 impl Attempt<'_> {

@@ -31,7 +31,7 @@ pub struct Accepted<S, R> {
     pub zero_rtt: bool,
     /// The peer's verified client certificate (mutual TLS), if it presented one: the agent
     /// id it names, and what the hub checks again at the hello and after a reload.
-    pub certificate: Option<crate::tls::AgentCertificate>,
+    pub certificate: Option<agentwire_tls::AgentCertificate>,
     /// For a TCP connection: the limit on what it may send before its hello, which the hub
     /// opens once it accepts the hello.
     pub hello_gate: Option<HelloGate>,
@@ -230,7 +230,7 @@ async fn tcp_setup(
         .get_ref()
         .1
         .peer_certificates()
-        .and_then(crate::tls::AgentCertificate::of_chain);
+        .and_then(agentwire_tls::AgentCertificate::of_chain);
     if tls_stream.get_ref().1.alpn_protocol() == Some(h2::ALPN_H2) {
         let (s, r) = h2::accept(tls_stream, Some(remote), timeout)
             .await
@@ -265,7 +265,7 @@ async fn tcp_setup(
 fn certified(
     sender: AnySender,
     receiver: AnyReceiver,
-    certificate: Option<crate::tls::AgentCertificate>,
+    certificate: Option<agentwire_tls::AgentCertificate>,
     gate: HelloGate,
 ) -> Accepted<AnySender, AnyReceiver> {
     Accepted {

@@ -41,7 +41,7 @@ impl HelloGate {
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// use agentwire::transport::hello_gate::{Gated, HelloGate, BEFORE_HELLO_BYTES};
+/// use agentwire_transport::hello_gate::{Gated, HelloGate, BEFORE_HELLO_BYTES};
 /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// let (a, mut b) = tokio::io::duplex(1 << 20);
 /// let gate = HelloGate::default();

@@ -76,8 +76,8 @@ impl ClientCa {
     /// The CA certificate(s) in PEM text.
     ///
     /// ```
-    /// let ca = agentwire::tls::generate(&["localhost".into()])?;
-    /// let clients = agentwire::tls::ClientCa::from_pem(&ca.ca_cert_pem)?;
+    /// let ca = agentwire_tls::generate(&["localhost".into()])?;
+    /// let clients = agentwire_tls::ClientCa::from_pem(&ca.ca_cert_pem)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_pem(pem: &str) -> Result<Self, TlsError> {
@@ -307,11 +307,11 @@ impl RevokedSerials {
     /// The serials in `text`; errors name `source` and the line.
     ///
     /// ```
-    /// use agentwire::tls::RevokedSerials;
+    /// use agentwire_tls::RevokedSerials;
     /// let revoked = RevokedSerials::parse("# lost laptop\n0x01:f4\n  00ab  \n", "list".as_ref())?;
     /// assert_eq!(revoked.len(), 2);
     /// assert!(RevokedSerials::parse("xyz", "list".as_ref()).is_err());
-    /// # Ok::<(), agentwire::tls::TlsError>(())
+    /// # Ok::<(), agentwire_tls::TlsError>(())
     /// ```
     pub fn parse(text: &str, source: &Path) -> Result<Self, TlsError> {
         let mut serials = HashSet::new();

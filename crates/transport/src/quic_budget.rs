@@ -33,7 +33,7 @@ pub const MIN_WINDOW: u64 = 16 * 1024;
 /// `max` (the configured connection window).
 ///
 /// ```
-/// use agentwire::transport::quic_budget::share;
+/// use agentwire_transport::quic_budget::share;
 /// let max = 32 << 20;
 /// assert_eq!(share(16 << 20, 1, max), 16 << 20);
 /// assert_eq!(share(16 << 20, 1024, max), 16 << 10);

@@ -25,6 +25,9 @@
 //! the fixed names inside a directory, log or print private keys, or panic on
 //! anything that comes from a file or the network.
 
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
 use std::fmt;
 use std::fs;
 use std::io::{self, Write};
@@ -669,7 +672,7 @@ fn crypto_provider() -> Arc<CryptoProvider> {
 /// `aws-lc-rs` feature). Benchmarks record it beside their figures.
 ///
 /// ```
-/// assert!(["ring", "aws-lc-rs"].contains(&agentwire::tls::crypto_library()));
+/// assert!(["ring", "aws-lc-rs"].contains(&agentwire_tls::crypto_library()));
 /// ```
 pub fn crypto_library() -> &'static str {
     if cfg!(feature = "aws-lc-rs") {
@@ -772,8 +775,8 @@ const INSECURE_WARNING: &str = "WARNING: TLS certificate verification is DISABLE
 /// tell a resumed handshake, which verifies nothing, from a full one) can wrap it.
 ///
 /// ```
-/// use agentwire::tls::{generate, server_verifier};
-/// use agentwire::HubTrust;
+/// use agentwire_tls::{generate, server_verifier};
+/// use agentwire_tls::HubTrust;
 ///
 /// let bundle = generate(&["127.0.0.1".to_string()])?;
 /// let trust = HubTrust::ca_pem(&bundle.ca_cert_pem)?;
@@ -841,8 +844,8 @@ pub fn client_config_as(
 /// protocols, `enable_early_data = true` and the default in-memory resumption store.
 ///
 /// ```
-/// use agentwire::tls::{client_config_with_verifier, server_verifier};
-/// use agentwire::HubTrust;
+/// use agentwire_tls::{client_config_with_verifier, server_verifier};
+/// use agentwire_tls::HubTrust;
 ///
 /// let config = client_config_with_verifier(server_verifier(&HubTrust::Insecure)?, &[b"h3"])?;
 /// assert_eq!(config.alpn_protocols, vec![b"h3".to_vec()]);

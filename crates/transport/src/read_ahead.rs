@@ -24,7 +24,7 @@ pub const READ_AHEAD: usize = 64 * 1024;
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// use agentwire::transport::read_ahead::ReadAhead;
+/// use agentwire_transport::read_ahead::ReadAhead;
 /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// let (a, mut b) = tokio::io::duplex(1 << 20);
 /// b.write_all(&[7u8; 10_000]).await.unwrap();

@@ -62,7 +62,7 @@ impl std::fmt::Debug for AgentCert {
 /// `clientAuth` only.
 ///
 /// ```
-/// use agentwire::tls::{certified_agent_id, generate, issue_agent_cert};
+/// use agentwire_tls::{certified_agent_id, generate, issue_agent_cert};
 /// use rustls_pki_types::{pem::PemObject, CertificateDer};
 /// let ca = generate(&["localhost".into()])?;
 /// let cert = issue_agent_cert(&ca.ca_cert_pem, &ca.ca_key_pem, "worker-1", 365)?;

@@ -15,7 +15,7 @@ pub type ErrorSource = Arc<dyn std::error::Error + Send + Sync + 'static>;
 /// What went wrong with a connection.
 ///
 /// ```
-/// use agentwire::transport::{ConnectError, TransportError};
+/// use agentwire_transport::{ConnectError, TransportError};
 /// use std::error::Error;
 /// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
 /// let e = TransportError::from(ConnectError::socket("cannot connect to 127.0.0.1:1", io));
@@ -162,7 +162,7 @@ impl fmt::Display for ConnectError {
             ConnectError::Socket { what, source }
             | ConnectError::Refused { what, source }
             | ConnectError::Trace { what, source } => write!(f, "{what}: {source}"),
-            ConnectError::Tls(e) => f.write_str(&crate::tls::describe_tls_error(e)),
+            ConnectError::Tls(e) => f.write_str(&agentwire_tls::describe_tls_error(e)),
             ConnectError::Quic { peer, source } => write!(f, "{peer}: {source}"),
             ConnectError::Config(what) => f.write_str(what),
         }

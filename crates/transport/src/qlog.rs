@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use quinn::TransportConfig;
 
 use crate::settings::QuicSettings;
-use crate::transport::{ConnectError, TransportError};
+use crate::{ConnectError, TransportError};
 
 /// Which side of a connection a trace was written by (the file name's first part).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +70,7 @@ static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 /// The file a trace of `role`'s connection called `name` goes to.
 ///
 /// ```
-/// use agentwire::qlog::{qlog_path, QlogRole};
+/// use agentwire_transport::qlog::{qlog_path, QlogRole};
 /// let p = qlog_path("traces".as_ref(), QlogRole::Agent, "boss/1");
 /// assert_eq!(p, std::path::Path::new("traces/agent-boss_1.sqlog"));
 /// ```
@@ -82,7 +82,7 @@ pub fn qlog_path(dir: &Path, role: QlogRole, name: &str) -> PathBuf {
 /// `_`, for use as a file or directory name.
 ///
 /// ```
-/// assert_eq!(agentwire::qlog::file_safe("50ms+1%/a b"), "50ms_1__a_b");
+/// assert_eq!(agentwire_transport::qlog::file_safe("50ms+1%/a b"), "50ms_1__a_b");
 /// ```
 pub fn file_safe(name: &str) -> String {
     name.chars()

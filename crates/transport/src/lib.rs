@@ -9,25 +9,41 @@
 //! A connection is used as two halves: a [`FrameSender`] (cloneable; used by the writer task
 //! and by whoever needs to close the connection) and a [`FrameReceiver`] (owned by one reader
 //! task). The first frame each way is the handshake, sent with [`SendClass::Control`].
+//!
+//! Beside the transports this crate holds what both the agent side and the hub use to set
+//! them up: [`settings`] (QUIC tuning), [`url`] (`quic://`, `h2://`, ...), [`qlog`], the
+//! bounded priority [`queue`] every connection's writer takes from, and a token [`rate`].
+//! It must not depend on the hub or the agent API (`agentwire`): they depend on it.
+
+#![forbid(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
 
 pub mod accept_gate;
 pub mod any;
+#[doc(hidden)]
+pub mod clock;
 pub mod dial;
 mod error;
+mod error_text;
 pub mod frame_writer;
 pub mod h2;
 pub mod hello_gate;
 pub mod listen;
+pub mod qlog;
+pub mod queue;
 pub mod quic;
 pub mod quic_backlog;
 pub mod quic_budget;
 pub mod quic_inbound;
 pub mod quic_socket;
+pub mod rate;
 mod quic_streams_read;
 pub mod read_ahead;
+pub mod settings;
 pub mod stream;
 mod tls_alert;
 pub mod uds;
+pub mod url;
 mod write_through;
 pub mod ws;
 
@@ -39,11 +55,14 @@ use agentwire_proto::{ErrorCode, Priority, RawFrame};
 
 use bytes::Bytes;
 pub use error::{ConnectError, ErrorSource, TransportError};
+pub use error_text::error_chain;
+pub use settings::{CongestionControl, QuicSettings, SocketBuffers, StreamMapping};
+pub use url::HubUrl;
 
 /// Which transport a connection uses.
 ///
 /// ```
-/// use agentwire::transport::TransportKind;
+/// use agentwire_transport::TransportKind;
 /// assert_eq!(TransportKind::Quic.name(), "quic");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

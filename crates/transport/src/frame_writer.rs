@@ -29,7 +29,7 @@ pub const COPY_BELOW: usize = 4 * 1024;
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// use agentwire::transport::frame_writer::FrameWriter;
+/// use agentwire_transport::frame_writer::FrameWriter;
 /// use bytes::Bytes;
 /// let (ours, mut theirs) = tokio::io::duplex(1 << 16);
 /// let mut writer = FrameWriter::new(ours);
