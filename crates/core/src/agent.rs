@@ -42,19 +42,19 @@ use agentwire_proto::{
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-use agentwire_transport::clock::now_us;
-use crate::hub::ConnectionControl;
-use agentwire_transport::queue::{PriorityQueue, QueueError};
-use agentwire_transport::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use agentwire_tls::HubTrust;
 use agentwire_transport::any::{AnyReceiver, AnySender};
+use agentwire_transport::clock::now_us;
 use agentwire_transport::dial::{Dial, DialTarget, H2Dial, UnixDial, WsDial, ZeroRtt};
+use agentwire_transport::queue::{PriorityQueue, QueueError};
 use agentwire_transport::quic::{QuicDial, QuicEndpointHandle};
+use agentwire_transport::settings::{QuicSettings, SocketBuffers, StreamMapping};
+use agentwire_transport::url::{HubEndpoint, HubUrl};
+use agentwire_transport::ConnectionControl;
 use agentwire_transport::ReplySlot;
 use agentwire_transport::{
     ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind,
 };
-use agentwire_transport::url::{HubEndpoint, HubUrl};
 
 /// Everything an agent needs to connect.
 #[derive(Debug, Clone)]
@@ -434,7 +434,8 @@ impl Connector {
             (TransportKind::Unix, HubEndpoint::Path(_)) => UnixDial.dial(&target, hello).await,
             (TransportKind::Http2, HubEndpoint::Net { .. }) => {
                 let alpn = [agentwire_transport::h2::ALPN_H2];
-                let tls = agentwire_tls::client_config_as(&opts.trust, &alpn, opts.identity.as_ref())?;
+                let tls =
+                    agentwire_tls::client_config_as(&opts.trust, &alpn, opts.identity.as_ref())?;
                 H2Dial { tls: Arc::new(tls) }.dial(&target, hello).await
             }
             (TransportKind::WebSocket, HubEndpoint::Net { .. }) => {
@@ -807,9 +808,12 @@ impl AgentHandle {
         timeout: Duration,
     ) -> Result<serde_json::Value, AgentError> {
         let env = self
-            .envelope(Destination::agent(crate::hub::HUB_ID), Kind::Request)
+            .envelope(
+                Destination::agent(agentwire_proto::names::HUB_ID),
+                Kind::Request,
+            )
             .with_ttl_ms(u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX))
-            .with_header(crate::hub::HUB_OP_HEADER, op);
+            .with_header(agentwire_proto::names::HUB_OP_HEADER, op);
         let answer = self.request_envelope(env, timeout).await?;
         serde_json::from_slice(&answer.body)
             .map_err(|e| AgentError::Config(format!("the hub's answer is not JSON: {e}")))
@@ -851,7 +855,7 @@ impl AgentHandle {
         }
     }
 
-    /// Subscribes to a topic (the hub's [`PRESENCE_TOPIC`](crate::hub::PRESENCE_TOPIC) gives
+    /// Subscribes to a topic (the hub's [`PRESENCE_TOPIC`](agentwire_proto::names::PRESENCE_TOPIC) gives
     /// join/leave events).
     pub async fn subscribe(&self, topic: &str) -> Result<(), AgentError> {
         self.control(Frame::Subscribe(topic.to_owned())).await
@@ -990,8 +994,8 @@ enum Asked {
 impl Asked {
     fn may_answer(&self, from: &str) -> bool {
         match self {
-            Asked::Agent(id) => from == id || crate::hub::is_reserved(from),
-            Asked::Hub => crate::hub::is_reserved(from),
+            Asked::Agent(id) => from == id || agentwire_proto::names::is_reserved(from),
+            Asked::Hub => agentwire_proto::names::is_reserved(from),
             Asked::Anyone => true,
         }
     }
@@ -1023,7 +1027,7 @@ impl Drop for PendingGuard<'_> {
 /// The hub's answer to a request whose ttl ran out before its answer came.
 fn is_hub_cancel(env: &Envelope) -> bool {
     env.kind == Kind::Error
-        && env.from == crate::hub::HUB_ID
+        && env.from == agentwire_proto::names::HUB_ID
         && env.headers.get("code").map(String::as_str) == Some(ErrorCode::Cancelled.name())
 }
 

@@ -13,7 +13,7 @@ use agentwire_proto::{Consume, Destination, Envelope, Frame, Kind, Nack, Priorit
 use bytes::Bytes;
 
 use crate::agent::{AgentError, AgentHandle};
-use crate::hub::{
+use agentwire_proto::names::{
     ATTEMPT_HEADER, DUPLICATE_HEADER, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
 };
 
@@ -164,7 +164,7 @@ impl AgentHandle {
 
     /// One page of `queue`'s dead letters, after task `after` (from the first without it), as
     /// [`QueueOp::DeadLetters`] describes them, and the task to ask after for the next page
-    /// when more follow. A page holds at most [`DEAD_LETTER_PAGE`](crate::hub::DEAD_LETTER_PAGE)
+    /// when more follow. A page holds at most [`DEAD_LETTER_PAGE`](agentwire_proto::names::DEAD_LETTER_PAGE)
     /// letters, and their bodies at most an eighth of this agent's frame limit (1 MiB at most;
     /// one letter always).
     pub async fn dead_letters_page(
@@ -177,12 +177,12 @@ impl AgentHandle {
             .envelope(Destination::queue(queue), Kind::Request)
             .with_header(QUEUE_OP_HEADER, QueueOp::DeadLetters.name());
         if let Some(after) = after {
-            env = env.with_header(crate::hub::AFTER_HEADER, after.to_string());
+            env = env.with_header(agentwire_proto::names::AFTER_HEADER, after.to_string());
         }
         let answer = self.request_envelope(env, timeout).await?;
         let next = answer
             .headers
-            .get(crate::hub::NEXT_AFTER_HEADER)
+            .get(agentwire_proto::names::NEXT_AFTER_HEADER)
             .map(|n| n.parse::<u64>())
             .transpose()
             .map_err(|e| {

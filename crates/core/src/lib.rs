@@ -34,16 +34,18 @@
 
 pub mod agent;
 pub mod agent_queues;
-pub mod hub;
-pub mod metrics;
 
 pub use agent::{
     Agent, AgentError, AgentHandle, AgentOptions, AgentStats, Connector, Inbox, Incoming,
 };
+#[cfg(feature = "hub")]
+pub use agentwire_hub as hub;
+#[cfg(feature = "hub")]
+pub use agentwire_hub::metrics;
 pub use agentwire_proto::{Codec, Destination, Envelope, ErrorCode, Kind, Priority};
-pub use agentwire_transport as transport;
-pub use agentwire_transport::{error_chain, qlog, queue, settings, url};
-pub use agentwire_transport::{CongestionControl, QuicSettings, SocketBuffers, StreamMapping};
 pub use agentwire_tls as tls;
 pub use agentwire_tls::HubTrust;
+pub use agentwire_transport as transport;
 pub use agentwire_transport::HubUrl;
+pub use agentwire_transport::{error_chain, qlog, queue, settings, url};
+pub use agentwire_transport::{CongestionControl, QuicSettings, SocketBuffers, StreamMapping};

@@ -37,6 +37,7 @@ mod error;
 pub mod frame;
 pub mod handshake;
 mod limits;
+pub mod names;
 mod view;
 
 pub use codec::{Codec, CodecError};

@@ -1208,8 +1208,8 @@ impl FrameReceiver for H2Receiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentwire_tls::{self as tls, CertBundle, HubIdentity, HubTrust};
     use agentwire_proto::Priority;
+    use agentwire_tls::{self as tls, CertBundle, HubIdentity, HubTrust};
     use tokio::net::TcpListener;
     use tokio::task::JoinHandle;
 

@@ -824,8 +824,8 @@ async fn ping_loop(inner: Arc<Inner>, interval: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentwire_tls::{client_config, generate, server_config, HubIdentity, HubTrust};
     use agentwire_proto::{Codec, Frame};
+    use agentwire_tls::{client_config, generate, server_config, HubIdentity, HubTrust};
     use rustls_pki_types::ServerName;
     use tokio::net::TcpListener;
 

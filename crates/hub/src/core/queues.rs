@@ -25,32 +25,10 @@ use super::queue_owner::{control_op, AgentConsumers, QueueControl};
 use super::{Action, HubCore, Now};
 use agentwire_transport::SendClass;
 
-/// The header a producer names its task with, so that a re-sent task is dropped as a
-/// duplicate (like NATS's `Nats-Msg-Id`).
-pub const PRODUCER_ID_HEADER: &str = "producer-id";
-/// The receipt's header with the stored task's id.
-pub const TASK_ID_HEADER: &str = "task-id";
-/// The receipt's header saying whether the task was a duplicate (`true` / `false`).
-pub const DUPLICATE_HEADER: &str = "duplicate";
-/// The delivery's header with the attempt number (1 for the first delivery).
-pub const ATTEMPT_HEADER: &str = "attempt";
-/// A request to `queue:NAME` with this header is an operation on the queue instead of a
-/// task: `stats`, `dead-letters`, `replay` or `discard` (the last two take an optional
-/// [`TASK_ID_HEADER`]; without it, every dead letter). The answer's body is JSON.
-pub const QUEUE_OP_HEADER: &str = "queue-op";
-/// The `consume` operation's credit (0 stops consuming), like a `Consume` frame's.
-pub const CREDIT_HEADER: &str = "credit";
-/// The `nack` operation's delay before the next attempt, in milliseconds.
-pub const DELAY_HEADER: &str = "delay-ms";
-/// The `dead-letters` operation lists the dead letters after this task id (from the first
-/// without it), one page at a time.
-pub const AFTER_HEADER: &str = "after";
-/// The `dead-letters` answer's header when more dead letters follow: the page's last task id,
-/// to send as [`AFTER_HEADER`] for the next page.
-pub const NEXT_AFTER_HEADER: &str = "next-after";
-/// Dead letters in one page at most; their bodies are also held to an eighth of the
-/// requester's frame limit, 1 MiB at most (JSON text can be several times the body).
-pub const DEAD_LETTER_PAGE: usize = 1000;
+pub use agentwire_proto::names::{
+    AFTER_HEADER, ATTEMPT_HEADER, CREDIT_HEADER, DEAD_LETTER_PAGE, DELAY_HEADER, DUPLICATE_HEADER,
+    NEXT_AFTER_HEADER, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER,
+};
 
 /// The queues' state inside the hub core.
 pub(crate) struct HubQueues<D, R> {
@@ -176,8 +154,8 @@ impl<D, R> HubCore<D, R> {
     /// change comes out as an [`Action::Persist`] first. Call before the first connection.
     ///
     /// ```
-    /// use agentwire::hub::{CoreConfig, HubCore, Now};
-    /// use agentwire::metrics::HubMetrics;
+    /// use agentwire_hub::{CoreConfig, HubCore, Now};
+    /// use agentwire_hub::metrics::HubMetrics;
     /// use agentwire_queue::Recovered;
     /// let now = Now::system();
     /// let core: HubCore<(), ()> = HubCore::new(CoreConfig::default(), HubMetrics::new(), now);

@@ -76,11 +76,7 @@ use registry::{Registered, Registry};
 use crate::metrics::{outcome, HubMetrics, MessageTable};
 use agentwire_transport::{SendClass, TransportKind};
 
-/// The `from` of envelopes the hub itself sends (errors, presence events).
-pub const HUB_ID: &str = "$hub";
-
-/// The topic on which the hub publishes `join` and `leave` events.
-pub const PRESENCE_TOPIC: &str = "$presence";
+pub use agentwire_proto::names::{HUB_ID, PRESENCE_TOPIC};
 
 /// The default of [`CoreConfig::agent_queue_bytes`]: 64 MiB.
 pub const DEFAULT_AGENT_QUEUE_BYTES: usize = 64 << 20;
@@ -94,7 +90,7 @@ pub const DEFAULT_MAX_OPEN_REQUESTS: usize = 65_536;
 /// What the core needs of the hub's configuration.
 ///
 /// ```
-/// use agentwire::hub::CoreConfig;
+/// use agentwire_hub::CoreConfig;
 /// let c = CoreConfig::default();
 /// assert_eq!(c.max_request_wait.as_secs(), 60);
 /// ```
@@ -275,9 +271,9 @@ pub struct AgentSnapshot<D, R> {
 /// handle; both are opaque to the core.
 ///
 /// ```
-/// use agentwire::hub::{CoreConfig, HubCore, Now};
-/// use agentwire::metrics::HubMetrics;
-/// use agentwire::transport::TransportKind;
+/// use agentwire_hub::{CoreConfig, HubCore, Now};
+/// use agentwire_hub::metrics::HubMetrics;
+/// use agentwire_transport::TransportKind;
 /// let now = Now::system();
 /// let core: HubCore<(), ()> = HubCore::new(CoreConfig::default(), HubMetrics::new(), now);
 /// let conn = core.open(TransportKind::Unix, (), now);
@@ -649,8 +645,8 @@ impl<D, R> HubCore<D, R> {
     /// that finds the id taken on another hub.
     ///
     /// ```
-    /// use agentwire::hub::{CoreConfig, HubCore, Now};
-    /// use agentwire::metrics::HubMetrics;
+    /// use agentwire_hub::{CoreConfig, HubCore, Now};
+    /// use agentwire_hub::metrics::HubMetrics;
     /// use agentwire_proto::ErrorCode;
     /// let core: HubCore<(), ()> = HubCore::new(CoreConfig::default(), HubMetrics::new(), Now::system());
     /// let mut out = Vec::new();

@@ -14,7 +14,7 @@ use std::time::Instant;
 /// The limits (each `None` = off).
 ///
 /// ```
-/// use agentwire::hub::AbuseLimits;
+/// use agentwire_hub::AbuseLimits;
 /// let l = AbuseLimits { agent_messages_per_sec: Some(1000), ..AbuseLimits::default() };
 /// assert!(l.agent_bytes_per_sec.is_none());
 /// ```

@@ -289,7 +289,7 @@ impl<D, R> ConnState<D, R> {
 /// What the transport knows of a new connection's peer, for [`super::HubCore::open_from`].
 ///
 /// ```
-/// use agentwire::hub::Peer;
+/// use agentwire_hub::Peer;
 /// let peer = Peer { remote: "127.0.0.1".parse().ok(), certified_id: Some("worker-1".into()) };
 /// assert_eq!(peer.certified_id.as_deref(), Some("worker-1"));
 /// assert_eq!(Peer::default().remote, None);

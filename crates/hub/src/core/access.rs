@@ -128,7 +128,7 @@ pub fn token_digest(token: &str) -> [u8; 32] {
 /// The SHA-256 of `token`, in lowercase hex (what an access file holds).
 ///
 /// ```
-/// use agentwire::hub::token_sha256;
+/// use agentwire_hub::token_sha256;
 /// assert_eq!(&token_sha256("test")[..8], "9f86d081");
 /// ```
 pub fn token_sha256(token: &str) -> String {
@@ -151,7 +151,7 @@ impl AccessPolicy {
     /// Reads an access file's text.
     ///
     /// ```
-    /// use agentwire::hub::{token_sha256, AccessPolicy};
+    /// use agentwire_hub::{token_sha256, AccessPolicy};
     /// let json = format!(r#"{{"credentials": [{{"token_sha256": "{}", "ids": ["worker-*"],
     ///     "send": ["agent:boss"], "consume": ["jobs"]}}]}}"#, token_sha256("s3cret-token"));
     /// let policy = AccessPolicy::from_json(&json).unwrap();
@@ -254,7 +254,7 @@ impl AccessPolicy {
     /// own hub. `None` when no credential names the id.
     ///
     /// ```
-    /// use agentwire::hub::AccessPolicy;
+    /// use agentwire_hub::AccessPolicy;
     /// let policy = AccessPolicy::from_json(r#"{"credentials": [
     ///     {"token_sha256": "00000000000000000000000000000000000000000000000000000000000000aa",
     ///      "ids": ["worker-*"], "send": ["agent:boss"], "admin": true},

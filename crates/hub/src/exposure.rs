@@ -9,8 +9,8 @@
 use std::net::IpAddr;
 
 use super::HubConfig;
-use agentwire_transport::TransportKind;
 use agentwire_transport::url::{HubEndpoint, HubUrl};
+use agentwire_transport::TransportKind;
 
 /// One thing a hub configuration exposes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,8 +86,8 @@ impl std::fmt::Display for Exposure {
 /// `listen`.
 ///
 /// ```
-/// use agentwire::hub::{exposures, Exposure, HubConfig};
-/// use agentwire::HubUrl;
+/// use agentwire_hub::{exposures, Exposure, HubConfig};
+/// use agentwire_transport::HubUrl;
 /// let open = [HubUrl::parse("ws://0.0.0.0:8080").unwrap()];
 /// let found = exposures(&open, &HubConfig::default());
 /// assert!(matches!(&found[..], [Exposure::NoCredentials { beyond_loopback: Some(_) }]));
@@ -142,7 +142,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::hub::{token_sha256, AccessPolicy};
+    use crate::{token_sha256, AccessPolicy};
 
     fn urls(list: &[&str]) -> Vec<HubUrl> {
         list.iter().map(|u| HubUrl::parse(u).unwrap()).collect()

@@ -15,18 +15,7 @@ use super::queue_owner::QUEUE_OWNER_ID;
 use super::PRESENCE_TOPIC;
 use agentwire_transport::TransportKind;
 
-/// The first character of every reserved name.
-pub const RESERVED_PREFIX: char = '$';
-
-/// Whether `name` is one of the hub's.
-///
-/// ```
-/// use agentwire::hub::is_reserved;
-/// assert!(is_reserved("$hub") && is_reserved("$presence") && !is_reserved("worker-$1"));
-/// ```
-pub fn is_reserved(name: &str) -> bool {
-    name.starts_with(RESERVED_PREFIX)
-}
+pub use agentwire_proto::names::{is_reserved, RESERVED_PREFIX};
 
 /// Why a connection over `transport` may not take `agent_id`, if it may not: a reserved id,
 /// except the queue keeper's for the cluster's own connection.

@@ -13,8 +13,7 @@ use agentwire_proto::{Destination, ErrorCode, Kind, Priority, RawFrame};
 
 use super::{Action, Conn, HubCore, Now, Registration};
 
-/// The header naming the operation of a request to `$hub`.
-pub const HUB_OP_HEADER: &str = "hub-op";
+pub use agentwire_proto::names::HUB_OP_HEADER;
 
 /// An operation of the hub itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,7 +28,7 @@ use agentwire_transport::TransportKind;
 
 /// The agent id of the connection that stands for the hub keeping the queues. Only a
 /// connection of transport `cluster` may take it.
-pub const QUEUE_OWNER_ID: &str = "$queues";
+pub use agentwire_proto::names::QUEUE_OWNER_ID;
 
 /// The queue named in an `ack` or `nack` operation sent to the owner: the task's id is what
 /// counts there.
@@ -158,8 +158,8 @@ impl<D, R> HubCore<D, R> {
     /// (what the old owner had in flight, the new one delivers again).
     ///
     /// ```
-    /// use agentwire::hub::{CoreConfig, HubCore, Now};
-    /// use agentwire::metrics::HubMetrics;
+    /// use agentwire_hub::{CoreConfig, HubCore, Now};
+    /// use agentwire_hub::metrics::HubMetrics;
     /// let core: HubCore<(), ()> = HubCore::new(CoreConfig::default(), HubMetrics::new(), Now::system());
     /// let mut out = Vec::new();
     /// core.queues_moved(&mut out); // no owner connection, no consumers: nothing to do

@@ -1,4 +1,8 @@
-//! The hub's driver: accepts agents on any transport and runs [`HubCore`] for them.
+//! The hub: [`HubCore`] and its driver, which accepts agents on any transport and runs the core
+//! for them; and the hub's [`metrics`] (Prometheus registry and its HTTP server).
+//!
+//! This crate depends on the transports, TLS and the protocol, never on the agent API
+//! (`agentwire`), which embeds a hub only behind its `hub` feature.
 //!
 //! Routing, the registry, request tracking, queues and liveness are [`HubCore`]'s, a
 //! state machine without I/O (`hub/core`). This module owns what the core must not do: one
@@ -16,9 +20,13 @@
 //! bytes too (`agent_queue_bytes`), and all of them together by `hub_queue_bytes`: memory
 //! held for agents that do not read is bounded by that budget, whatever their number.
 
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
 mod core;
 mod exposure;
 mod listen;
+pub mod metrics;
 mod store;
 
 use std::net::SocketAddr;
@@ -42,9 +50,9 @@ pub use exposure::{exposures, Exposure};
 pub use listen::{BoundAddr, Listener};
 
 use crate::metrics::{HubMetrics, MessageTable};
-use agentwire_transport::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use agentwire_tls::HubIdentity;
 use agentwire_transport::quic::{QuicListen, QuicListenHandle};
+use agentwire_transport::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use agentwire_transport::{
     ConnectError, ConnectionStats, FrameReceiver, FrameSender, ReplySlot, SendClass, TransportError,
 };
@@ -55,7 +63,7 @@ const REJECT_LINGER: Duration = Duration::from_secs(2);
 /// Hub configuration.
 ///
 /// ```
-/// use agentwire::hub::HubConfig;
+/// use agentwire_hub::HubConfig;
 /// let c = HubConfig::default();
 /// assert_eq!(c.heartbeat_miss_limit, 3);
 /// ```
@@ -322,8 +330,8 @@ impl Hub {
     /// A store that cannot be read is an error (it names the store's file).
     ///
     /// ```
-    /// use agentwire::hub::{Hub, HubConfig};
-    /// use agentwire::metrics::HubMetrics;
+    /// use agentwire_hub::{Hub, HubConfig};
+    /// use agentwire_hub::metrics::HubMetrics;
     /// use agentwire_queue::FileStore;
     /// let dir = tempfile::tempdir().unwrap();
     /// let store = FileStore::open(dir.path()).unwrap();
@@ -359,8 +367,8 @@ impl Hub {
     /// has a store already (once per hub).
     ///
     /// ```
-    /// use agentwire::hub::{Hub, HubConfig};
-    /// use agentwire::metrics::HubMetrics;
+    /// use agentwire_hub::{Hub, HubConfig};
+    /// use agentwire_hub::metrics::HubMetrics;
     /// use agentwire_queue::MemoryStore;
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let hub = Hub::new(HubConfig::default(), HubMetrics::new());
@@ -615,7 +623,7 @@ impl Hub {
     /// limits what it may send before its hello (opened once the hello is accepted).
     /// A `certificate` is checked against the client CA in force first (a resumed TLS
     /// session was not verified again), and kept to check after a reload.
-    pub(super) async fn serve_gated<S: FrameSender, R: FrameReceiver>(
+    pub(crate) async fn serve_gated<S: FrameSender, R: FrameReceiver>(
         &self,
         sender: S,
         receiver: R,

@@ -2,7 +2,7 @@
 //! names kept for the hub, and open requests bounded per agent.
 
 use super::*;
-use crate::hub::core::{HubOp, HUB_OP_HEADER};
+use crate::core::{HubOp, HUB_OP_HEADER};
 
 /// `agentwire_hub_dropped_messages_total{reason}` as the core counted it.
 pub(super) fn dropped(sim: &Sim, reason: &str) -> u64 {

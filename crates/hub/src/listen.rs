@@ -12,11 +12,11 @@ use tokio::task::JoinHandle;
 
 use super::Hub;
 use crate::metrics::outcome;
-use agentwire_transport::settings::SocketBuffers;
 use agentwire_tls::HubIdentity;
 use agentwire_transport::listen::{Listen, TcpListen, UnixListen};
-use agentwire_transport::{ConnectError, TransportError, TransportKind};
+use agentwire_transport::settings::SocketBuffers;
 use agentwire_transport::url::{HubEndpoint, HubUrl};
+use agentwire_transport::{ConnectError, TransportError, TransportKind};
 
 /// Where a listener is bound.
 #[derive(Debug, Clone, PartialEq, Eq)]

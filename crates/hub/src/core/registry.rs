@@ -14,7 +14,7 @@ use super::conn::Conn;
 /// What the hub does when an agent connects with an id that is already connected.
 ///
 /// ```
-/// use agentwire::hub::DuplicatePolicy;
+/// use agentwire_hub::DuplicatePolicy;
 /// assert_eq!("replace".parse::<DuplicatePolicy>().unwrap(), DuplicatePolicy::ReplaceOld);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

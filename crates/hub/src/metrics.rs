@@ -519,7 +519,7 @@ impl HubMetrics {
     /// combination visible (at 0) in the exposition.
     ///
     /// ```
-    /// use agentwire::metrics::HubMetrics;
+    /// use agentwire_hub::metrics::HubMetrics;
     /// let m = HubMetrics::new();
     /// let table = m.message_table("in", &["task", "event"], &["high", "low"]);
     /// table.record(1, 0, 10); // one `event` of class `high`, 10 bytes
