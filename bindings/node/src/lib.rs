@@ -10,9 +10,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agentwire_sdk::{
-    CompletionQueue, ConnectConfig, EmbeddedHub, HubConfigSpec, SdkAgent, SdkError,
-};
+use agentwire_sdk::{CompletionQueue, ConnectConfig, SdkAgent, SdkError};
+#[cfg(feature = "hub")]
+use agentwire_sdk::{EmbeddedHub, HubConfigSpec};
 use bytes::Bytes;
 use napi::bindgen_prelude::{Buffer, Either};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -175,6 +175,7 @@ pub struct NativeAgent {
 }
 
 /// A hub running in this process.
+#[cfg(feature = "hub")]
 #[napi]
 pub struct NativeHub {
     inner: Arc<EmbeddedHub>,
@@ -210,6 +211,7 @@ pub async fn connect(options: NativeConnectOptions) -> napi::Result<NativeAgent>
     })
 }
 
+#[cfg(feature = "hub")]
 #[napi]
 pub async fn start_hub(
     listen: Vec<String>,
@@ -481,6 +483,7 @@ impl NativeMessage {
     }
 }
 
+#[cfg(feature = "hub")]
 #[napi]
 impl NativeHub {
     #[napi(getter)]

@@ -22,9 +22,9 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agentwire_sdk::{
-    CompletionQueue, ConnectConfig, EmbeddedHub, HubConfigSpec, SdkAgent, SdkError,
-};
+use agentwire_sdk::{CompletionQueue, ConnectConfig, SdkAgent, SdkError};
+#[cfg(feature = "hub")]
+use agentwire_sdk::{EmbeddedHub, HubConfigSpec};
 use bytes::Bytes;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -57,6 +57,7 @@ enum Done {
     Message(agentwire_sdk::Message),
     MaybeMessage(Option<agentwire_sdk::Message>),
     Agent(SdkAgent),
+    #[cfg(feature = "hub")]
     Hub(EmbeddedHub),
     Failed(SdkError),
 }
@@ -190,6 +191,7 @@ impl Completions {
                     let agent = NativeAgent { inner: Arc::new(a) };
                     (true, Py::new(py, agent)?.into_any())
                 }
+                #[cfg(feature = "hub")]
                 Done::Hub(h) => {
                     let hub = NativeHub { inner: Arc::new(h) };
                     (true, Py::new(py, hub)?.into_any())
@@ -260,7 +262,9 @@ impl Completions {
         })
     }
 
-    /// Starts a hub in this process; the result is a `NativeHub`.
+    /// Starts a hub in this process; the result is a `NativeHub`. A build without the `hub`
+    /// feature (the agent API alone) raises instead.
+    #[cfg(feature = "hub")]
     #[pyo3(signature = (ticket, listen, cert_dir=None, token=None, store=None))]
     fn start_hub(
         &self,
@@ -283,7 +287,26 @@ impl Completions {
             }
         })
     }
+
+    /// This build has no embedded hub: raises (see the `hub` feature).
+    #[cfg(not(feature = "hub"))]
+    #[pyo3(signature = (ticket, listen, cert_dir=None, token=None, store=None))]
+    fn start_hub(
+        &self,
+        ticket: u64,
+        listen: Vec<String>,
+        cert_dir: Option<PathBuf>,
+        token: Option<String>,
+        store: Option<PathBuf>,
+    ) -> PyResult<()> {
+        let _ = (ticket, listen, cert_dir, token, store);
+        Err(PyRuntimeError::new_err(NO_HUB))
+    }
 }
+
+/// What `start_hub` says in a build without the `hub` feature.
+#[cfg(not(feature = "hub"))]
+const NO_HUB: &str = "this agentwire extension was built without the embedded hub (cargo feature \"hub\"); run a hub with `agentwire hub` and connect to it, or build with the feature";
 
 fn message(py: Python<'_>, m: agentwire_sdk::Message) -> PyResult<Py<PyAny>> {
     Ok(Py::new(py, NativeMessage { inner: Arc::new(m) })?.into_any())
@@ -306,6 +329,7 @@ struct NativeMessage {
 }
 
 /// A hub running in this process (see `agentwire.Hub`).
+#[cfg(feature = "hub")]
 #[pyclass(module = "agentwire._agentwire", frozen)]
 struct NativeHub {
     inner: Arc<EmbeddedHub>,
@@ -542,6 +566,7 @@ impl NativeMessage {
     }
 }
 
+#[cfg(feature = "hub")]
 #[pymethods]
 impl NativeHub {
     #[getter]
@@ -569,6 +594,7 @@ fn _agentwire(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Completions>()?;
     m.add_class::<NativeAgent>()?;
     m.add_class::<NativeMessage>()?;
+    #[cfg(feature = "hub")]
     m.add_class::<NativeHub>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -55,7 +55,7 @@ pub(crate) struct ClientSetup {
     /// HTTP/3: the QUIC client configuration (TLS from [`ClientSetup::tls`] inside).
     pub quic: quinn::ClientConfig,
     /// HTTP/3 to a loopback server: the same with agentwire's loopback datagram size
-    /// ([`agentwire::QuicSettings::for_peer`]).
+    /// ([`agentwire_transport::QuicSettings::for_peer`]).
     pub quic_loopback: quinn::ClientConfig,
     /// HTTP/2 and HTTP/1.1: TLS over TCP (the same TLS configuration).
     pub tcp_tls: tokio_rustls::TlsConnector,
@@ -80,7 +80,7 @@ impl ClientSetup {
             .map_err(|e| anyhow::anyhow!("the TLS configuration does not suit QUIC: {e}"))?;
         let mut quic = quinn::ClientConfig::new(Arc::new(crypto));
         quic.transport_config(Arc::new(quic_transport(stream_window, conn_window)?));
-        let quic_loopback = agentwire::transport::quic::client_config_for(
+        let quic_loopback = agentwire_transport::quic::client_config_for(
             &quic,
             &quic_settings(stream_window, conn_window),
             SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -604,7 +604,7 @@ pub(crate) fn describe_tls(text: &str) -> String {
 
 /// Classifies a hyper error by what it and its sources say.
 pub(crate) fn classify_hyper(e: &hyper::Error) -> LoadError {
-    let message = agentwire::error_chain(e);
+    let message = agentwire_transport::error_chain(e);
     let kind = hyper_kind(e);
     LoadError::new(kind, message)
 }
@@ -651,12 +651,15 @@ pub(crate) fn quic_transport(
 }
 
 /// The QUIC settings used by `serve` and `load`.
-pub(crate) fn quic_settings(stream_window: u32, conn_window: u32) -> agentwire::QuicSettings {
-    agentwire::QuicSettings {
+pub(crate) fn quic_settings(
+    stream_window: u32,
+    conn_window: u32,
+) -> agentwire_transport::QuicSettings {
+    agentwire_transport::QuicSettings {
         datagrams: false,
         stream_receive_window: stream_window,
         receive_window: u64::from(conn_window),
-        ..agentwire::QuicSettings::default()
+        ..agentwire_transport::QuicSettings::default()
     }
 }
 

@@ -590,7 +590,7 @@ fn client_endpoint(server: SocketAddr) -> Result<quinn::Endpoint> {
     let (socket, _) = settings
         .bind_udp(local)
         .with_context(|| format!("binding a UDP socket on {local}"))?;
-    agentwire::transport::quic::endpoint_on(socket, &settings, None)
+    agentwire_transport::quic::endpoint_on(socket, &settings, None)
         .context("creating the QUIC client endpoint")
 }
 

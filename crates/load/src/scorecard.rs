@@ -789,9 +789,9 @@ pub fn run(config: &ScorecardConfig, progress: &mut dyn FnMut(&ScenarioRun)) -> 
         ScorecardTarget::InProcess => {
             let dir = tempfile::tempdir().context("creating a temporary directory")?;
             let certs: PathBuf = dir.path().join("certs");
-            let bundle = agentwire::tls::generate(&agentwire::tls::default_hub_names())
+            let bundle = agentwire_tls::generate(&agentwire_tls::default_hub_names())
                 .context("generating a certificate")?;
-            agentwire::tls::write_cert_dir(&certs, &bundle, false)
+            agentwire_tls::write_cert_dir(&certs, &bundle, false)
                 .with_context(|| format!("writing certificates into {}", certs.display()))?;
             let mut sc = ServeConfig::new(dir.path().join("www"), certs.clone());
             sc.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));

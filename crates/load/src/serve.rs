@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use agentwire::tls::HubIdentity;
+use agentwire_tls::HubIdentity;
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
 use futures_util::stream::FuturesUnordered;
@@ -149,9 +149,9 @@ pub fn start(config: ServeConfig) -> Result<ServerHandle> {
         )
     })?;
     let mut tcp_tls =
-        agentwire::tls::server_config(&identity, &[crate::ALPN_H2, crate::ALPN_HTTP11])?;
+        agentwire_tls::server_config(&identity, &[crate::ALPN_H2, crate::ALPN_HTTP11])?;
     tcp_tls.max_early_data_size = 0;
-    let quic_tls = agentwire::tls::server_config(&identity, &[crate::ALPN_H3])?;
+    let quic_tls = agentwire_tls::server_config(&identity, &[crate::ALPN_H3])?;
     let quic_crypto = quinn::crypto::rustls::QuicServerConfig::try_from(quic_tls)
         .map_err(|e| anyhow!("the TLS configuration does not suit QUIC: {e}"))?;
     let mut quic_config = quinn::ServerConfig::with_crypto(Arc::new(quic_crypto));
@@ -229,7 +229,7 @@ async fn bind_both(
         match bind_tcp(udp_addr) {
             Ok(tcp) => {
                 let endpoint =
-                    agentwire::transport::quic::endpoint_on(udp, settings, Some(quic.base.clone()))
+                    agentwire_transport::quic::endpoint_on(udp, settings, Some(quic.base.clone()))
                         .context("creating the QUIC endpoint")?;
                 let tcp = TcpListener::from_std(tcp).context("registering the TCP listener")?;
                 return Ok((tcp, endpoint, udp_addr));
@@ -260,7 +260,7 @@ fn bind_tcp(addr: SocketAddr) -> Result<std::net::TcpListener> {
 /// agentwire's settings (loopback peers get the loopback datagram size).
 struct QuicAccept {
     base: quinn::ServerConfig,
-    settings: agentwire::QuicSettings,
+    settings: agentwire_transport::QuicSettings,
 }
 
 /// The HTTP/3 side of the server: its endpoint and how it accepts.
@@ -375,7 +375,7 @@ async fn accept_quic(
         let quic = quic.clone();
         tokio::spawn(async move {
             let serve = async {
-                let accepted = agentwire::transport::quic::accept_incoming(
+                let accepted = agentwire_transport::quic::accept_incoming(
                     incoming,
                     &quic.base,
                     &quic.settings,

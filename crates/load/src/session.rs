@@ -14,7 +14,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use agentwire::HubTrust;
+use agentwire_tls::HubTrust;
 use anyhow::{Context, Result};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::{DigitallySignedStruct, SignatureScheme};
@@ -39,11 +39,11 @@ impl TlsSetup {
     /// offered on new connections, and `early_data` allows QUIC 0-RTT with them.
     pub(crate) fn new(trust: &Trust, alpn: &[u8], resume: bool, early_data: bool) -> Result<Self> {
         let verifier = match trust {
-            Trust::Ca(path) => agentwire::tls::server_verifier(
+            Trust::Ca(path) => agentwire_tls::server_verifier(
                 &HubTrust::ca_file(path)
                     .with_context(|| format!("loading the CA certificate {}", path.display()))?,
             )?,
-            Trust::Insecure => agentwire::tls::server_verifier(&HubTrust::Insecure)?,
+            Trust::Insecure => agentwire_tls::server_verifier(&HubTrust::Insecure)?,
             Trust::NoCa => no_ca_verifier()?,
         };
         let verified = Arc::new(AtomicU64::new(0));
@@ -51,7 +51,7 @@ impl TlsSetup {
             inner: verifier,
             verified: verified.clone(),
         });
-        let mut config = agentwire::tls::client_config_with_verifier(counting, &[alpn])?;
+        let mut config = agentwire_tls::client_config_with_verifier(counting, &[alpn])?;
         config.resumption = if resume {
             rustls::client::Resumption::in_memory_sessions(SESSION_CACHE_SERVERS)
         } else {
@@ -80,9 +80,9 @@ impl TlsSetup {
 /// not build a verifier over an empty root store, so it trusts only a throwaway CA made here,
 /// whose key is dropped at once and which signed nothing.)
 fn no_ca_verifier() -> Result<Arc<dyn ServerCertVerifier>> {
-    let bundle = agentwire::tls::generate(&["unused.invalid".to_string()])?;
+    let bundle = agentwire_tls::generate(&["unused.invalid".to_string()])?;
     let trust = HubTrust::ca_pem(&bundle.ca_cert_pem)?;
-    Ok(agentwire::tls::server_verifier(&trust)?)
+    Ok(agentwire_tls::server_verifier(&trust)?)
 }
 
 /// Delegates to the real verifier and counts the certificates it accepted.

@@ -45,8 +45,8 @@ fn frame(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 /// Starts the scripted server; it records every frame it receives and stops by itself after
 /// `HANG_GUARD`.
 fn raw_h2_server(certs: &Path, script: Script) -> (SocketAddr, Arc<Mutex<Vec<Frame>>>) {
-    let identity = agentwire::tls::HubIdentity::from_dir(certs).unwrap();
-    let tls = agentwire::tls::server_config(&identity, &[agentwire_load::ALPN_H2]).unwrap();
+    let identity = agentwire_tls::HubIdentity::from_dir(certs).unwrap();
+    let tls = agentwire_tls::server_config(&identity, &[agentwire_load::ALPN_H2]).unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();

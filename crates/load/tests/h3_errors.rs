@@ -10,8 +10,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire::tls::HubTrust;
 use agentwire_load::serve::{self, ServeConfig, ServerHandle};
+use agentwire_tls::HubTrust;
 
 const HANG_GUARD: Duration = Duration::from_secs(20);
 
@@ -35,7 +35,7 @@ fn setup_with(adjust: impl FnOnce(&mut ServeConfig)) -> Setup {
     adjust(&mut config);
     let server = serve::start(config).unwrap();
     let trust = HubTrust::ca_file(&certs.join("ca.pem")).unwrap();
-    let tls = agentwire::tls::client_config(&trust, &[b"h3"]).unwrap();
+    let tls = agentwire_tls::client_config(&trust, &[b"h3"]).unwrap();
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
     Setup {
         _dir: dir,
@@ -219,13 +219,13 @@ fn a_request_whose_headers_never_complete_is_rejected_and_the_connection_goes_on
 fn loopback_downloads_come_in_loopback_sized_datagrams() {
     let s = setup();
     runtime().block_on(async {
-        let settings = agentwire::QuicSettings {
+        let settings = agentwire_transport::QuicSettings {
             datagrams: false,
-            ..agentwire::QuicSettings::default()
+            ..agentwire_transport::QuicSettings::default()
         };
         let (socket, _) = settings.bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
-        let endpoint = agentwire::transport::quic::endpoint_on(socket, &settings, None).unwrap();
-        let config = agentwire::transport::quic::client_config_for(
+        let endpoint = agentwire_transport::quic::endpoint_on(socket, &settings, None).unwrap();
+        let config = agentwire_transport::quic::client_config_for(
             &s.client,
             &settings,
             s.server.local_addr(),

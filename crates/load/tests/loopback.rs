@@ -300,9 +300,9 @@ fn untrusted_certificates_fail_with_a_clear_tls_error() {
 /// body bytes: HTTP/1.1 over TLS on TCP, and HTTP/3 on UDP. It stops by itself after
 /// `HANG_GUARD`.
 fn lying_server(certs: &Path) -> (std::net::SocketAddr, std::net::SocketAddr) {
-    let identity = agentwire::tls::HubIdentity::from_dir(certs).unwrap();
-    let tcp_tls = agentwire::tls::server_config(&identity, &[agentwire_load::ALPN_HTTP11]).unwrap();
-    let quic_tls = agentwire::tls::server_config(&identity, &[agentwire_load::ALPN_H3]).unwrap();
+    let identity = agentwire_tls::HubIdentity::from_dir(certs).unwrap();
+    let tcp_tls = agentwire_tls::server_config(&identity, &[agentwire_load::ALPN_HTTP11]).unwrap();
+    let quic_tls = agentwire_tls::server_config(&identity, &[agentwire_load::ALPN_H3]).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -569,8 +569,8 @@ fn requests_in_rejected_zero_rtt_are_sent_again_not_lost() {
 /// by itself after `HANG_GUARD`.
 fn keepalive_limited_server(certs: &Path, per_conn: usize) -> std::net::SocketAddr {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let identity = agentwire::tls::HubIdentity::from_dir(certs).unwrap();
-    let tls = agentwire::tls::server_config(
+    let identity = agentwire_tls::HubIdentity::from_dir(certs).unwrap();
+    let tls = agentwire_tls::server_config(
         &identity,
         &[agentwire_load::ALPN_H2, agentwire_load::ALPN_HTTP11],
     )

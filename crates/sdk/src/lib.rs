@@ -16,6 +16,7 @@ mod agent;
 mod completions;
 mod config;
 mod error;
+#[cfg(feature = "hub")]
 mod hub;
 mod message;
 
@@ -23,6 +24,7 @@ pub use agent::SdkAgent;
 pub use completions::CompletionQueue;
 pub use config::ConnectConfig;
 pub use error::{ErrorKind, SdkError};
+#[cfg(feature = "hub")]
 pub use hub::{EmbeddedHub, HubConfigSpec};
 pub use message::Message;
 

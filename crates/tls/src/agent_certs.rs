@@ -17,9 +17,11 @@ use std::sync::Arc;
 
 use rustls_pki_types::CertificateDer;
 
+#[cfg(feature = "generate")]
+use super::gen_err;
 #[cfg(test)]
 use super::ClientCa;
-use super::{gen_err, io_err, write_file, TlsError};
+use super::{io_err, write_file, TlsError};
 
 /// Longest agent id a certificate may name (the hub accepts ids of at most 128 bytes too).
 pub const MAX_CERT_AGENT_ID: usize = 128;
@@ -56,6 +58,7 @@ impl std::fmt::Debug for AgentCert {
     }
 }
 
+#[cfg(feature = "generate")]
 /// Issues a client certificate for `agent_id`, signed by the CA in `ca_cert_pem` and
 /// `ca_key_pem` (as [`super::generate`] made them), valid from January 1st of last year until
 /// `days` days from now. ECDSA P-256; subject common name = `agent_id`; extended key usage
@@ -212,7 +215,7 @@ pub fn peer_agent_id(chain: &[CertificateDer<'_>]) -> Option<Arc<str>> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "generate"))]
 mod tests {
     use super::*;
     use rustls_pki_types::pem::PemObject;

@@ -434,7 +434,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "generate"))]
 mod tests {
     use super::*;
     use rustls_pki_types::pem::PemObject;
