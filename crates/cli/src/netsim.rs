@@ -2,6 +2,8 @@
 //! emulator itself). The impairment logic lives in `agentwire_netsim`; this module only wires
 //! sockets, namespaces and output.
 
+use crate::args::RelayArgs;
+use crate::until_stopped;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -960,6 +962,97 @@ pub async fn up(a: UpArgs) -> Result<()> {
         (Err(_), Err(e)) => eprintln!("error: removing the namespaces: {e}"),
     }
     outcome
+}
+
+/// `agentwire netsim relay`: socket relay mode (see `agentwire_netsim::relay`).
+pub(crate) async fn relay(a: RelayArgs) -> Result<()> {
+    use agentwire_netsim::relay::{tcp_ignores, TcpRelay, UdpRelay};
+    use agentwire_netsim::Spec;
+
+    let forward = Spec::parse(&a.spec).context("--spec")?;
+    let reverse = match &a.reverse_spec {
+        Some(r) => Spec::parse(r).context("--reverse-spec")?,
+        None => forward.clone(),
+    };
+    let seed = a.seed.or(forward.seed).unwrap_or(0);
+    let (want_udp, want_tcp) = if a.udp || a.tcp {
+        (a.udp, a.tcp)
+    } else {
+        (true, true)
+    };
+    let label = match &a.reverse_spec {
+        None => format!("[{}]", a.spec.trim()),
+        Some(r) => format!("[forward {}; reverse {}]", a.spec.trim(), r.trim()),
+    };
+
+    let udp = if want_udp {
+        let relay = UdpRelay::start(
+            a.listen,
+            a.to,
+            forward.impairment.clone(),
+            reverse.impairment.clone(),
+            seed,
+        )
+        .await
+        .with_context(|| format!("starting the UDP relay on {}", a.listen))?;
+        println!(
+            "netsim relay (socket mode) udp {} -> {} {label}",
+            relay.local_addr(),
+            a.to
+        );
+        Some(relay)
+    } else {
+        None
+    };
+    let tcp = if want_tcp {
+        // With port 0, try the UDP relay's port first so both share one port number.
+        let mut listen = a.listen;
+        if let (0, Some(u)) = (listen.port(), &udp) {
+            listen.set_port(u.local_addr().port());
+        }
+        let start = |l| {
+            TcpRelay::start(
+                l,
+                a.to,
+                forward.impairment.clone(),
+                reverse.impairment.clone(),
+                seed,
+            )
+        };
+        let relay = match start(listen).await {
+            Ok(r) => Ok(r),
+            Err(_) if a.listen.port() == 0 => start(a.listen).await,
+            Err(e) => Err(e),
+        }
+        .with_context(|| format!("starting the TCP relay on {listen}"))?;
+        let ignored = if tcp_ignores(&forward.impairment) || tcp_ignores(&reverse.impairment) {
+            " (loss/reorder/dup ignored on TCP)"
+        } else {
+            ""
+        };
+        println!(
+            "netsim relay (socket mode) tcp {} -> {} {label}{ignored}",
+            relay.local_addr(),
+            a.to
+        );
+        Some(relay)
+    } else {
+        None
+    };
+
+    let interval = (a.stats_interval > 0).then(|| Duration::from_secs(a.stats_interval));
+    until_stopped(interval, || {
+        let line = serde_json::json!({
+            "mode": "socket",
+            "udp": udp.as_ref().map(|r| r.stats()),
+            "tcp": tcp.as_ref().map(|r| r.stats()),
+        });
+        eprintln!("{line}");
+        Ok(())
+    })
+    .await?;
+    println!("netsim relay stopped");
+    Ok(())
 }
 
 #[cfg(test)]
