@@ -1,0 +1,318 @@
+//! The sending half of a QUIC connection: frames onto the control stream, per-message streams or one lane per priority class, with the class's stream priority.
+//!
+//! This module owns stream choice and priorities on the way out; it must not read.
+
+use super::*;
+
+pub(super) fn quic_priority(class: SendClass) -> i32 {
+    match class {
+        SendClass::Control | SendClass::Heartbeat => 16,
+        SendClass::Message(p) | SendClass::Request(p) => match p {
+            Priority::Critical => 12,
+            Priority::High => 8,
+            Priority::Medium => 4,
+            Priority::Low => 0,
+        },
+    }
+}
+
+/// Sending half of a QUIC connection.
+#[derive(Clone)]
+pub struct QuicSender {
+    pub(super) inner: Arc<SenderInner>,
+}
+
+pub(super) struct SenderInner {
+    pub(super) conn: Connection,
+    pub(super) control: Mutex<SendStream>,
+    pub(super) lanes: [Mutex<Option<SendStream>>; 4],
+    pub(super) mapping: StreamMapping,
+    pub(super) datagrams: bool,
+    pub(super) peer_max: AtomicU32,
+    pub(super) streams_opened: AtomicU64,
+    pub(super) datagrams_sent: AtomicU64,
+    pub(super) request_streams: AtomicU64,
+    pub(super) replies_on_request_streams: AtomicU64,
+    /// Reads answers arriving on the request streams this side opens.
+    pub(super) reader: StreamReader,
+    /// The connection's share of the hub's receive budget, held as long as the connection.
+    pub(super) admission: std::sync::Mutex<Option<Admission>>,
+    /// The window to raise the connection to once its hello is accepted (0: leave it).
+    pub(super) window_after_hello: AtomicU64,
+    /// Message streams finished but perhaps not yet acknowledged, kept (by agents'
+    /// connections: [`QuicSender::keep_sent_streams`]) so that `delivered` can wait for them.
+    pub(super) sent: std::sync::OnceLock<std::sync::Mutex<SentStreams>>,
+    /// The peer understands counted goodbyes: this side's goodbye names its message streams.
+    pub(super) count_goodbye: std::sync::atomic::AtomicBool,
+}
+
+/// Finished message streams whose acknowledgement may still be outstanding. Those already
+/// acknowledged are dropped whenever the list has doubled since the last look, so it stays
+/// about as long as the data in flight, at a cost per message that does not grow with it.
+#[derive(Default)]
+pub(super) struct SentStreams {
+    pub(super) streams: Vec<SendStream>,
+    pub(super) look_at: usize,
+}
+
+impl SentStreams {
+    pub(super) fn keep(&mut self, stream: SendStream) {
+        if self.streams.len() >= self.look_at {
+            self.streams
+                .retain(|s| futures_util::FutureExt::now_or_never(s.stopped()).is_none());
+            self.look_at = (self.streams.len() * 2).max(64);
+        }
+        self.streams.push(stream);
+    }
+}
+
+impl QuicSender {
+    /// Keeps every finished message stream until the peer acknowledges it, so that
+    /// [`FrameSender::delivered`] can wait for all of them (agents do, before their goodbye).
+    pub fn keep_sent_streams(&self) {
+        let _ = self
+            .inner
+            .sent
+            .set(std::sync::Mutex::new(SentStreams::default()));
+    }
+
+    pub(super) fn finished(&self, stream: SendStream) {
+        if let Some(sent) = self.inner.sent.get() {
+            sent.lock().unwrap_or_else(|p| p.into_inner()).keep(stream);
+        }
+    }
+
+    /// Keeps the connection's place in a receive budget until the last sender is dropped.
+    pub(super) fn hold_admission(&self, admission: Admission) {
+        *self
+            .inner
+            .admission
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(admission);
+    }
+
+    /// The underlying quinn connection (for stats, addresses and tests).
+    pub fn connection(&self) -> &Connection {
+        &self.inner.conn
+    }
+
+    pub(super) async fn write_control(&self, frame: Bytes) -> Result<(), TransportError> {
+        let mut control = self.inner.control.lock().await;
+        // A goodbye names the message streams opened before it (all of them: the control
+        // stream's lock is held, and nothing is sent after a goodbye), so that the peer
+        // passes it on only after their frames.
+        let frame = match self.inner.count_goodbye.load(Ordering::Relaxed) {
+            true => {
+                let opened = self.inner.streams_opened.load(Ordering::Relaxed) - 1;
+                counted_goodbye::count(&frame, opened).unwrap_or(frame)
+            }
+            false => frame,
+        };
+        control.write_chunk(frame).await.map_err(map_write_error)
+    }
+
+    pub(super) async fn write_message(
+        &self,
+        frame: Bytes,
+        class: SendClass,
+    ) -> Result<(), TransportError> {
+        let inner = &self.inner;
+        let open = || async {
+            let stream = inner
+                .conn
+                .open_uni()
+                .await
+                .map_err(|e| map_connection_error(&e))?;
+            let _ = stream.set_priority(quic_priority(class));
+            inner.streams_opened.fetch_add(1, Ordering::Relaxed);
+            Ok::<_, TransportError>(stream)
+        };
+        match (inner.mapping, class) {
+            (StreamMapping::PerMessage, SendClass::Request(_)) => {
+                let (mut stream, answers) = inner
+                    .conn
+                    .open_bi()
+                    .await
+                    .map_err(|e| map_connection_error(&e))?;
+                let _ = stream.set_priority(quic_priority(class));
+                inner.streams_opened.fetch_add(1, Ordering::Relaxed);
+                inner.request_streams.fetch_add(1, Ordering::Relaxed);
+                // The answer comes back on the other direction of this stream.
+                tokio::spawn(inner.reader.clone().pump(
+                    answers,
+                    None,
+                    None,
+                    Vec::new(),
+                    Counted::No,
+                ));
+                stream.write_chunk(frame).await.map_err(map_write_error)?;
+                let _ = stream.finish();
+                self.finished(stream);
+                Ok(())
+            }
+            (StreamMapping::Lanes, SendClass::Message(p) | SendClass::Request(p)) => {
+                let mut lane = inner.lanes[p.index()].lock().await;
+                let stream = match lane.as_mut() {
+                    Some(s) => s,
+                    None => lane.insert(open().await?),
+                };
+                stream.write_chunk(frame).await.map_err(map_write_error)
+            }
+            _ => {
+                let mut stream = open().await?;
+                stream.write_chunk(frame).await.map_err(map_write_error)?;
+                // Ends the stream; the bytes still go out (and are retransmitted) after this.
+                let _ = stream.finish();
+                self.finished(stream);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl FrameSender for QuicSender {
+    async fn send_frame(&self, frame: Bytes, class: SendClass) -> Result<(), TransportError> {
+        check_outgoing(&frame, self.inner.peer_max.load(Ordering::Relaxed))?;
+        match class {
+            SendClass::Control => self.write_control(frame).await,
+            SendClass::Heartbeat => {
+                let fits = self
+                    .inner
+                    .conn
+                    .max_datagram_size()
+                    .is_some_and(|max| frame.len() <= max);
+                if self.inner.datagrams && fits {
+                    match self.inner.conn.send_datagram(frame.clone()) {
+                        Ok(()) => {
+                            self.inner.datagrams_sent.fetch_add(1, Ordering::Relaxed);
+                            return Ok(());
+                        }
+                        Err(quinn::SendDatagramError::ConnectionLost(c)) => {
+                            return Err(map_connection_error(&c))
+                        }
+                        Err(_) => {}
+                    }
+                }
+                self.write_control(frame).await
+            }
+            SendClass::Message(_) | SendClass::Request(_) => self.write_message(frame, class).await,
+        }
+    }
+
+    async fn send_reply(
+        &self,
+        frame: Bytes,
+        priority: Priority,
+        slot: ReplySlot,
+    ) -> Result<(), TransportError> {
+        let Some(mut stream) = slot.into_quic() else {
+            return self.send_frame(frame, SendClass::Message(priority)).await;
+        };
+        check_outgoing(&frame, self.inner.peer_max.load(Ordering::Relaxed))?;
+        let _ = stream.set_priority(quic_priority(SendClass::Message(priority)));
+        match stream.write_chunk(frame.clone()).await {
+            Ok(()) => {
+                let _ = stream.finish();
+                self.finished(stream);
+                self.inner
+                    .replies_on_request_streams
+                    .fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            // The requester gave up on this stream (stopped it); the answer still goes out,
+            // as an ordinary message, in case it waits by correlation.
+            Err(quinn::WriteError::Stopped(_)) | Err(quinn::WriteError::ClosedStream) => {
+                self.send_frame(frame, SendClass::Message(priority)).await
+            }
+            Err(e) => Err(map_write_error(e)),
+        }
+    }
+
+    fn set_peer_max_frame_size(&self, max: u32) {
+        self.inner.peer_max.store(max, Ordering::Relaxed);
+    }
+
+    fn count_streams_in_goodbye(&self) {
+        self.inner.count_goodbye.store(true, Ordering::Relaxed);
+    }
+
+    fn hello_accepted(&self) {
+        self.inner
+            .reader
+            .max_buffered
+            .store(DEFAULT_MAX_BUFFERED_BYTES, Ordering::Relaxed);
+        let mut admission = self
+            .inner
+            .admission
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match admission.as_mut() {
+            // Its share of the receive budget, adjusted by the budget from now on.
+            Some(admission) => admission.register(&self.inner.conn),
+            None => {
+                let window = self.inner.window_after_hello.swap(0, Ordering::Relaxed);
+                if window > 0 {
+                    self.inner
+                        .conn
+                        .set_receive_window(VarInt::from_u64(window).unwrap_or(VarInt::MAX));
+                }
+            }
+        }
+    }
+
+    fn close(&self, code: ErrorCode, reason: &str) {
+        self.inner
+            .conn
+            .close(VarInt::from_u32(code.code()), reason.as_bytes());
+    }
+
+    async fn closed(&self) -> TransportError {
+        map_connection_error(&self.inner.conn.closed().await)
+    }
+
+    fn stats(&self) -> ConnectionStats {
+        let s = self.inner.conn.stats();
+        ConnectionStats {
+            transport: TransportKind::Quic.name(),
+            remote_addr: Some(self.inner.conn.remote_address()),
+            rtt_us: u64::try_from(s.path.rtt.as_micros()).unwrap_or(u64::MAX),
+            cwnd_bytes: s.path.cwnd,
+            lost_packets: s.path.lost_packets,
+            lost_bytes: s.path.lost_bytes,
+            sent_packets: s.path.sent_packets,
+            bytes_sent: s.udp_tx.bytes,
+            bytes_received: s.udp_rx.bytes,
+            streams_opened: self.inner.streams_opened.load(Ordering::Relaxed),
+            datagrams_sent: self.inner.datagrams_sent.load(Ordering::Relaxed),
+            request_streams: self.inner.request_streams.load(Ordering::Relaxed),
+            replies_on_request_streams: self
+                .inner
+                .replies_on_request_streams
+                .load(Ordering::Relaxed),
+            mtu: s.path.current_mtu,
+            congestion_events: s.path.congestion_events,
+        }
+    }
+
+    async fn delivered(&self) {
+        let Some(sent) = self.inner.sent.get() else {
+            return;
+        };
+        // A lane stays open for the next message: end it, so that its data can be awaited
+        // like a finished stream's (the next message on that lane opens a new one).
+        for lane in &self.inner.lanes {
+            if let Some(mut stream) = lane.lock().await.take() {
+                let _ = stream.finish();
+                self.finished(stream);
+            }
+        }
+        let streams = std::mem::take(&mut sent.lock().unwrap_or_else(|p| p.into_inner()).streams);
+        for stream in &streams {
+            let _ = stream.stopped().await;
+        }
+    }
+
+    fn kind(&self) -> TransportKind {
+        TransportKind::Quic
+    }
+}
