@@ -32,6 +32,8 @@
 
 #![warn(missing_docs)]
 
+pub mod cell;
+mod format;
 pub mod netpath;
 pub mod queue_load;
 pub mod record;
@@ -52,9 +54,10 @@ use serde::Serialize;
 
 // The shared measurement modules, still reachable here under their old paths.
 pub use agentwire_measure::{environment, resources, stats};
+pub use cell::{BenchTransport, CellConfig, NetworkProfile};
 pub use environment::{build_profile, Environment};
 pub use record::*;
-pub use scenario::{run_cell, BenchTransport, CellConfig};
+pub use scenario::run_cell;
 pub use server::HubLauncher;
 pub use stats::LatencySummary;
 

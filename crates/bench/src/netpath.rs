@@ -17,7 +17,8 @@ use agentwire_netsim::stage::{Stage, StageKind};
 use agentwire_netsim::Spec;
 use anyhow::{anyhow, Context, Result};
 
-use crate::record::{EmulatorRecord, NetworkProfile};
+use crate::cell::NetworkProfile;
+use crate::record::EmulatorRecord;
 use crate::resources;
 
 /// Prefix of the emulator's thread names, either stage's (their CPU is taken out of the agent

@@ -20,11 +20,13 @@ use std::time::Duration;
 use agentwire::hub::{Hub, HubConfig, Listener};
 use agentwire::metrics::HubMetrics;
 use agentwire::tls::{self, HubIdentity};
-use agentwire::{Agent, AgentOptions, CongestionControl, HubTrust, HubUrl, Kind, QuicSettings};
+use agentwire::{
+    Agent, AgentHandle, AgentOptions, CongestionControl, HubTrust, HubUrl, Kind, QuicSettings,
+};
 use anyhow::{anyhow, bail, Context, Result};
 use tokio::task::JoinSet;
 
-use crate::scenario::BenchTransport;
+use crate::cell::{BenchTransport, CellConfig};
 
 /// Time allowed for the hub to start listening and the workers to connect.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -85,6 +87,21 @@ pub struct QuicKnobs {
     pub endpoints: usize,
     /// Directory for qlog traces, if any.
     pub qlog_dir: Option<PathBuf>,
+}
+
+impl QuicKnobs {
+    /// The QUIC settings this cell gives the hub, the workers and the clients.
+    pub fn of(config: &CellConfig) -> QuicKnobs {
+        QuicKnobs {
+            cc: config.quic_cc,
+            max_streams: config.quic_max_streams,
+            max_mtu: config.quic_max_mtu,
+            loopback_mtu: config.quic_loopback_mtu,
+            receive_budget: config.quic_receive_budget,
+            endpoints: config.quic_endpoints,
+            qlog_dir: config.qlog_dir.clone(),
+        }
+    }
 }
 
 impl QuicKnobs {
@@ -320,7 +337,7 @@ fn server_thread(
             // Either a stop or the sender dropped: both end the cell.
             let _ = stop_rx.await;
         }
-        crate::scenario::close_all(handles).await;
+        close_all(handles).await;
         echo.abort_all();
         hub.stop();
         drop(dir);
@@ -522,8 +539,24 @@ async fn connect_workers(spec: &ServerSpec, ready: &ServerReady) -> Result<Vec<A
     match first_error {
         None => Ok(agents),
         Some(e) => {
-            crate::scenario::close_all(agents.iter().map(|a| a.handle().clone()).collect()).await;
+            close_all(agents.iter().map(|a| a.handle().clone()).collect()).await;
             Err(e)
         }
     }
+}
+
+/// Time allowed for closing all agents at the end of a cell.
+pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Closes every agent concurrently, waiting at most [`CLOSE_TIMEOUT`].
+pub(crate) async fn close_all(handles: Vec<AgentHandle>) {
+    let mut closing = JoinSet::new();
+    for h in handles {
+        closing.spawn(async move { h.close().await });
+    }
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, async {
+        while closing.join_next().await.is_some() {}
+    })
+    .await;
+    closing.abort_all();
 }

@@ -182,7 +182,7 @@ pub fn bound_kind(mark: &str) -> Option<&str> {
 
 /// A message size as people write it: `1 KiB`, `64 B`.
 fn size_text(bytes: usize) -> String {
-    crate::report::size_label(bytes)
+    crate::format::size_label(bytes)
 }
 
 fn thousands(v: f64) -> String {
