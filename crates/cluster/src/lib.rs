@@ -22,6 +22,7 @@
 //! A hub's own error for a request of another hub's agent travels back to that hub, which
 //! settles the request with it.
 
+mod error;
 pub mod lease;
 pub mod link;
 pub mod node;
@@ -29,4 +30,5 @@ mod owner;
 pub mod presence;
 pub mod store;
 
-pub use node::{Cluster, ClusterConfig, ClusterError, QueuePlacement};
+pub use error::ClusterError;
+pub use node::{Cluster, ClusterConfig, QueuePlacement};

@@ -9,6 +9,7 @@ use agentwire::hub::{DuplicatePolicy, Hub};
 use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
+pub use crate::error::ClusterError;
 use crate::link::{
     sending_hub, stand_in, Shared, StandInFeed, StandInSender, DELIVER_HEADER, FROM_HEADER,
     HUB_ANSWER_HEADER,
@@ -80,56 +81,6 @@ impl ClusterConfig {
             queues: QueuePlacement::JetStream { replicas: 3 },
         }
     }
-}
-
-/// Why a hub could not join its cluster.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    /// A setting is unusable (a name with characters NATS subjects cannot hold, no server).
-    #[error("invalid cluster setting: {0}")]
-    Config(String),
-    /// NATS did not answer in time.
-    #[error("cannot reach NATS at {servers}: no answer within {timeout:?}")]
-    ConnectTimeout {
-        /// The servers tried.
-        servers: String,
-        /// The time allowed.
-        timeout: Duration,
-    },
-    /// NATS could not be reached.
-    #[error("cannot reach NATS at {servers}")]
-    Connect {
-        /// The servers tried.
-        servers: String,
-        /// Why.
-        #[source]
-        source: async_nats::ConnectError,
-    },
-    /// The credentials file cannot be used.
-    #[error("cannot use the NATS credentials file {path}")]
-    Credentials {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The queues cannot be kept in JetStream (not enabled on the NATS servers, or the
-    /// stream cannot be made or read).
-    #[error("cannot keep the work queues in JetStream (does nats-server run with -js?)")]
-    Queues(#[source] agentwire_queue::StoreError),
-    /// The lease that names the hub keeping the queues cannot be made.
-    #[error("cannot make the queue owner's lease in JetStream: {0}")]
-    Lease(String),
-    /// NATS refused a subscription.
-    #[error("cannot subscribe to {subject}")]
-    Subscribe {
-        /// The subject.
-        subject: String,
-        /// Why.
-        #[source]
-        source: async_nats::SubscribeError,
-    },
 }
 
 /// A NATS URL without the user, password or token it may carry, for messages and logs.

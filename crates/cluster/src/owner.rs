@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 use agentwire::hub::Hub;
 use async_nats::jetstream::{self, kv};
 
+use crate::error::ClusterError;
 use crate::lease::Lease;
 use crate::link::{queue_owner_stand_in, Shared, StandInFeed, StandInSender};
-use crate::node::ClusterError;
 use crate::store::{JetStreamStore, StoreLayout};
 
 /// The lease's key.

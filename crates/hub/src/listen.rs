@@ -13,8 +13,9 @@ use tokio::task::JoinHandle;
 use super::Hub;
 use crate::metrics::outcome;
 use agentwire_tls::HubIdentity;
-use agentwire_transport::listen::{Listen, TcpListen, UnixListen};
+use agentwire_transport::listen::Listen;
 use agentwire_transport::settings::SocketBuffers;
+use agentwire_transport::stream_listen::{TcpListen, UnixListen};
 use agentwire_transport::url::{HubEndpoint, HubUrl};
 use agentwire_transport::{ConnectError, TransportError, TransportKind};
 

@@ -52,6 +52,8 @@ mod link;
 #[cfg(target_os = "linux")]
 mod netlink;
 #[cfg(target_os = "linux")]
+mod netns;
+#[cfg(target_os = "linux")]
 pub mod packet;
 pub mod relay;
 mod spec;

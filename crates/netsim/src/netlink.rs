@@ -14,7 +14,7 @@ use std::path::Path;
 use futures_util::TryStreamExt;
 use rtnetlink::{Handle, LinkUnspec, LinkVeth};
 
-use crate::packet::{in_namespace, netns_path, PacketError, NETNS_DIR};
+use crate::netns::{in_namespace, netns_path, PacketError, NETNS_DIR};
 use crate::sys;
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> PacketError {

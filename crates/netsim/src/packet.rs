@@ -41,7 +41,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -49,10 +49,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nix::sched::{setns, CloneFlags};
-
 pub use crate::netlink::{add_namespace, delete_namespace};
 use crate::netlink::{add_veth, configure};
+pub use crate::netns::{
+    enter_netns, namespace_exists, netns_path, PacketError, NETNS_DIR, PRIVILEGES_HINT,
+};
+pub(crate) use crate::netns::{in_namespace, io_err};
 use crate::{Impairment, Link, Stats, Verdict};
 
 /// Address of the client end of the veth pair (prefix length [`PREFIX_LEN`]).
@@ -71,64 +73,6 @@ pub const SERVER_DEV: &str = "aw1";
 pub const NS_PREFIX: &str = "aw-";
 /// Longest name accepted by [`Topology::named`].
 pub const MAX_NAME_LEN: usize = 32;
-/// Where `ip netns` keeps its namespace handles.
-pub const NETNS_DIR: &str = "/var/run/netns";
-
-/// Message of [`PacketError::Privileges`]: what to do instead.
-pub const PRIVILEGES_HINT: &str = "packet mode needs root or CAP_NET_ADMIN and iptables; use the \
-     socket relay mode instead: `agentwire netsim relay ...`";
-
-/// Errors of the packet-level mode.
-#[derive(Debug, thiserror::Error)]
-pub enum PacketError {
-    /// The process may not create namespaces or iptables is missing.
-    #[error("{PRIVILEGES_HINT} ({reason})")]
-    Privileges {
-        /// What exactly failed.
-        reason: String,
-    },
-    /// Network namespaces cannot be made here (the bridge stage's only need).
-    #[error(
-        "the emulated network needs network namespaces: run as root, or where unprivileged \
-         user namespaces are enabled (agentwire then makes its own) ({reason})"
-    )]
-    Namespaces {
-        /// What exactly failed.
-        reason: String,
-    },
-    /// An external command (`iptables`, `modprobe`) failed.
-    #[error("`{command}` failed ({status}): {stderr}")]
-    Command {
-        /// The command line.
-        command: String,
-        /// Exit status, or why it could not be started.
-        status: String,
-        /// Its standard error, trimmed.
-        stderr: String,
-    },
-    /// A system call or the NFQUEUE socket failed.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The underlying error.
-        source: std::io::Error,
-    },
-    /// The impairment cannot be expressed in packet mode (e.g. duplication).
-    #[error("not supported in packet mode: {0}")]
-    Unsupported(String),
-    /// The impairment does not validate.
-    #[error(transparent)]
-    Config(#[from] crate::Error),
-    /// A stage thread failed to start.
-    #[error("packet stage thread: {0}")]
-    Thread(String),
-}
-
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> PacketError {
-    let context = context.into();
-    move |source| PacketError::Io { context, source }
-}
 
 /// Runs a command to completion; an error carries the command line and its stderr.
 fn run(program: &str, args: &[&str]) -> Result<String, PacketError> {
@@ -246,28 +190,6 @@ pub fn check_namespaces() -> Result<(), PacketError> {
     delete_namespace(&probe)
 }
 
-/// Path of namespace `name`'s handle, as created by `ip netns add`.
-pub fn netns_path(name: &str) -> PathBuf {
-    Path::new(NETNS_DIR).join(name)
-}
-
-/// Whether namespace `name` exists (its `ip netns` handle is present).
-pub fn namespace_exists(name: &str) -> bool {
-    netns_path(name).exists()
-}
-
-/// Moves the **calling thread** into network namespace `name` (`setns(2)` with
-/// `CLONE_NEWNET`). Other threads are unaffected; sockets created afterwards by this thread live
-/// in that namespace.
-pub fn enter_netns(name: &str) -> Result<(), PacketError> {
-    let path = netns_path(name);
-    let file = File::open(&path).map_err(io_err(format!("open {}", path.display())))?;
-    setns(&file, CloneFlags::CLONE_NEWNET).map_err(|e| PacketError::Io {
-        context: format!("setns({}, CLONE_NEWNET)", path.display()),
-        source: std::io::Error::from(e),
-    })
-}
-
 /// Lists the namespaces known to `ip netns`.
 pub fn list_namespaces() -> Result<Vec<String>, PacketError> {
     crate::netlink::namespaces()
@@ -311,24 +233,6 @@ pub enum Offloads {
     Disabled,
     /// They are left as the kernel set them; why.
     Unchanged(String),
-}
-
-/// Runs `f` on a thread of its own that has entered namespace `ns` (so the caller's thread
-/// stays where it is).
-pub(crate) fn in_namespace<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, PacketError> {
-    let ns = ns.to_string();
-    std::thread::Builder::new()
-        .name("netsim-setup".into())
-        .spawn(move || {
-            enter_netns(&ns)?;
-            Ok(f())
-        })
-        .map_err(io_err("spawn a set-up thread"))?
-        .join()
-        .map_err(|_| PacketError::Thread("a set-up thread panicked".into()))?
 }
 
 /// The offloads a bridged topology switches off, by the kernel's feature names: every kind

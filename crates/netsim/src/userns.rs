@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use crate::packet::{PacketError, NETNS_DIR};
+use crate::netns::{PacketError, NETNS_DIR};
 use crate::sys;
 
 /// Why the process stays where it is, or what entering failed on.

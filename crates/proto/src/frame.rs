@@ -11,7 +11,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{Codec, CodecError};
-use crate::handshake::{Hello, Reject, Welcome};
+use crate::hello::{Hello, Reject, Welcome};
 use crate::{Envelope, ErrorCode};
 
 /// Bytes of the length prefix.

@@ -36,6 +36,7 @@ mod envelope;
 mod error;
 pub mod frame;
 pub mod handshake;
+mod hello;
 mod limits;
 pub mod names;
 mod view;

@@ -41,6 +41,7 @@ pub mod rate;
 pub mod read_ahead;
 pub mod settings;
 pub mod stream;
+pub mod stream_listen;
 mod tls_alert;
 pub mod uds;
 pub mod url;

@@ -15,6 +15,14 @@ use quinn::congestion::{BbrConfig, CubicConfig, NewRenoConfig};
 use quinn::{IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt};
 use socket2::{Domain, Protocol, Socket, Type};
 
+/// A hub's connection window until the connection's hello is accepted: room for a hello (at
+/// most `agentwire_proto::MAX_HELLO_FRAME`) and the control stream's first frames, so that a
+/// peer that has not said who it is makes quinn buffer no more than this. Every connection is
+/// accepted with it (the same transport parameters for all, as 0-RTT resumption needs); the
+/// window is raised to its full size (or its share of a receive budget) once the hello is
+/// accepted (`FrameSender::hello_accepted`).
+pub const PRE_HELLO_WINDOW: u64 = 128 * 1024;
+
 /// Congestion controller for QUIC connections.
 ///
 /// ```
@@ -198,7 +206,7 @@ impl Default for QuicSettings {
             max_concurrent_bidi_streams: 256,
             stream_receive_window: 2 * 1024 * 1024,
             receive_window: 32 * 1024 * 1024,
-            pre_hello_window: crate::quic::PRE_HELLO_WINDOW,
+            pre_hello_window: PRE_HELLO_WINDOW,
             max_unread_bytes: crate::quic_backlog::DEFAULT_MAX_UNREAD_BYTES,
             send_window: 32 * 1024 * 1024,
             congestion: CongestionControl::Bbr3,

@@ -36,6 +36,7 @@ mod budget;
 mod conn;
 mod hub_ops;
 mod limits;
+mod queue_control;
 mod queue_owner;
 mod queues;
 mod registry;
@@ -69,7 +70,7 @@ pub use reserved::is_reserved;
 
 use budget::QueueBudget;
 use conn::{Owed, PushError, QueueBounds, Waiting};
-use queue_owner::QueueControl;
+use queue_control::QueueControl;
 use queues::HubQueues;
 use registry::{Registered, Registry};
 

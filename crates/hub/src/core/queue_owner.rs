@@ -15,15 +15,16 @@
 //! It must not keep tasks or decide who gets one: the owner's queue core does.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use agentwire_proto::{
-    Codec, Destination, Envelope, ErrorCode, FrameDecoder, FrameType, Kind, Nack, Priority,
+    Codec, Destination, Envelope, ErrorCode, FrameDecoder, FrameType, Kind, Priority,
 };
 
 use super::conn::Conn;
-use super::queues::{CREDIT_HEADER, DELAY_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER};
+use super::queue_control::{AgentConsumers, NamedConsumer, QueueControl};
 use super::{Action, HubCore};
+use agentwire_proto::names::{CREDIT_HEADER, DELAY_HEADER, QUEUE_OP_HEADER, TASK_ID_HEADER};
 use agentwire_transport::TransportKind;
 
 /// The agent id of the connection that stands for the hub keeping the queues. Only a
@@ -37,27 +38,6 @@ const SETTLE_QUEUE: &str = "*";
 /// Why a request waiting on the hub that kept the work queues failed when that changed.
 pub(super) const OWNER_CHANGED: &str = "the hub keeping the work queues changed before \
      answering; send again (with a producer id, the task is stored once)";
-
-/// One local agent's consumers, queue name to credit (see [`HubCore::remember_consumer`]).
-pub(super) struct AgentConsumers<D, R> {
-    conn: Weak<Conn<D, R>>,
-    queues: HashMap<String, u32>,
-}
-
-/// A consumer of an agent here, as named to the owner.
-pub(super) struct NamedConsumer<D, R> {
-    pub(super) conn: Arc<Conn<D, R>>,
-    pub(super) queue: String,
-    pub(super) credit: u32,
-}
-
-/// A `Consume`, `Ack` or `Nack`, as a frame or as the queue operation that carries it to
-/// the owner.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum QueueControl {
-    Consume { queue: String, credit: u32 },
-    Settle { task: u64, nack: Option<Nack> },
-}
 
 impl<D, R> HubCore<D, R> {
     /// The connection standing for the queues' owner, when the queues are kept elsewhere.
@@ -292,45 +272,4 @@ fn op_envelope(agent: &str, what: QueueControl) -> Envelope {
             }
         }
     }
-}
-
-/// The control an operation envelope carries (`None`: not `consume`, `ack` or `nack`), or
-/// why its headers are unusable.
-pub(super) fn control_op(
-    op: &str,
-    queue: &str,
-    env: &Envelope,
-) -> Option<Result<QueueControl, String>> {
-    let number = |name: &str| -> Result<Option<u64>, String> {
-        env.headers
-            .get(name)
-            .map(|v| {
-                v.parse::<u64>()
-                    .map_err(|e| format!("bad {name} header: {e}"))
-            })
-            .transpose()
-    };
-    let task =
-        || number(TASK_ID_HEADER)?.ok_or_else(|| format!("{op} needs a {TASK_ID_HEADER} header"));
-    Some(match op {
-        "consume" => number(CREDIT_HEADER).and_then(|c| {
-            let credit = u32::try_from(c.unwrap_or(0))
-                .map_err(|e| format!("bad {CREDIT_HEADER} header: {e}"))?;
-            Ok(QueueControl::Consume {
-                queue: queue.to_owned(),
-                credit,
-            })
-        }),
-        "ack" => task().map(|task| QueueControl::Settle { task, nack: None }),
-        "nack" => task().and_then(|task| {
-            let delay_ms = number(DELAY_HEADER)?
-                .map(|d| u32::try_from(d).map_err(|e| format!("bad {DELAY_HEADER} header: {e}")))
-                .transpose()?;
-            Ok(QueueControl::Settle {
-                task,
-                nack: Some(Nack { task, delay_ms }),
-            })
-        }),
-        _ => return None,
-    })
 }

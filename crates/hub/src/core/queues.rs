@@ -21,7 +21,7 @@ use agentwire_queue::{
 };
 
 use super::conn::{Conn, Outbound, Registration};
-use super::queue_owner::{control_op, AgentConsumers, QueueControl};
+use super::queue_control::{control_op, AgentConsumers, QueueControl};
 use super::{Action, HubCore, Now};
 use agentwire_transport::SendClass;
 

@@ -64,17 +64,11 @@ pub const DEFAULT_MAX_BUFFERED_BYTES: usize = 64 * 1024 * 1024;
 /// bounded by (this + concurrent streams) × max frame size, plus the partial-frame budget.
 const INBOUND_QUEUE: usize = 32;
 
-/// A hub's connection window until the connection's hello is accepted: room for a hello (at
-/// most `agentwire_proto::MAX_HELLO_FRAME`) and the control stream's first frames, so that a
-/// peer that has not said who it is makes quinn buffer no more than this. Every connection is
-/// accepted with it (the same transport parameters for all, as 0-RTT resumption needs); the
-/// window is raised to its full size (or its share of a receive budget) once the hello is
-/// accepted ([`FrameSender::hello_accepted`]).
-pub const PRE_HELLO_WINDOW: u64 = 128 * 1024;
+pub use crate::settings::PRE_HELLO_WINDOW;
 
 /// New connections quinn holds while the listener waits (at its accept limits); beyond, quinn
 /// refuses them. As many as the TCP listeners' kernel backlog
-/// ([`LISTEN_BACKLOG`](super::listen::LISTEN_BACKLOG)).
+/// ([`LISTEN_BACKLOG`](crate::stream_listen::LISTEN_BACKLOG)).
 pub const INCOMING_QUEUE: usize = 4096;
 
 /// Bytes of first packets (0-RTT data) quinn holds for the connections waiting in
