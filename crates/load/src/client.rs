@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
 use futures_util::future::{FutureExt, Shared};
-use http::header::{CONTENT_LENGTH, HOST};
-use http::{HeaderMap, Request, Uri};
+use http::header::HOST;
+use http::{Request, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::ServerName;
@@ -22,6 +22,9 @@ use tokio::task::JoinHandle;
 
 use crate::h2conn::{H2Driver, H2Link};
 use crate::report::{EarlyData, ErrorKind, LoadError};
+pub(crate) use crate::response::{
+    body_error, check_size, content_length, io_kind, GetError, Response,
+};
 use crate::session::TlsSetup;
 use crate::Proto;
 
@@ -158,15 +161,6 @@ pub(crate) enum Lane {
     },
     H2(H2Link),
     H1(hyper::client::conn::http1::SendRequest<Empty<Bytes>>),
-}
-
-/// A complete response.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Response {
-    pub status: u16,
-    pub body_bytes: u64,
-    /// When the response's headers arrived.
-    pub first_byte: Instant,
 }
 
 /// Connects to `target`: the QUIC handshake, or TCP + TLS (+ the HTTP/2 preface). With
@@ -393,56 +387,6 @@ impl Lane {
     }
 }
 
-/// Why a request got no (complete) response.
-#[derive(Debug)]
-pub(crate) enum GetError {
-    /// The server cannot have processed it; it may be sent again elsewhere.
-    NotSent(LoadError),
-    /// It failed: count it.
-    Failed(LoadError),
-}
-
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.trim().parse().ok())
-}
-
-/// Compares the body's length with the announced one.
-pub(crate) fn check_size(received: u64, announced: Option<u64>) -> Result<(), LoadError> {
-    match announced {
-        Some(want) if want != received => Err(LoadError::new(
-            ErrorKind::WrongSize,
-            format!("received {received} body bytes, Content-Length said {want}"),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// A body that broke off before Content-Length was reached is a wrong size; any other
-/// failure keeps its own kind.
-pub(crate) fn body_error(err: LoadError, received: u64, announced: Option<u64>) -> LoadError {
-    match announced {
-        Some(want)
-            if received < want
-                && matches!(
-                    err.kind,
-                    ErrorKind::Closed | ErrorKind::Protocol | ErrorKind::Other
-                ) =>
-        {
-            LoadError::new(
-                ErrorKind::WrongSize,
-                format!(
-                    "the body ended after {received} of {want} bytes (Content-Length): {}",
-                    err.message
-                ),
-            )
-        }
-        _ => err,
-    }
-}
-
 async fn read_hyper_body(
     resp: http::Response<hyper::body::Incoming>,
 ) -> Result<Response, LoadError> {
@@ -626,15 +570,6 @@ fn hyper_kind(e: &hyper::Error) -> ErrorKind {
         ErrorKind::Protocol
     } else {
         ErrorKind::Other
-    }
-}
-
-pub(crate) fn io_kind(io: &std::io::Error) -> ErrorKind {
-    use std::io::ErrorKind as K;
-    match io.kind() {
-        K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => ErrorKind::Reset,
-        K::TimedOut => ErrorKind::Timeout,
-        _ => ErrorKind::Closed,
     }
 }
 

@@ -27,8 +27,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
-use crate::client::{body_error, check_size, io_kind, GetError, Response};
 use crate::report::{ErrorKind, LoadError};
+use crate::response::{body_error, check_size, io_kind, GetError, Response};
 
 /// Longest a graceful close may take (GOAWAY, close_notify, FIN).
 const CLOSE_WAIT: Duration = Duration::from_millis(200);

@@ -47,6 +47,7 @@ pub mod serve;
 
 mod client;
 mod h2conn;
+mod response;
 mod session;
 
 use std::fmt;

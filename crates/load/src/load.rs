@@ -39,7 +39,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
@@ -56,21 +55,8 @@ use crate::report::{
     EarlyData, ErrorKind, HandshakeCounts, LoadError, LoadReport, RunSettings, Stats,
 };
 use crate::session::TlsSetup;
+pub use crate::session::Trust;
 use crate::Proto;
-
-/// How the client checks the server's certificate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Trust {
-    /// The certificate must chain to the CA certificate(s) in this PEM file and be valid for
-    /// the server name.
-    Ca(PathBuf),
-    /// Accept any certificate (testing only; a loud warning goes to stderr).
-    Insecure,
-    /// Verification on, with no trusted CA: every certificate is refused, and each connection
-    /// attempt fails with a `tls` error that says to pass `--ca` or `--insecure`. (There is no
-    /// system trust store here.)
-    NoCa,
-}
 
 /// When a run stops.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -11,6 +11,7 @@
 //!
 //! This module must not do I/O; it builds configurations and counts.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -20,7 +21,19 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
-use crate::load::Trust;
+/// How the client checks the server's certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trust {
+    /// The certificate must chain to the CA certificate(s) in this PEM file and be valid for
+    /// the server name.
+    Ca(PathBuf),
+    /// Accept any certificate (testing only; a loud warning goes to stderr).
+    Insecure,
+    /// Verification on, with no trusted CA: every certificate is refused, and each connection
+    /// attempt fails with a `tls` error that says to pass `--ca` or `--insecure`. (There is no
+    /// system trust store here.)
+    NoCa,
+}
 
 /// Tickets the run's shared store keeps (rustls keeps up to 8 TLS 1.3 tickets per server).
 const SESSION_CACHE_SERVERS: usize = 64;

@@ -660,6 +660,42 @@ impl Pack<'_> {
     }
 }
 
+/// Decoding through the fast readers.
+impl crate::messages::AgentResponse {
+    /// Decodes an answer: the plain one (`allow`, nothing but the correlation id in its
+    /// audit) directly, anything else by serde (the same result either way; what the proxy
+    /// side uses).
+    ///
+    /// ```
+    /// use agentwire_zap_proto::{messages::{Decision, ResponseWire}, AgentResponse, Encoding};
+    /// let wire = Encoding::MsgPack.encode(&ResponseWire::new(&AgentResponse::allow(), "r1"))?;
+    /// let answer = AgentResponse::decode(Encoding::MsgPack, &wire)?;
+    /// assert_eq!(answer.decision, Decision::Allow);
+    /// assert_eq!(answer.correlation_id(), Some("r1"));
+    /// # Ok::<(), agentwire_zap_proto::CodecError>(())
+    /// ```
+    pub fn decode(encoding: crate::Encoding, payload: &[u8]) -> Result<Self, crate::CodecError> {
+        encoding.decode_fast(payload, agent_response)
+    }
+}
+
+/// Decoding through the fast readers.
+impl crate::messages::MetricsReport {
+    /// Decodes a report: in the layout peers write it directly, anything else by serde (the
+    /// same result either way; what the proxy side uses).
+    ///
+    /// ```
+    /// use agentwire_zap_proto::{messages::MetricsReport, Encoding};
+    /// let report = MetricsReport::decode(Encoding::Json,
+    ///     br#"{"agent_id":"a","timestamp_ms":1,"interval_ms":2,"counters":[],"gauges":[],"histograms":[]}"#)?;
+    /// assert_eq!(report.agent_id, "a");
+    /// # Ok::<(), agentwire_zap_proto::CodecError>(())
+    /// ```
+    pub fn decode(encoding: crate::Encoding, payload: &[u8]) -> Result<Self, crate::CodecError> {
+        encoding.decode_fast(payload, metrics_report)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

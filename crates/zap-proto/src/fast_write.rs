@@ -438,6 +438,33 @@ fn json_f64(out: &mut Vec<u8>, v: f64) {
     }
 }
 
+/// Encoding through the fast writers.
+impl crate::messages::MetricsReport {
+    /// Encodes the report at the end of `out`, by hand-written writers that produce the same
+    /// bytes as serde's (what [`AgentSession::metrics`](crate::agent::AgentSession::metrics)
+    /// sends).
+    ///
+    /// ```
+    /// use agentwire_zap_proto::{messages::MetricsReport, Encoding};
+    /// let report = MetricsReport { agent_id: "a".into(), timestamp_ms: 1, interval_ms: 2,
+    ///     counters: vec![], gauges: vec![], histograms: vec![] };
+    /// let mut out = bytes::BytesMut::new();
+    /// report.encode_into(Encoding::Json, &mut out)?;
+    /// assert_eq!(&out[..], &serde_json::to_vec(&report).unwrap()[..]);
+    /// # Ok::<(), agentwire_zap_proto::CodecError>(())
+    /// ```
+    pub fn encode_into(
+        &self,
+        encoding: crate::Encoding,
+        out: &mut bytes::BytesMut,
+    ) -> Result<(), crate::CodecError> {
+        crate::encoding::with_scratch(out, |buf| match encoding {
+            crate::Encoding::Json => metrics_report_json(self, buf),
+            crate::Encoding::MsgPack => metrics_report_msgpack(self, buf),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -419,22 +419,6 @@ impl AgentResponse {
         }
     }
 
-    /// Decodes an answer: the plain one (`allow`, nothing but the correlation id in its
-    /// audit) directly, anything else by serde (the same result either way; what the proxy
-    /// side uses).
-    ///
-    /// ```
-    /// use agentwire_zap_proto::{messages::{Decision, ResponseWire}, AgentResponse, Encoding};
-    /// let wire = Encoding::MsgPack.encode(&ResponseWire::new(&AgentResponse::allow(), "r1"))?;
-    /// let answer = AgentResponse::decode(Encoding::MsgPack, &wire)?;
-    /// assert_eq!(answer.decision, Decision::Allow);
-    /// assert_eq!(answer.correlation_id(), Some("r1"));
-    /// # Ok::<(), agentwire_zap_proto::CodecError>(())
-    /// ```
-    pub fn decode(encoding: crate::Encoding, payload: &[u8]) -> Result<Self, crate::CodecError> {
-        encoding.decode_fast(payload, crate::fast_read::agent_response)
-    }
-
     /// The correlation id the answer carries (`audit.custom["correlation_id"]`), if any.
     pub fn correlation_id(&self) -> Option<&str> {
         self.audit.custom.get(CID_KEY).and_then(|v| v.as_str())
@@ -670,46 +654,6 @@ pub struct MetricsReport {
     /// Histograms (not sent by this crate; kept for the reference's shape).
     #[serde(default)]
     pub histograms: Vec<serde_json::Value>,
-}
-
-impl MetricsReport {
-    /// Decodes a report: in the layout peers write it directly, anything else by serde (the
-    /// same result either way; what the proxy side uses).
-    ///
-    /// ```
-    /// use agentwire_zap_proto::{messages::MetricsReport, Encoding};
-    /// let report = MetricsReport::decode(Encoding::Json,
-    ///     br#"{"agent_id":"a","timestamp_ms":1,"interval_ms":2,"counters":[],"gauges":[],"histograms":[]}"#)?;
-    /// assert_eq!(report.agent_id, "a");
-    /// # Ok::<(), agentwire_zap_proto::CodecError>(())
-    /// ```
-    pub fn decode(encoding: crate::Encoding, payload: &[u8]) -> Result<Self, crate::CodecError> {
-        encoding.decode_fast(payload, crate::fast_read::metrics_report)
-    }
-
-    /// Encodes the report at the end of `out`, by hand-written writers that produce the same
-    /// bytes as serde's (what [`AgentSession::metrics`](crate::agent::AgentSession::metrics)
-    /// sends).
-    ///
-    /// ```
-    /// use agentwire_zap_proto::{messages::MetricsReport, Encoding};
-    /// let report = MetricsReport { agent_id: "a".into(), timestamp_ms: 1, interval_ms: 2,
-    ///     counters: vec![], gauges: vec![], histograms: vec![] };
-    /// let mut out = bytes::BytesMut::new();
-    /// report.encode_into(Encoding::Json, &mut out)?;
-    /// assert_eq!(&out[..], &serde_json::to_vec(&report).unwrap()[..]);
-    /// # Ok::<(), agentwire_zap_proto::CodecError>(())
-    /// ```
-    pub fn encode_into(
-        &self,
-        encoding: crate::Encoding,
-        out: &mut bytes::BytesMut,
-    ) -> Result<(), crate::CodecError> {
-        crate::encoding::with_scratch(out, |buf| match encoding {
-            crate::Encoding::Json => crate::fast_write::metrics_report_json(self, buf),
-            crate::Encoding::MsgPack => crate::fast_write::metrics_report_msgpack(self, buf),
-        })
-    }
 }
 
 #[cfg(test)]
