@@ -7,8 +7,9 @@
 //! `codeName`). The idiomatic API (options objects, async iterators, the compatibility layer)
 //! is `index.js`. Nothing here may panic on a caller's input.
 
+use agentwire_sync::LockExt;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use agentwire_sdk::{CompletionQueue, ConnectConfig, SdkAgent, SdkError};
 #[cfg(feature = "hub")]
@@ -78,7 +79,7 @@ impl Completions {
     }
 
     fn lock_wake(&self) -> std::sync::MutexGuard<'_, ThreadsafeFunction<u32>> {
-        self.wake.lock().unwrap_or_else(PoisonError::into_inner)
+        self.wake.lock_or_recover()
     }
 }
 
@@ -95,7 +96,7 @@ impl Completions {
         let wake = Arc::new(Mutex::new(on_ready));
         let waker = wake.clone();
         let queue = CompletionQueue::new(move || {
-            let tsfn = waker.lock().unwrap_or_else(PoisonError::into_inner);
+            let tsfn = waker.lock_or_recover();
             tsfn.call(Ok(0), ThreadsafeFunctionCallMode::NonBlocking);
         });
         Ok(Completions {

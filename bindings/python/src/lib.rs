@@ -14,13 +14,14 @@
 //! type hints) is the pure-Python layer in `python/agentwire/__init__.py`. Nothing here may
 //! panic on a caller's input.
 
+use agentwire_sync::LockExt;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::io::{Read, Write};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use agentwire_sdk::{CompletionQueue, ConnectConfig, SdkAgent, SdkError};
 #[cfg(feature = "hub")]
@@ -125,15 +126,12 @@ impl Completions {
         let (queue, running) = (self.queue.clone(), self.running.clone());
         // Held while spawning, so that a task finishing at once removes its entry only after
         // it was inserted.
-        let mut table = running.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut table = running.lock_or_recover();
         let task = rt.spawn({
             let running = running.clone();
             async move {
                 let done = work.await.into();
-                running
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&ticket);
+                running.lock_or_recover().remove(&ticket);
                 queue.complete(ticket, done);
             }
         });
@@ -205,11 +203,7 @@ impl Completions {
 
     /// Stops call `ticket` if it is still running (a cancelled `recv`).
     fn cancel(&self, ticket: u64) {
-        let task = self
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&ticket);
+        let task = self.running.lock_or_recover().remove(&ticket);
         if let Some(task) = task {
             task.abort();
         }

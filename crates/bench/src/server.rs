@@ -10,6 +10,7 @@
 //! This module must not drive load or measure requests; it reports only the hub's process id,
 //! which the client side reads CPU and peak memory from.
 
+use agentwire_sync::LockExt;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
@@ -448,7 +449,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 let keep = stderr.clone();
                 std::thread::spawn(move || {
                     for line in BufReader::new(err).lines().map_while(Result::ok) {
-                        let mut k = keep.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut k = keep.lock_or_recover();
                         if k.len() == STDERR_LINES {
                             k.remove(0);
                         }
@@ -488,9 +489,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 }
                 _ => {
                     let lines = match &hub {
-                        RunningHub::Process { stderr, .. } => {
-                            stderr.lock().unwrap_or_else(|p| p.into_inner()).join("\n")
-                        }
+                        RunningHub::Process { stderr, .. } => stderr.lock_or_recover().join("\n"),
                         RunningHub::InProcess { .. } => String::new(),
                     };
                     hub.stop();

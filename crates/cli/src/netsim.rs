@@ -4,6 +4,7 @@
 
 use crate::args::RelayArgs;
 use crate::until_stopped;
+use agentwire_sync::LockExt;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -312,7 +313,7 @@ fn one_way_count(client: UdpSocket, server: UdpSocket, target: SocketAddr, n: u3
         move |_, d| {
             if d.len() == 8 {
                 let i = u32::from_be_bytes([d[0], d[1], d[2], d[3]]) as usize;
-                if let Some(s) = seen2.lock().unwrap_or_else(|e| e.into_inner()).get_mut(i) {
+                if let Some(s) = seen2.lock_or_recover().get_mut(i) {
                     *s = true;
                 }
             }
@@ -333,12 +334,7 @@ fn one_way_count(client: UdpSocket, server: UdpSocket, target: SocketAddr, n: u3
     done.store(true, Ordering::Relaxed);
     let _ = rx.join();
     sent?;
-    let count = seen
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .filter(|s| **s)
-        .count();
+    let count = seen.lock_or_recover().iter().filter(|s| **s).count();
     Ok(count as u64)
 }
 
@@ -374,9 +370,7 @@ fn blast(
         limit,
         t0,
         move |t, d| {
-            arr2.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((t, d.len() as u64 + overhead));
+            arr2.lock_or_recover().push((t, d.len() as u64 + overhead));
         },
     );
     let msg = [0x5au8; BLAST_SIZE];
@@ -399,7 +393,7 @@ fn blast(
     if let Some(e) = err {
         return Err(e.into());
     }
-    let arrivals = std::mem::take(&mut *arrivals.lock().unwrap_or_else(|e| e.into_inner()));
+    let arrivals = std::mem::take(&mut *arrivals.lock_or_recover());
     Ok(Blast {
         sent,
         send_secs,

@@ -1,6 +1,7 @@
 //! `agentwire netsim check` run for real: socket mode always, packet mode when privileged
 //! (root/CAP_NET_ADMIN and iptables; otherwise it prints `skipped: <reason>` and passes).
 
+use agentwire_sync::LockExt;
 use std::process::Command;
 
 use serde_json::Value;
@@ -158,14 +159,14 @@ fn assert_report(v: &Value, mode: &str, exited_ok: bool) {
 
 #[test]
 fn netsim_check_socket_mode_json() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock_or_recover();
     let (v, ok) = check("socket");
     assert_report(&v, "socket", ok);
 }
 
 #[test]
 fn netsim_check_packet_mode_json() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock_or_recover();
     // Same probe as the tool: can we create a namespace and run iptables in it?
     let probe = format!("aw-clitest-{}", std::process::id());
     let can = Command::new("ip")
@@ -206,7 +207,7 @@ fn netsim_check_packet_mode_json() {
 /// one by itself).
 #[test]
 fn netsim_check_bridge_stage_as_root_and_as_nobody() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock_or_recover();
     let probe = format!("aw-clitest-br-{}", std::process::id());
     let root = Command::new("ip")
         .args(["netns", "add", &probe])
@@ -312,7 +313,7 @@ fn wait_line(child: &mut Running, needle: &str) -> String {
 /// behind it, agents on the other side over QUIC and over HTTP/2.
 #[test]
 fn hub_behind_packet_mode_emulator_reached_over_quic_and_http2() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock_or_recover();
     let name = format!("t{}", std::process::id());
     let mut up = spawn(
         BIN,

@@ -7,8 +7,9 @@
 //! queues over.
 //! It owns that rule and nothing else.
 
+use agentwire_sync::LockExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Held or not, and since when renewed.
@@ -50,7 +51,7 @@ impl Lease {
 
     /// Renewed by a request sent at `sent`.
     pub fn renewed(&self, sent: Instant) {
-        *self.renewed.lock().unwrap_or_else(PoisonError::into_inner) = sent;
+        *self.renewed.lock_or_recover() = sent;
     }
 
     /// Lost or given up: no more writes.
@@ -70,10 +71,7 @@ impl Lease {
 
     /// Time since the last renewal was sent.
     pub fn since_renewal(&self) -> Duration {
-        self.renewed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .elapsed()
+        self.renewed.lock_or_recover().elapsed()
     }
 
     /// Whether writes may go out now.
@@ -83,7 +81,7 @@ impl Lease {
 
     /// Whether writes may go out at `now`.
     pub fn valid_at(&self, now: Instant) -> bool {
-        let renewed = *self.renewed.lock().unwrap_or_else(PoisonError::into_inner);
+        let renewed = *self.renewed.lock_or_recover();
         self.held() && now.saturating_duration_since(renewed) < self.valid_for
     }
 }

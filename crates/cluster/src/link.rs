@@ -9,9 +9,10 @@
 //! hub already (so nothing loops), and a second copy of one topic message or broadcast for the
 //! same hub (that hub fans it out to its own subscribers). It must not decide routes.
 
+use agentwire_sync::LockExt;
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentwire::transport::{
@@ -120,19 +121,13 @@ impl Shared {
     }
 
     fn is_remote(&self, agent: &str) -> bool {
-        self.remote
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(agent)
+        self.remote.lock_or_recover().contains(agent)
     }
 
     /// True the first time (hub, sender, id) is seen.
     fn first_time(&self, hub: &str, from: &str, id: u64) -> bool {
         let key = (hub.to_owned(), from.to_owned(), id);
-        let mut sent = self
-            .sent_once
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut sent = self.sent_once.lock_or_recover();
         if !sent.seen.insert(key.clone()) {
             return false;
         }
@@ -280,12 +275,7 @@ impl StandInSender {
                 if !matches!(view.to, DestinationRef::Queue(_)) {
                     return Ok(());
                 }
-                let owner = self
-                    .shared
-                    .queue_owner
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
+                let owner = self.shared.queue_owner.lock_or_recover().clone();
                 return match owner {
                     Some(owner) => self.send(&owner, view.from, None, frame).await,
                     None => Ok(()),

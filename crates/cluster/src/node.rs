@@ -1,8 +1,9 @@
 //! One hub's membership of a cluster: the NATS connection, the presence it publishes and
 //! reads, and the stand-ins it runs on its hub for the other hubs' agents.
 
+use agentwire_sync::LockExt;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentwire::hub::{DuplicatePolicy, Hub};
@@ -456,15 +457,11 @@ impl Drop for Cluster {
 
 impl State {
     fn lock_directory(&self) -> std::sync::MutexGuard<'_, Directory> {
-        self.directory
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.directory.lock_or_recover()
     }
 
     fn lock_stand_ins(&self) -> std::sync::MutexGuard<'_, HashMap<String, StandIn>> {
-        self.stand_ins
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.stand_ins.lock_or_recover()
     }
 
     /// This hub's own agents (stand-ins left out), sorted.
@@ -569,8 +566,7 @@ impl State {
             };
         self.shared
             .remote
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .lock_or_recover()
             .insert(agent.to_owned());
         let generation = self
             .generations
@@ -594,12 +590,7 @@ impl State {
                 .is_some_and(|s| s.generation == generation);
             if ours {
                 stand_ins.remove(&id);
-                state
-                    .shared
-                    .remote
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&id);
+                state.shared.remote.lock_or_recover().remove(&id);
             }
         });
         Some(feed)
@@ -644,11 +635,7 @@ impl State {
                             "its hub no longer announces it",
                         );
                     }
-                    self.shared
-                        .remote
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .remove(&agent);
+                    self.shared.remote.lock_or_recover().remove(&agent);
                 }
                 Change::Subscribe { agent, topic } => self.mirror(&agent, &topic, true).await,
                 Change::Unsubscribe { agent, topic } => self.mirror(&agent, &topic, false).await,

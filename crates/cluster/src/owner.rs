@@ -14,8 +14,9 @@
 //!
 //! It must not route or decide about tasks: the hub cores do.
 
+use agentwire_sync::LockExt;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentwire::hub::Hub;
@@ -102,7 +103,7 @@ impl Ownership {
     }
 
     fn lock_stand_in(&self) -> std::sync::MutexGuard<'_, Option<(StandInFeed, StandInSender)>> {
-        self.stand_in.lock().unwrap_or_else(PoisonError::into_inner)
+        self.stand_in.lock_or_recover()
     }
 
     fn owns(&self) -> bool {
@@ -209,16 +210,12 @@ impl Ownership {
     }
 
     fn lock_revision(&self) -> std::sync::MutexGuard<'_, Option<u64>> {
-        self.revision.lock().unwrap_or_else(PoisonError::into_inner)
+        self.revision.lock_or_recover()
     }
 
     fn set_owner(&self, owner: String) {
         let changed = {
-            let mut current = self
-                .shared
-                .queue_owner
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut current = self.shared.queue_owner.lock_or_recover();
             let changed = current.as_deref() != Some(owner.as_str());
             *current = Some(owner.clone());
             changed
@@ -265,11 +262,7 @@ impl Ownership {
             return;
         }
         self.shared.owns_queues.store(true, Ordering::Relaxed);
-        *self
-            .shared
-            .queue_owner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
+        *self.shared.queue_owner.lock_or_recover() = None;
         // Queue work no longer goes to the stand-in; it can go.
         if let Some((_, sender)) = self.lock_stand_in().take() {
             agentwire::transport::FrameSender::close(

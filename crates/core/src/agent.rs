@@ -28,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+use agentwire_sync::LockExt;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -565,11 +566,7 @@ impl Incoming {
             .with_correlation(self.envelope.id)
             .with_priority(self.envelope.priority)
             .with_body(body);
-        let slot = self
-            .reply_slot
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let slot = self.reply_slot.lock_or_recover().take();
         self.handle.send_envelope_with(env, slot).await.map(|_| ())
     }
 
@@ -969,7 +966,7 @@ impl AgentHandle {
     }
 
     fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Pending>> {
-        self.inner.pending.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.pending.lock_or_recover()
     }
 }
 

@@ -29,8 +29,9 @@ mod listen;
 pub mod metrics;
 mod store;
 
+use agentwire_sync::LockExt;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use agentwire_proto::{ErrorCode, HubPolicy};
@@ -225,7 +226,7 @@ impl AgentInfo {
 
 impl HubInner {
     fn store_slot(&self) -> std::sync::MutexGuard<'_, Option<store::StoreWriter>> {
-        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+        self.store.lock_or_recover()
     }
 }
 
@@ -743,12 +744,7 @@ impl HubInner {
                 break;
             }
         }
-        let lingering = conn
-            .driver()
-            .linger
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some();
+        let lingering = conn.driver().linger.lock_or_recover().is_some();
         if lingering {
             let _ = writer.await;
         } else {
@@ -801,8 +797,7 @@ fn apply(hub: &HubInner, actions: &mut HubActions) {
             } => {
                 let driver = conn.driver();
                 if *linger {
-                    *driver.linger.lock().unwrap_or_else(|p| p.into_inner()) =
-                        Some((*code, reason.clone()));
+                    *driver.linger.lock_or_recover() = Some((*code, reason.clone()));
                 } else {
                     driver.control.close(*code, reason);
                 }
@@ -879,12 +874,7 @@ async fn writer_loop<S: FrameSender>(hub: Arc<HubInner>, conn: Arc<HubConn>, sen
         }
         hub.core.written(&conn);
         if conn.is_closed() {
-            let linger = conn
-                .driver()
-                .linger
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take();
+            let linger = conn.driver().linger.lock_or_recover().take();
             if let Some((code, reason)) = linger {
                 let _ = tokio::time::timeout(REJECT_LINGER, sender.closed()).await;
                 sender.close(code, &reason);

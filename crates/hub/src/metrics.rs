@@ -28,11 +28,12 @@
 //! * No panics on network input: the HTTP server answers every request with a
 //!   status and logs connection errors through `tracing`.
 
+use agentwire_sync::LockExt;
 use std::convert::Infallible;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -627,10 +628,7 @@ impl HubMetrics {
     fn lock_registry(&self) -> MutexGuard<'_, Registry> {
         // A panic while holding the lock cannot leave the registry half-updated
         // in a way that matters for reading, so recover from poisoning.
-        self.inner
-            .registry
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.inner.registry.lock_or_recover()
     }
 }
 

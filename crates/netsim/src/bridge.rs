@@ -15,6 +15,7 @@
 //! forwarded, so the link sees the packets the network would. Like the NFQUEUE stage it does
 //! not duplicate ([`check_impairment`]).
 
+use agentwire_sync::LockExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -141,7 +142,7 @@ impl BridgeStage {
         let get = |i: usize| {
             self.dirs
                 .get(i)
-                .map(|(s, _)| s.lock().unwrap_or_else(|p| p.into_inner()).clone())
+                .map(|(s, _)| s.lock_or_recover().clone())
                 .unwrap_or_default()
         };
         StageStats {
@@ -198,7 +199,7 @@ impl Forwarder {
         };
         let _ = ready.send(Ok(()));
         let err = self.serve(&from, &to).err();
-        let mut s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.stats.lock_or_recover();
         s.error = err;
     }
 
@@ -248,7 +249,7 @@ impl Forwarder {
             if changed {
                 st.link = self.link.stats();
                 st.held = (queued - departed) as usize;
-                *self.stats.lock().unwrap_or_else(|p| p.into_inner()) = st.clone();
+                *self.stats.lock_or_recover() = st.clone();
             }
             let mut wait = MAX_WAIT;
             if let Some(due) = self.link.next_departure() {
@@ -262,7 +263,7 @@ impl Forwarder {
         st.kernel_dropped += from.take_drops().unwrap_or(0);
         st.link = self.link.stats();
         st.elapsed = start.elapsed();
-        *self.stats.lock().unwrap_or_else(|p| p.into_inner()) = st;
+        *self.stats.lock_or_recover() = st;
         Ok(())
     }
 }

@@ -26,6 +26,7 @@
 //! own [`Link`] (the rate limit is per connection and direction). Use the UDP relay (QUIC) or a
 //! privileged mode to study loss.
 
+use agentwire_sync::LockExt;
 use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -90,7 +91,7 @@ fn add_stats(a: &mut Stats, b: &Stats) {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock_or_recover()
 }
 
 fn invalid(e: crate::Error) -> io::Error {

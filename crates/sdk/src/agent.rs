@@ -1,6 +1,7 @@
 //! A connected agent for bindings: every call takes `&self` and returns an owned future, so
 //! a binding may share one agent between many of its callers at once.
 
+use agentwire_sync::LockExt;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -151,9 +152,7 @@ impl SdkAgent {
     }
 
     fn lock_returned(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Message>> {
-        self.returned
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.returned.lock_or_recover()
     }
 
     /// Subscribes to `topic`.

@@ -11,7 +11,8 @@
 //! the host is woken (the binding passes that in: a byte on a socket for asyncio, a
 //! thread-safe function call for Node).
 
-use std::sync::{Mutex, PoisonError};
+use agentwire_sync::LockExt;
+use std::sync::Mutex;
 
 /// Finished calls waiting for the host, each with the ticket the host gave when it called.
 ///
@@ -45,7 +46,7 @@ impl<T> CompletionQueue<T> {
     /// Records the result of call `ticket`; wakes the host if nothing else was waiting.
     pub fn complete(&self, ticket: u64, result: T) {
         let was_empty = {
-            let mut done = self.done.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut done = self.done.lock_or_recover();
             done.push((ticket, result));
             done.len() == 1
         };
@@ -56,6 +57,6 @@ impl<T> CompletionQueue<T> {
 
     /// Everything finished since the last call, oldest first.
     pub fn take(&self) -> Vec<(u64, T)> {
-        std::mem::take(&mut *self.done.lock().unwrap_or_else(PoisonError::into_inner))
+        std::mem::take(&mut *self.done.lock_or_recover())
     }
 }

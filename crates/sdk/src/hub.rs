@@ -1,6 +1,7 @@
 //! A hub started in-process: what the bindings' tests run against, and what an application
 //! that wants its own hub embeds. A real [`agentwire::hub::Hub`] on real sockets.
 
+use agentwire_sync::LockExt;
 use std::path::PathBuf;
 
 use agentwire::hub::{Hub, HubConfig, Listener};
@@ -108,8 +109,7 @@ impl EmbeddedHub {
 
     /// Stops listening, closes every agent's connection and the queue store.
     pub fn close(&self) {
-        let listeners =
-            std::mem::take(&mut *self.listeners.lock().unwrap_or_else(|p| p.into_inner()));
+        let listeners = std::mem::take(&mut *self.listeners.lock_or_recover());
         for listener in &listeners {
             listener.close();
         }

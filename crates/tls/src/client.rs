@@ -5,6 +5,7 @@
 //! This module owns the client side; it must not open sockets.
 
 use super::*;
+use agentwire_sync::LockExt;
 
 /// Builds the client TLS config: TLS 1.3 only, ring provider, the given ALPN
 /// protocols, `enable_early_data = true` (for QUIC 0-RTT) and the default
@@ -90,7 +91,7 @@ impl RecordingVerifier {
     fn refusals(
         &self,
     ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, rustls::Error>> {
-        self.refused.lock().unwrap_or_else(|p| p.into_inner())
+        self.refused.lock_or_recover()
     }
 
     /// Why the check last refused `server_name`'s certificate, if it did (and forgets it).

@@ -11,6 +11,7 @@
 //! It must not decide what an agent id may do (the access policy does) nor close connections
 //! (the hub does, with what [`ClientCa::check`] says).
 
+use agentwire_sync::RwLockExt;
 use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -96,12 +97,12 @@ impl ClientCa {
     }
 
     fn trust(&self) -> Arc<Trust> {
-        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.live.read_or_recover().clone()
     }
 
     /// Puts `revoked` in force (in place of the serials revoked before).
     pub fn set_revoked(&self, revoked: RevokedSerials) {
-        let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
+        let mut live = self.live.write_or_recover();
         let old = live.clone();
         *live = Arc::new(Trust {
             roots: old.roots,
@@ -134,7 +135,7 @@ impl ClientCa {
             cas: trust.roots,
             revoked: trust.revoked.len(),
         };
-        *self.live.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(trust);
+        *self.live.write_or_recover() = Arc::new(trust);
         Ok(reloaded)
     }
 
@@ -208,7 +209,7 @@ impl fmt::Debug for LiveVerifier {
 
 impl LiveVerifier {
     fn trust(&self) -> Arc<Trust> {
-        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.live.read_or_recover().clone()
     }
 }
 

@@ -5,6 +5,7 @@
 //! client configurations or decide trust.
 
 use super::*;
+use agentwire_sync::RwLockExt;
 
 pub(crate) fn read_text(path: &Path) -> Result<String, TlsError> {
     let bytes = fs::read(path).map_err(|e| io_err(path, e))?;
@@ -138,8 +139,8 @@ impl HubIdentity {
     /// `new`'s certificate and key from the next handshake on (a hub's certificate reload);
     /// connections already up keep theirs. This identity's own fields stay as they were.
     pub fn serve_instead(&self, new: &HubIdentity) {
-        let certified = new.served.read().unwrap_or_else(|p| p.into_inner()).clone();
-        *self.served.write().unwrap_or_else(|p| p.into_inner()) = certified;
+        let certified = new.served.read_or_recover().clone();
+        *self.served.write_or_recover() = certified;
     }
 
     /// Loads `hub.pem` and `hub.key` from `dir` (as written by [`write_cert_dir`]).

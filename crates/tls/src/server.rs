@@ -5,6 +5,7 @@
 //! This module owns the server side; it must not open sockets.
 
 use super::*;
+use agentwire_sync::RwLockExt;
 
 /// Number of resumable sessions the hub remembers (stateful resumption).
 pub const SERVER_SESSION_CACHE_SIZE: usize = 4096;
@@ -61,6 +62,6 @@ impl rustls::server::ResolvesServerCert for ServedCert {
         &self,
         _: rustls::server::ClientHello<'_>,
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        Some(self.0.read().unwrap_or_else(|p| p.into_inner()).clone())
+        Some(self.0.read_or_recover().clone())
     }
 }

@@ -13,6 +13,7 @@
 //!
 //! This module owns the counts; it must not read or write sockets.
 
+use agentwire_sync::LockExt;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -99,7 +100,7 @@ impl AcceptGate {
         let Some(rate) = &self.rate else {
             return Ok(());
         };
-        let mut bucket = rate.lock().unwrap_or_else(|p| p.into_inner());
+        let mut bucket = rate.lock_or_recover();
         match bucket.take(1.0, std::time::Instant::now()) {
             true => Ok(()),
             false => Err(format!(
@@ -117,7 +118,7 @@ impl AcceptGate {
         };
         loop {
             let wait = {
-                let mut bucket = rate.lock().unwrap_or_else(|p| p.into_inner());
+                let mut bucket = rate.lock_or_recover();
                 match bucket.take_or_wait(1.0, std::time::Instant::now()) {
                     Ok(()) => return,
                     Err(wait) => wait,
@@ -136,7 +137,7 @@ impl AcceptGate {
     /// Ties `slot` to a connection from `address`; `None` when that address has
     /// `max_pending_per_address` set-ups going already (the slot is given back).
     pub fn pass(&self, slot: Slot, address: IpAddr) -> Option<Pass> {
-        let mut counts = self.per_address.lock().unwrap_or_else(|p| p.into_inner());
+        let mut counts = self.per_address.lock_or_recover();
         let n = counts.entry(address).or_insert(0);
         if *n >= self.limits.max_pending_per_address.max(1) {
             return None;
@@ -159,14 +160,14 @@ impl AcceptGate {
 
     /// Set-ups going on now from `address`.
     pub fn pending_from(&self, address: IpAddr) -> usize {
-        let counts = self.per_address.lock().unwrap_or_else(|p| p.into_inner());
+        let counts = self.per_address.lock_or_recover();
         counts.get(&address).copied().unwrap_or(0)
     }
 }
 
 impl Drop for Pass {
     fn drop(&mut self) {
-        let mut counts = self.per_address.lock().unwrap_or_else(|p| p.into_inner());
+        let mut counts = self.per_address.lock_or_recover();
         if let Some(n) = counts.get_mut(&self.address) {
             *n -= 1;
             if *n == 0 {

@@ -7,6 +7,7 @@
 //!
 //! This module owns ordering and bounds only; it must not know about frames or sockets.
 
+use agentwire_sync::LockExt;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -75,7 +76,7 @@ impl<T> PriorityQueue<T> {
     fn lock(&self) -> std::sync::MutexGuard<'_, QueueState<T>> {
         // A panic while holding this lock cannot leave the deques inconsistent, so a
         // poisoned lock is still safe to use.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock_or_recover()
     }
 
     /// Queues `item` if there is room.

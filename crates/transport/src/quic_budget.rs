@@ -21,8 +21,9 @@
 //! This module owns that arithmetic and the set of connections it applies to. It must not
 //! read or write streams.
 
+use agentwire_sync::LockExt;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use quinn::VarInt;
 
@@ -76,7 +77,7 @@ impl ReceiveBudget {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // Nothing panics while holding the lock; a poisoned state is still consistent.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock_or_recover()
     }
 
     /// Counts a connection being accepted. Accept it with [`Admission::window`], then call

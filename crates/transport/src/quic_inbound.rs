@@ -16,8 +16,9 @@
 //! This module owns that ordering and the bound (`capacity` frames queued, plus at most one
 //! waiting frame per reader task). It must not read streams or look inside frames.
 
+use agentwire_sync::LockExt;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{oneshot, Notify};
 
@@ -92,7 +93,7 @@ struct Shared<T> {
 impl<T> Shared<T> {
     fn lock(&self) -> std::sync::MutexGuard<'_, State<T>> {
         // No code below panics while holding the lock; a poisoned state is still consistent.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock_or_recover()
     }
 }
 

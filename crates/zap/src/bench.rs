@@ -8,6 +8,7 @@
 //!
 //! This module owns the load loop and its report; it must not print.
 
+use agentwire_sync::LockExt;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -161,8 +162,7 @@ pub async fn run(config: BenchConfig) -> Result<BenchReport, BenchError> {
                         }
                         Err(e) => {
                             *errors
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
+                                .lock_or_recover()
                                 .entry(e.kind().to_string())
                                 .or_default() += 1;
                         }
@@ -192,7 +192,7 @@ pub async fn run(config: BenchConfig) -> Result<BenchReport, BenchError> {
         .zip(agent_cpu0)
         .map(|(b, a)| b - a);
     let _ = pool.drain("bench", Duration::from_secs(5)).await;
-    let errors = errors.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let errors = errors.lock_or_recover().clone();
     Ok(BenchReport {
         negotiated,
         answered,

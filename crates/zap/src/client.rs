@@ -10,6 +10,7 @@
 //! This module owns the socket and the task of one connection; the protocol is
 //! `agentwire_zap_proto::proxy`'s.
 
+use agentwire_sync::LockExt;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -203,11 +204,7 @@ impl AgentConnection {
 
     /// The agent's last health report, if any.
     pub fn health(&self) -> Option<HealthStatus> {
-        self.shared
-            .health
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.shared.health.lock_or_recover().clone()
     }
 
     /// What the agent announced.
@@ -276,7 +273,7 @@ struct State {
 }
 
 fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(|p| p.into_inner())
+    state.lock_or_recover()
 }
 
 /// Hands the session's events to the callers waiting for them.
@@ -298,7 +295,7 @@ fn dispatch(st: &mut State, shared: &Shared) {
             }
             ProxyEvent::Paused(p) => shared.paused.store(p, Ordering::Relaxed),
             ProxyEvent::Health(h) => {
-                *shared.health.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
+                *shared.health.lock_or_recover() = Some(h);
             }
             ProxyEvent::Ready { .. } | ProxyEvent::Metrics(_) | ProxyEvent::Pong { .. } => {}
         }

@@ -21,6 +21,7 @@
 //!
 //! This module owns those policies; one connection's protocol is [`crate::client`]'s.
 
+use agentwire_sync::{LockExt, RwLockExt};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -166,16 +167,14 @@ impl Slot {
     /// Whether its connection is up (without cloning it).
     fn is_live(&self) -> bool {
         self.conn
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_or_recover()
             .as_ref()
             .is_some_and(AgentConnection::is_connected)
     }
 
     fn live(&self) -> Option<AgentConnection> {
         self.conn
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_or_recover()
             .clone()
             .filter(AgentConnection::is_connected)
     }
@@ -203,10 +202,7 @@ impl Agent {
     }
 
     fn circuit_is_open(&self) -> bool {
-        matches!(
-            *self.breaker.lock().unwrap_or_else(|p| p.into_inner()),
-            BreakerState::Open { .. }
-        )
+        matches!(*self.breaker.lock_or_recover(), BreakerState::Open { .. })
     }
 }
 
@@ -341,14 +337,13 @@ impl AgentPool {
                 .clone(),
         });
         self.agents
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
+            .write_or_recover()
             .insert(id.to_string(), agent.clone());
         let mut connected = 0;
         for slot in &agent.slots {
             match AgentConnection::connect(&agent.path, self.proxy_config()).await {
                 Ok(conn) => {
-                    *slot.conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
+                    *slot.conn.lock_or_recover() = Some(conn);
                     connected += 1;
                 }
                 Err(e) => {
@@ -387,7 +382,7 @@ impl AgentPool {
                 };
                 match AgentConnection::connect(&agent.path, pool.proxy_config()).await {
                     Ok(conn) => {
-                        *slot.conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
+                        *slot.conn.lock_or_recover() = Some(conn);
                         pool.metrics.reconnects.get_or_create(&labels("ok")).inc();
                         pool.update_connections(&agent);
                         break;
@@ -422,8 +417,7 @@ impl AgentPool {
 
     fn agent(&self, id: &str) -> Result<Arc<Agent>, PoolError> {
         self.agents
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
+            .read_or_recover()
             .get(id)
             .cloned()
             .ok_or_else(|| PoolError::UnknownAgent(id.to_string()))
@@ -557,7 +551,7 @@ impl AgentPool {
     /// Whether the breaker lets a request through: always when closed; once the open time
     /// has passed, one probe (half-open); otherwise not.
     fn admit(&self, agent: &Agent) -> bool {
-        let mut b = agent.breaker.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = agent.breaker.lock_or_recover();
         match *b {
             BreakerState::Closed { .. } => true,
             BreakerState::Open { until } if Instant::now() >= until => {
@@ -571,7 +565,7 @@ impl AgentPool {
     /// Records a request's outcome: a success closes the circuit; a failure counts towards
     /// opening it, and a failed probe re-opens it.
     fn settle(&self, agent: &Agent, ok: bool) {
-        let mut b = agent.breaker.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = agent.breaker.lock_or_recover();
         let open = BreakerState::Open {
             until: Instant::now() + self.config.breaker.open_for,
         };
@@ -611,12 +605,7 @@ impl AgentPool {
                 Some(_) => None,
             };
         }
-        let affine = agent
-            .affinity
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(cid)
-            .copied();
+        let affine = agent.affinity.lock_or_recover().get(cid).copied();
         if let Some(i) = affine.filter(|&i| Some(i) != skip) {
             if let Some(c) = agent.slots[i].live().filter(|c| !c.is_paused()) {
                 return Some((i, c));
@@ -644,7 +633,7 @@ impl AgentPool {
             .collect();
         let pick = self.config.strategy.pick(&loads, &agent.next)?;
         let (index, conn) = candidates.swap_remove(pick);
-        let mut affinity = agent.affinity.lock().unwrap_or_else(|p| p.into_inner());
+        let mut affinity = agent.affinity.lock_or_recover();
         if affinity.len() >= MAX_AFFINITY {
             affinity.clear();
         }
@@ -656,11 +645,7 @@ impl AgentPool {
         if !agent.keeps_affinity() {
             return;
         }
-        agent
-            .affinity
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(cid);
+        agent.affinity.lock_or_recover().remove(cid);
     }
 
     /// A request's last event ends its affinity.
@@ -680,11 +665,7 @@ impl AgentPool {
         let Ok(agent) = self.agent(id) else {
             return;
         };
-        let slot = agent
-            .affinity
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(cid);
+        let slot = agent.affinity.lock_or_recover().remove(cid);
         let targets: Vec<&Arc<Slot>> = match slot {
             Some(i) => agent.slots.get(i).into_iter().collect(),
             None => agent.slots.iter().collect(),
@@ -715,12 +696,9 @@ impl AgentPool {
         }
         let left = in_flight(&agent);
         for s in &agent.slots {
-            s.conn.lock().unwrap_or_else(|p| p.into_inner()).take();
+            s.conn.lock_or_recover().take();
         }
-        self.agents
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
+        self.agents.write_or_recover().remove(id);
         self.update_connections(&agent);
         Ok(left)
     }
@@ -753,7 +731,7 @@ impl AgentPool {
     /// assert!(!pool.is_healthy("waf"));
     /// ```
     pub fn is_healthy(&self, id: &str) -> bool {
-        let agents = self.agents.read().unwrap_or_else(|p| p.into_inner());
+        let agents = self.agents.read_or_recover();
         let Some(agent) = agents.get(id) else {
             return false;
         };

@@ -3,6 +3,7 @@
 //! This module owns the clients; it must not touch the server side.
 
 use super::*;
+use agentwire_sync::LockExt;
 
 #[derive(Default)]
 pub(super) struct Counters {
@@ -16,7 +17,7 @@ pub(super) struct Counters {
 
 impl Counters {
     pub(super) fn sample(&self, msg: String) {
-        let mut s = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.samples.lock_or_recover();
         if s.len() < MAX_ERROR_SAMPLES && !s.contains(&msg) {
             s.push(msg);
         }
@@ -339,15 +340,11 @@ pub(super) async fn drive_load(
     let abandoned = counters.in_flight.load(Ordering::Relaxed);
     let mut merged = stats::new_histogram();
     for h in &histograms {
-        let h = h.lock().unwrap_or_else(|p| p.into_inner());
+        let h = h.lock_or_recover();
         // Same bounds on both sides, so adding cannot fail.
         let _ = merged.add(&*h);
     }
-    let error_samples = counters
-        .samples
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let error_samples = counters.samples.lock_or_recover().clone();
     ClosedLoop {
         sent: counters.sent.load(Ordering::Relaxed),
         answered: counters.answered.load(Ordering::Relaxed),

@@ -3,6 +3,7 @@
 //! This module owns the schedule and its tally.
 
 use super::*;
+use agentwire_sync::LockExt;
 
 /// Tallies of an open-loop stream of requests.
 #[derive(Default)]
@@ -22,7 +23,7 @@ impl OpenTally {
     }
 
     pub(super) fn record(&self, us: u64) {
-        let mut h = self.hist.lock().unwrap_or_else(|p| p.into_inner());
+        let mut h = self.hist.lock_or_recover();
         if let Some(h) = h.as_mut() {
             stats::record_us(h, us);
         }
@@ -31,8 +32,7 @@ impl OpenTally {
 
     pub(super) fn histogram(&self) -> Histogram<u64> {
         self.hist
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_or_recover()
             .take()
             .unwrap_or_else(stats::new_histogram)
     }

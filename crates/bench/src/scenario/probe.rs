@@ -3,6 +3,7 @@
 //! This module owns the probe's pacing and slots.
 
 use super::*;
+use agentwire_sync::LockExt;
 
 /// How long a priority-probe bulk request body is, bytes.
 pub const PROBE_BULK_SIZE: usize = 256 * 1024;
@@ -194,7 +195,7 @@ impl Slot {
             if measured {
                 match answer {
                     Ok(env) if env.body.len() == self.size => {
-                        let mut h = self.hist.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut h = self.hist.lock_or_recover();
                         stats::record_us(&mut h, rtt_us);
                         drop(h);
                         c.answered.fetch_add(1, Ordering::Relaxed);

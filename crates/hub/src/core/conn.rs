@@ -4,6 +4,7 @@
 //! This module owns per-connection state and its lock; it must not route (that is the core's)
 //! or do I/O (the driver's, through the opaque `D` each connection carries).
 
+use agentwire_sync::LockExt;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
@@ -411,7 +412,7 @@ impl<D, R> Conn<D, R> {
     pub(super) fn lock(&self) -> MutexGuard<'_, ConnState<D, R>> {
         // Every update under this lock leaves the state consistent, so a poisoned lock is
         // still safe to use.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock_or_recover()
     }
 }
 

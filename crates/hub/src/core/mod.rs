@@ -44,6 +44,7 @@ mod reserved;
 #[cfg(test)]
 mod tests;
 
+use agentwire_sync::{LockExt, RwLockExt};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -398,11 +399,10 @@ impl<D, R> HubCore<D, R> {
         if let Some(id) = peer.certified_id {
             let _ = conn.certified_id.set(id);
         }
-        let admitted = self
-            .admission
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .open(&self.config.limits, remote, now.instant);
+        let admitted =
+            self.admission
+                .lock_or_recover()
+                .open(&self.config.limits, remote, now.instant);
         match admitted {
             Ok(()) => {
                 if let (Some(ip), Some(_)) = (remote, self.config.limits.connections_per_address) {
@@ -419,7 +419,7 @@ impl<D, R> HubCore<D, R> {
     }
 
     fn lock_handshaking(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<Conn<D, R>>>> {
-        self.handshaking.lock().unwrap_or_else(|p| p.into_inner())
+        self.handshaking.lock_or_recover()
     }
 
     /// One frame from `conn`. `reply` is the transport's reply handle when the frame
@@ -865,10 +865,7 @@ impl<D, R> HubCore<D, R> {
 
     /// The access policy in force.
     fn access_policy(&self) -> Option<Arc<AccessPolicy>> {
-        self.access
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.access.read_or_recover().clone()
     }
 
     /// Puts `policy` in force (a reloaded access file) and checks every connected agent
@@ -882,7 +879,7 @@ impl<D, R> HubCore<D, R> {
         now: Now,
         out: &mut Vec<Action<D, R>>,
     ) -> usize {
-        *self.access.write().unwrap_or_else(|p| p.into_inner()) = Some(policy.clone());
+        *self.access.write_or_recover() = Some(policy.clone());
         let mut closed = 0;
         for conn in self.registry.all() {
             let Some(reg) = conn.registration() else {
@@ -976,10 +973,7 @@ impl<D, R> HubCore<D, R> {
         let first = conn.mark_closed();
         if first {
             if let Some(ip) = conn.remote.get() {
-                self.admission
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .close(*ip);
+                self.admission.lock_or_recover().close(*ip);
             }
         }
         let reg = conn.registration();

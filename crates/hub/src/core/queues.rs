@@ -9,6 +9,7 @@
 //! the driver calls [`HubCore::on_persisted`]; without one (queues in memory), it goes out at
 //! once. It must not do I/O: the driver owns the store.
 
+use agentwire_sync::LockExt;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, MutexGuard, Weak};
 
@@ -268,7 +269,7 @@ impl<D, R> HubCore<D, R> {
     }
 
     pub(super) fn lock_queues(&self) -> MutexGuard<'_, HubQueues<D, R>> {
-        self.queues.lock().unwrap_or_else(|p| p.into_inner())
+        self.queues.lock_or_recover()
     }
 
     /// An envelope to `queue:NAME`: stored as a task; a request gets a receipt once it is

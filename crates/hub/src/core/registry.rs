@@ -4,6 +4,7 @@
 //! subscribers map. Routing reads both under read locks (many readers at once); only
 //! joins, leaves and (un)subscriptions write. It must not send or close anything.
 
+use agentwire_sync::RwLockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -68,19 +69,19 @@ impl<D, R> Default for Registry<D, R> {
 impl<D, R> Registry<D, R> {
     // Every write below leaves both maps consistent, so a poisoned lock is safe to use.
     fn agents(&self) -> RwLockReadGuard<'_, Agents<D, R>> {
-        self.agents.read().unwrap_or_else(|p| p.into_inner())
+        self.agents.read_or_recover()
     }
 
     fn agents_mut(&self) -> RwLockWriteGuard<'_, Agents<D, R>> {
-        self.agents.write().unwrap_or_else(|p| p.into_inner())
+        self.agents.write_or_recover()
     }
 
     fn topics(&self) -> RwLockReadGuard<'_, Topics<D, R>> {
-        self.topics.read().unwrap_or_else(|p| p.into_inner())
+        self.topics.read_or_recover()
     }
 
     fn topics_mut(&self) -> RwLockWriteGuard<'_, Topics<D, R>> {
-        self.topics.write().unwrap_or_else(|p| p.into_inner())
+        self.topics.write_or_recover()
     }
 
     /// Registers `conn` under `id` following `policy`.

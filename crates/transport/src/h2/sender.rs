@@ -3,6 +3,7 @@
 //! This module owns the choice of stream on the way out; it must not read.
 
 use super::*;
+use agentwire_sync::LockExt;
 
 /// Sending half of an HTTP/2 connection (either side).
 #[derive(Clone)]
@@ -49,10 +50,7 @@ impl H2Sender {
     }
 
     pub(super) fn pending(&self) -> std::sync::MutexGuard<'_, Vec<Bytes>> {
-        self.core
-            .session_pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.core.session_pending.lock_or_recover()
     }
 
     /// Agent side: opens a message stream carrying the frame.

@@ -3,6 +3,7 @@
 //! This module owns stream choice and priorities on the way out; it must not read.
 
 use super::*;
+use agentwire_sync::LockExt;
 
 pub(super) fn quic_priority(class: SendClass) -> i32 {
     match class {
@@ -78,17 +79,13 @@ impl QuicSender {
 
     pub(super) fn finished(&self, stream: SendStream) {
         if let Some(sent) = self.inner.sent.get() {
-            sent.lock().unwrap_or_else(|p| p.into_inner()).keep(stream);
+            sent.lock_or_recover().keep(stream);
         }
     }
 
     /// Keeps the connection's place in a receive budget until the last sender is dropped.
     pub(super) fn hold_admission(&self, admission: Admission) {
-        *self
-            .inner
-            .admission
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(admission);
+        *self.inner.admission.lock_or_recover() = Some(admission);
     }
 
     /// The underlying quinn connection (for stats, addresses and tests).
@@ -241,11 +238,7 @@ impl FrameSender for QuicSender {
             .reader
             .max_buffered
             .store(DEFAULT_MAX_BUFFERED_BYTES, Ordering::Relaxed);
-        let mut admission = self
-            .inner
-            .admission
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut admission = self.inner.admission.lock_or_recover();
         match admission.as_mut() {
             // Its share of the receive budget, adjusted by the budget from now on.
             Some(admission) => admission.register(&self.inner.conn),
@@ -306,7 +299,7 @@ impl FrameSender for QuicSender {
                 self.finished(stream);
             }
         }
-        let streams = std::mem::take(&mut sent.lock().unwrap_or_else(|p| p.into_inner()).streams);
+        let streams = std::mem::take(&mut sent.lock_or_recover().streams);
         for stream in &streams {
             let _ = stream.stopped().await;
         }
