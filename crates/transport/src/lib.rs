@@ -133,38 +133,38 @@ impl SendClass {
     }
 }
 
-/// Where the answer to one received request can be written: on QUIC, the request's own
-/// bidirectional stream. Obtained from [`FrameReceiver::take_reply_slot`] right after the
+/// Where the answer to one received request can be written (on QUIC, the request's own
+/// bidirectional stream). Obtained from [`FrameReceiver::take_reply_slot`] right after the
 /// request frame was received, used with [`FrameSender::send_reply`]. Dropping it unused
-/// simply ends that stream; the answer then travels like any other message. A typed handle
-/// whose insides only the transport that made it can open.
-pub struct ReplySlot(ReplyStream);
-
-/// The transports' reply handles.
-enum ReplyStream {
-    /// A QUIC request stream's sending half.
-    Quic(quinn::SendStream),
+/// simply ends what it holds; the answer then travels like any other message.
+///
+/// The slot is neutral: it names no transport. The transport that made it puts in whatever
+/// its replies need ([`ReplySlot::new`]) and alone takes it out again ([`ReplySlot::take`]);
+/// any other transport finds nothing it knows in it and sends the answer the ordinary way.
+pub struct ReplySlot {
+    inner: Box<dyn std::any::Any + Send>,
+    transport: TransportKind,
 }
 
 impl ReplySlot {
-    /// A QUIC request stream's sending half as a reply slot.
-    pub(crate) fn quic(stream: quinn::SendStream) -> Self {
-        ReplySlot(ReplyStream::Quic(stream))
+    /// `handle` as the reply slot of a request received over `transport`.
+    pub(crate) fn new<T: std::any::Any + Send>(transport: TransportKind, handle: T) -> Self {
+        ReplySlot {
+            inner: Box::new(handle),
+            transport,
+        }
     }
 
-    /// The QUIC stream inside, if this slot came from QUIC.
-    pub(crate) fn into_quic(self) -> Option<quinn::SendStream> {
-        match self.0 {
-            ReplyStream::Quic(stream) => Some(stream),
-        }
+    /// The handle inside, if it is a `T` (that is, if the slot came from the transport that
+    /// puts a `T` in).
+    pub(crate) fn take<T: std::any::Any>(self) -> Option<T> {
+        self.inner.downcast::<T>().ok().map(|b| *b)
     }
 }
 
 impl fmt::Debug for ReplySlot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
-            ReplyStream::Quic(s) => write!(f, "ReplySlot(quic stream {})", s.id()),
-        }
+        write!(f, "ReplySlot({})", self.transport)
     }
 }
 
@@ -337,4 +337,22 @@ pub(crate) fn check_outgoing(frame: &Bytes, peer_max: u32) -> Result<(), Transpo
         return Err(TransportError::TooLarge { len, max: peer_max });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod reply_slot_tests {
+    use super::*;
+
+    #[test]
+    fn only_the_transport_that_filled_a_reply_slot_finds_its_handle() {
+        let slot = ReplySlot::new(TransportKind::Quic, 7u64);
+        assert_eq!(format!("{slot:?}"), "ReplySlot(quic)");
+        assert_eq!(slot.take::<u64>(), Some(7));
+        let slot = ReplySlot::new(TransportKind::Quic, 7u64);
+        assert_eq!(
+            slot.take::<String>(),
+            None,
+            "another transport's handle type finds nothing"
+        );
+    }
 }

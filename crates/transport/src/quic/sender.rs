@@ -202,7 +202,7 @@ impl FrameSender for QuicSender {
         priority: Priority,
         slot: ReplySlot,
     ) -> Result<(), TransportError> {
-        let Some(mut stream) = slot.into_quic() else {
+        let Some(mut stream) = slot.take::<quinn::SendStream>() else {
             return self.send_frame(frame, SendClass::Message(priority)).await;
         };
         check_outgoing(&frame, self.inner.peer_max.load(Ordering::Relaxed))?;

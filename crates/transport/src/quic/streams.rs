@@ -66,7 +66,7 @@ impl StreamReader {
             let max = self.max_frame_size.load(Ordering::Relaxed);
             if let Ok(frame) = FrameDecoder::decode_one(read[0].clone(), max) {
                 self.backlog.read(backlog_len(&frame));
-                let item = Ok((frame, reply.map(ReplySlot::quic)));
+                let item = Ok((frame, reply.map(|s| ReplySlot::new(TransportKind::Quic, s))));
                 match self.tx.try_send(ticket, item) {
                     Ok(()) | Err(quic_inbound::TrySendError::Closed(_)) => self.streams.read(),
                     Err(quic_inbound::TrySendError::Full(item)) => {
@@ -175,7 +175,7 @@ impl StreamReader {
             match decoder.next_frame()? {
                 Some(frame) => {
                     self.backlog.read(backlog_len(&frame));
-                    let slot = reply.take().map(ReplySlot::quic);
+                    let slot = reply.take().map(|s| ReplySlot::new(TransportKind::Quic, s));
                     let ticket = first.take().unwrap_or_else(|| self.tx.ticket());
                     if self.tx.send(ticket, Ok((frame, slot))).await.is_err() {
                         return Ok(false);
