@@ -4,6 +4,8 @@
 //! (`bench`, `load`, `netsim`, `agent-protocol`, `cluster`), all on by default, so that
 //! `--no-default-features --features hub` builds a lean hub binary.
 
+#![warn(missing_docs)]
+
 mod agent_cmd;
 #[cfg(feature = "agent-protocol")]
 mod agent_protocol;

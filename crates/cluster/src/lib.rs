@@ -22,6 +22,8 @@
 //! A hub's own error for a request of another hub's agent travels back to that hub, which
 //! settles the request with it.
 
+#![warn(missing_docs)]
+
 mod error;
 pub mod lease;
 pub mod link;

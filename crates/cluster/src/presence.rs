@@ -80,6 +80,8 @@ impl PresenceMessage {
     }
 }
 
+/// The largest presence message a hub publishes: a state (its agent list) bigger than this is
+/// sent as [`PresenceMessage::StatePart`]s of at most this size each.
 pub const MAX_PRESENCE_BYTES: usize = 256 * 1024;
 
 /// Most parts one hub's state may have (beyond, the parts are ignored): 256 MiB of state at

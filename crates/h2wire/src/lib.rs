@@ -16,6 +16,8 @@
 //! the h2 crate and its header map took a fifth of `load`'s CPU per request, which made it
 //! costlier than h2load.
 
+#![warn(missing_docs)]
+
 pub mod hpack;
 
 use std::collections::HashMap;
@@ -192,7 +194,9 @@ pub enum RefusedBy {
 pub enum Event<'a> {
     /// A stream's final response head (1xx heads are skipped).
     Response {
+        /// The stream.
         stream: StreamId,
+        /// The `:status`.
         status: u16,
         /// The content-length header, if any.
         content_length: Option<u64>,
@@ -202,28 +206,43 @@ pub enum Event<'a> {
     /// Body bytes (padding removed). The receive windows are given back by the connection
     /// itself, as if the data had been consumed.
     Data {
+        /// The stream.
         stream: StreamId,
+        /// The bytes.
         data: &'a [u8],
         /// The stream is complete.
         end_stream: bool,
     },
     /// Trailers arrived: the stream is complete.
-    Trailers { stream: StreamId },
+    Trailers {
+        /// The stream.
+        stream: StreamId,
+    },
     /// The stream ended without a complete response.
     Reset {
+        /// The stream.
         stream: StreamId,
         /// One of [`code`] (the peer's may be any number).
         code: u32,
+        /// Which side reset it.
         by: ResetBy,
         /// Why this side reset it (empty when the peer did).
         reason: &'static str,
     },
     /// The server did not process the stream: it may be sent again (RFC 9113 section 8.7).
-    Refused { stream: StreamId, by: RefusedBy },
+    Refused {
+        /// The stream.
+        stream: StreamId,
+        /// How the server said so.
+        by: RefusedBy,
+    },
     /// The server is going away: no new streams; those above `last_stream` were refused.
     GoAway {
+        /// The last stream the server may still process.
         last_stream: StreamId,
+        /// The GOAWAY's error code (one of [`code`] or any number).
         code: u32,
+        /// The GOAWAY's debug data.
         debug: &'a [u8],
     },
 }

@@ -16,6 +16,8 @@
 //! (the h3 crate's server cost 17 µs more per request there). It is fuzzed by
 //! `fuzz/fuzz_targets/h3_wire.rs`.
 
+#![warn(missing_docs)]
+
 use agentwire_hpack::decode_prefix_int;
 // The coding primitives QPACK shares with HPACK, where they were before they moved.
 pub use agentwire_hpack::{huffman_decode_into, put_prefix_int, HuffmanError};

@@ -5,6 +5,8 @@
 //! This crate owns those two encodings only; it must not know about header tables, frames or
 //! either protocol's errors (callers map [`IntError`] and [`HuffmanError`] to their own).
 
+#![warn(missing_docs)]
+
 use bytes::BufMut;
 
 /// Appends a prefixed integer (RFC 7541 section 5.1, which QPACK shares) whose first byte

@@ -16,6 +16,8 @@
 //! assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod chart;
 pub mod environment;
 pub mod resources;

@@ -44,6 +44,8 @@
 //! assert_eq!(store.load().unwrap().tasks.len(), 0);
 //! ```
 
+#![warn(missing_docs)]
+
 mod core;
 mod file_store;
 mod model;

@@ -310,6 +310,7 @@ pub enum QueueError {
         /// The limit.
         max: usize,
     },
+    /// The queue holds its most tasks already.
     #[error("queue {queue} is full ({max} tasks)")]
     Full {
         /// The queue.

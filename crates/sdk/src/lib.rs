@@ -12,6 +12,8 @@
 //! It must not know Python or JavaScript: no PyO3, no napi types here. Everything it returns
 //! is owned, `Send` and `'static`, so a binding can move it across its runtime boundary.
 
+#![warn(missing_docs)]
+
 mod agent;
 mod completions;
 mod config;

@@ -23,6 +23,8 @@
 //! This crate owns the protocol; it must not do I/O, read clocks or spawn tasks (the
 //! `agentwire-zap` crate drives it over sockets).
 
+#![warn(missing_docs)]
+
 pub mod agent;
 pub mod encoding;
 pub mod event;

@@ -11,6 +11,8 @@
 //! The protocol itself (frames, messages, handshake, both sides' state machines) is the
 //! sans-IO crate `agentwire-zap-proto`; this crate owns sockets, tasks and timers.
 
+#![warn(missing_docs)]
+
 pub mod bench;
 pub mod client;
 pub mod pool;
