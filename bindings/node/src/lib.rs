@@ -7,6 +7,8 @@
 //! `codeName`). The idiomatic API (options objects, async iterators, the compatibility layer)
 //! is `index.js`. Nothing here may panic on a caller's input.
 
+#![warn(missing_docs)]
+
 use agentwire_sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,9 +51,14 @@ enum Done {
 /// text) when it failed, else `id` or `message` (or neither) by what the call returns.
 #[napi(object, object_from_js = false)]
 pub struct Completion {
+    /// The ticket the caller gave when it started the call.
     pub ticket: i64,
+    /// When the call failed: the error as `agentwire|CLASS|CODE|NAME|MESSAGE` text.
     pub error: Option<String>,
+    /// For send and publish: the id of the message sent.
     pub id: Option<i64>,
+    /// For request: the answer; for recv: the message received (none once the connection has
+    /// ended).
     pub message: Option<NativeMessage>,
 }
 
@@ -85,6 +92,8 @@ impl Completions {
 
 #[napi]
 impl Completions {
+    /// A queue that calls `onReady` whenever a call finishes while the queue is empty; the
+    /// wake-up does not keep the process alive until `setBusy(true)`.
     // `unref`/`refer` are deprecated in favour of counting clones, but what is wanted here is
     // Node-API's own switch (napi_unref/ref_threadsafe_function): whether a pending wake-up
     // keeps the event loop alive.
@@ -147,19 +156,34 @@ impl Completions {
 /// Connect options (see `index.d.ts`).
 #[napi(object)]
 pub struct NativeConnectOptions {
+    /// Hub addresses, tried in order (`quic://`, `h2://`, `wss://`, `ws://`, `unix://`,
+    /// `auto://`).
     pub hubs: Vec<String>,
+    /// This agent's id.
     pub id: String,
+    /// PEM file of the CA that signed the hub's certificate.
     pub ca: Option<String>,
+    /// The same CA as PEM text.
     pub ca_pem: Option<String>,
+    /// The hub's public-key pin, `sha256:HEX`.
     pub pin: Option<String>,
+    /// Accept any hub certificate (testing only; warns loudly). Default false.
     pub insecure: Option<bool>,
+    /// The hub's shared token, or this agent's credential.
     pub token: Option<String>,
+    /// This agent's certificate file, for hubs that require one (mutual TLS).
     pub cert: Option<String>,
+    /// The key file of `cert`.
     pub key: Option<String>,
+    /// Role announced to the hub (default `agent`).
     pub role: Option<String>,
+    /// TLS server name (default: the address's host).
     pub server_name: Option<String>,
+    /// Time allowed for the whole connect, in milliseconds (default 10000).
     pub connect_timeout_ms: Option<f64>,
+    /// With several addresses, time allowed for each, in milliseconds (default 2000).
     pub fallback_timeout_ms: Option<f64>,
+    /// Codecs offered, preferred first (`msgpack`, `json`; default both).
     pub codecs: Option<Vec<String>>,
 }
 
@@ -182,6 +206,7 @@ pub struct NativeHub {
     inner: Arc<EmbeddedHub>,
 }
 
+/// Connects an agent (all fallbacks included) and runs the handshake.
 #[napi]
 pub async fn connect(options: NativeConnectOptions) -> napi::Result<NativeAgent> {
     let config = ConnectConfig {
@@ -212,6 +237,10 @@ pub async fn connect(options: NativeConnectOptions) -> napi::Result<NativeAgent>
     })
 }
 
+/// Starts a hub in this process, listening on every address of `listen` (port 0 picks one).
+/// `certDir` holds `hub.pem` and `hub.key` (without it the hub makes its own CA); `token` is
+/// the shared token agents must present; `store` is a directory keeping the work queues (they
+/// live in memory otherwise).
 #[cfg(feature = "hub")]
 #[napi]
 pub async fn start_hub(
@@ -245,11 +274,13 @@ fn pairs(headers: Option<HashMap<String, String>>) -> Vec<(String, String)> {
 
 #[napi]
 impl NativeAgent {
+    /// This agent's id.
     #[napi(getter)]
     pub fn id(&self) -> String {
         self.inner.id().to_owned()
     }
 
+    /// The transport in use: `quic`, `http2`, `websocket` or `unix`.
     #[napi(getter)]
     pub fn transport(&self) -> String {
         self.inner.transport().to_owned()
@@ -313,11 +344,13 @@ impl NativeAgent {
         );
     }
 
+    /// Subscribes to `topic`: what is published to it arrives through `recv`.
     #[napi]
     pub async fn subscribe(&self, topic: String) -> napi::Result<()> {
         self.inner.clone().subscribe(&topic).await.map_err(js_err)
     }
 
+    /// Unsubscribes from `topic`.
     #[napi]
     pub async fn unsubscribe(&self, topic: String) -> napi::Result<()> {
         self.inner.clone().unsubscribe(&topic).await.map_err(js_err)
@@ -360,6 +393,8 @@ impl NativeAgent {
         Ok((receipt.task as i64, receipt.duplicate))
     }
 
+    /// Starts taking tasks from `queue`, `credit` at a time (0 stops); they arrive through `recv`
+    /// as messages of kind `task`.
     #[napi]
     pub async fn consume(&self, queue: String, credit: u32) -> napi::Result<()> {
         self.inner
@@ -369,6 +404,7 @@ impl NativeAgent {
             .map_err(js_err)
     }
 
+    /// Takes no more tasks from `queue` (those held stay held until acked or nacked).
     #[napi]
     pub async fn stop_consuming(&self, queue: String) -> napi::Result<()> {
         self.inner
@@ -378,12 +414,15 @@ impl NativeAgent {
             .map_err(js_err)
     }
 
+    /// Acknowledges task `task`: done, never delivered again.
     #[napi]
     pub async fn ack(&self, task: i64) -> napi::Result<()> {
         let task = task_id(task)?;
         self.inner.clone().ack(task).await.map_err(js_err)
     }
 
+    /// Gives task `task` back, to be delivered again after `delayMs` milliseconds (0: at once;
+    /// the queue's backoff when none).
     #[napi]
     pub async fn nack(&self, task: i64, delay_ms: Option<f64>) -> napi::Result<()> {
         let task = task_id(task)?;
@@ -394,6 +433,7 @@ impl NativeAgent {
         self.inner.clone().nack(task, delay).await.map_err(js_err)
     }
 
+    /// A queue's counts (`ready`, `in_flight`, `dead`, `consumers`, …) as JSON text.
     #[napi]
     pub async fn queue_stats(&self, queue: String, timeout_ms: f64) -> napi::Result<String> {
         let wait = seconds("timeoutMs", timeout_ms)?;
@@ -404,16 +444,20 @@ impl NativeAgent {
             .map_err(js_err)
     }
 
+    /// The agent's counters (messages sent and received) and its connection's (RTT, bytes, lost
+    /// packets), as JSON text.
     #[napi]
     pub fn stats_json(&self) -> String {
         self.inner.stats_json()
     }
 
+    /// Why the connection ended, or none while it is open.
     #[napi]
     pub fn closed_reason(&self) -> Option<String> {
         self.inner.closed_reason()
     }
 
+    /// Says goodbye to the hub and closes the connection.
     #[napi]
     pub async fn close(&self) {
         self.inner.clone().close().await
@@ -430,42 +474,52 @@ fn task_id(task: i64) -> napi::Result<u64> {
 
 #[napi]
 impl NativeMessage {
+    /// The sender's id for it (for a queue task: the task id to ack or nack).
     #[napi(getter)]
     pub fn id(&self) -> i64 {
         self.inner.id as i64
     }
+    /// The sending agent (`$hub` for the hub's own messages).
     #[napi(getter)]
     pub fn sender(&self) -> String {
         self.inner.sender.clone()
     }
+    /// Where it was sent: `agent:ID`, `topic:NAME`, `queue:NAME` or `*`.
     #[napi(getter)]
     pub fn to(&self) -> String {
         self.inner.to.clone()
     }
+    /// `request`, `response`, `event`, `task`, `error`, …
     #[napi(getter)]
     pub fn kind(&self) -> String {
         self.inner.kind.to_owned()
     }
+    /// `critical`, `high`, `medium` or `low`.
     #[napi(getter)]
     pub fn priority(&self) -> String {
         self.inner.priority.to_owned()
     }
+    /// For a response or an error: the id of the request it answers.
     #[napi(getter)]
     pub fn correlation(&self) -> Option<i64> {
         self.inner.correlation.map(|c| c as i64)
     }
+    /// Its headers.
     #[napi(getter)]
     pub fn headers(&self) -> HashMap<String, String> {
         self.inner.headers.clone().into_iter().collect()
     }
+    /// Its bytes (a copy).
     #[napi(getter)]
     pub fn body(&self) -> Buffer {
         Buffer::from(self.inner.body.to_vec())
     }
+    /// For a queue task: its queue.
     #[napi(getter)]
     pub fn queue(&self) -> Option<String> {
         self.inner.queue.clone()
     }
+    /// For a queue task: 1 for the first delivery, more for redeliveries.
     #[napi(getter)]
     pub fn attempt(&self) -> Option<u32> {
         self.inner.attempt
@@ -487,22 +541,27 @@ impl NativeMessage {
 #[cfg(feature = "hub")]
 #[napi]
 impl NativeHub {
+    /// The addresses agents use, with the ports chosen.
     #[napi(getter)]
     pub fn urls(&self) -> Vec<String> {
         self.inner.urls.clone()
     }
+    /// The CA certificate agents trust it with (PEM), when it made its own.
     #[napi(getter)]
     pub fn ca_pem(&self) -> Option<String> {
         self.inner.ca_pem.clone()
     }
+    /// Its public-key pin (`sha256:HEX`), for `connect({ pin })`.
     #[napi(getter)]
     pub fn pin(&self) -> String {
         self.inner.pin.clone()
     }
+    /// Agents connected now.
     #[napi]
     pub fn agent_count(&self) -> u32 {
         u32::try_from(self.inner.agent_count()).unwrap_or(u32::MAX)
     }
+    /// Stops listening, closes every agent's connection and the queue store.
     #[napi]
     pub fn close(&self) {
         self.inner.close()

@@ -14,6 +14,8 @@
 //! type hints) is the pure-Python layer in `python/agentwire/__init__.py`. Nothing here may
 //! panic on a caller's input.
 
+#![warn(missing_docs)]
+
 use agentwire_sync::LockExt;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;

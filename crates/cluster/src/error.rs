@@ -7,6 +7,7 @@ use std::time::Duration;
 
 /// Why a hub could not join its cluster.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClusterError {
     /// A setting is unusable (a name with characters NATS subjects cannot hold, no server).
     #[error("invalid cluster setting: {0}")]

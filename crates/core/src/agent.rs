@@ -146,6 +146,7 @@ impl AgentOptions {
 /// What can go wrong for an agent. Failures underneath (a transport error, the handshake's,
 /// a TLS set-up error) are kept as the source.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum AgentError {
     /// Bad options (an address, a name, a transport that cannot do what was asked).
     #[error("invalid configuration: {0}")]

@@ -34,6 +34,7 @@ pub fn put_prefix_int(out: &mut impl BufMut, flags: u8, prefix_bits: u32, value:
 
 /// Why a prefixed integer could not be decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum IntError {
     /// The input ends inside the integer.
     Truncated,
@@ -98,6 +99,7 @@ pub fn decode_prefix_int(buf: &[u8], prefix_bits: u32, max: u64) -> Result<(u64,
 
 /// Why a Huffman-coded string could not be decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HuffmanError {
     /// The string contains the EOS symbol.
     Eos,

@@ -232,6 +232,7 @@ impl HubInner {
 
 /// Why a hub could not take the work queues over ([`Hub::take_over_queues`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TakeOverError {
     /// The hub keeps its queues in a store already.
     #[error("this hub keeps its work queues in a store already")]

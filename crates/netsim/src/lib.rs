@@ -87,6 +87,7 @@ pub const DEFAULT_REORDER_DELAY: Duration = Duration::from_millis(10);
 /// Every variant names the offending key (spec keys as written by the user, or the
 /// [`Impairment`] field name for config validation errors).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The spec contains a key this crate does not know.
     #[error("unknown key `{key}` in impairment spec (known keys: {})", spec::KNOWN_KEYS.join(", "))]

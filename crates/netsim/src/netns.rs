@@ -18,6 +18,7 @@ pub const NETNS_DIR: &str = "/var/run/netns";
 
 /// Errors of the packet-level mode.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PacketError {
     /// The process may not create namespaces or iptables is missing.
     #[error("{PRIVILEGES_HINT} ({reason})")]

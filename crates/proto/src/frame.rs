@@ -199,6 +199,7 @@ impl RawFrame {
 
 /// Why bytes could not be turned into a frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameError {
     /// The length prefix exceeds the maximum frame size.
     #[error("frame of {len} bytes exceeds the limit of {max}")]

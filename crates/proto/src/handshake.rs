@@ -74,6 +74,7 @@ impl Session {
 
 /// Why the agent's side of the handshake failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HandshakeError {
     /// The hub refused.
     #[error("hub rejected the handshake: {code}: {reason}")]

@@ -42,6 +42,7 @@ impl Default for Limits {
 
 /// A limit an envelope or name broke.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LimitError {
     /// Too many headers.
     #[error("{count} headers, limit {max}")]

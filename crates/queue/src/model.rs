@@ -268,6 +268,7 @@ pub struct DeadLetterPage {
 
 /// A refused call. Each leaves the queues as they were.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueueError {
     /// The queue name is empty, too long, or has spaces or control characters.
     #[error("bad queue name {0:?}: 1 to 128 bytes, no spaces or control characters")]

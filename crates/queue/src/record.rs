@@ -35,6 +35,7 @@ pub struct TaskRecord {
 
 /// A stored record that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RecordError {
     /// It ends before a field it announces.
     #[error("record is cut short (at byte {0})")]

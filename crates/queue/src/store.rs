@@ -69,6 +69,7 @@ pub struct Quarantined {
 
 /// A store that failed. Every variant names the store's file where there is one.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The store could not be opened or created.
     #[error("cannot open the queue store {path}")]

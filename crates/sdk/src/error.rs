@@ -97,6 +97,8 @@ impl From<AgentError> for SdkError {
             AgentError::Timeout(_) => (ErrorKind::Timeout, None),
             AgentError::Disconnected(_) => (ErrorKind::Closed, None),
             AgentError::TooLarge(_) => (ErrorKind::TooLarge, Some(ErrorCode::FrameTooLarge)),
+            // An error the agent API adds later crosses as internal until it is named here.
+            _ => (ErrorKind::Internal, None),
         };
         SdkError {
             kind,

@@ -11,6 +11,7 @@ pub(crate) const INLINE_PEM: &str = "<inline PEM>";
 ///
 /// Every message names the file (where there is one) and the problem.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TlsError {
     /// Reading or writing a file failed.
     #[error("cannot access {}: {source}", path.display())]

@@ -25,6 +25,7 @@ pub type ErrorSource = Arc<dyn std::error::Error + Send + Sync + 'static>;
 /// assert_eq!(cause.map(|io| io.kind()), Some(std::io::ErrorKind::ConnectionRefused));
 /// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum TransportError {
     /// The peer (or we) closed the connection, with an agentwire code where one was given.
     Closed {
@@ -118,6 +119,7 @@ impl TransportError {
 
 /// Why a connection (or a listener) could not be set up.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum ConnectError {
     /// A socket could not be bound, connected, accepted or set up.
     Socket {

@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 
 /// Why an item was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueueError {
     /// The queue holds `capacity` items already.
     #[error("queue full ({0} items)")]

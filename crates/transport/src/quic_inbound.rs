@@ -28,6 +28,7 @@ pub struct Ticket(u64);
 
 /// Why [`InboundSender::try_send`] gave its item back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TrySendError<T> {
     /// No room without waiting (the queue is full or senders are waiting).
     Full(T),

@@ -82,6 +82,7 @@ pub enum AgentEvent {
 
 /// Why a session ended on the proxy's bytes.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProtocolError {
     /// The framing broke.
     #[error("bad frame: {0}")]
@@ -367,6 +368,7 @@ impl From<FrameError> for SendError {
 
 /// A frame the session could not send.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SendError {
     /// Before the handshake, or after the session ended.
     #[error("the session is not open")]

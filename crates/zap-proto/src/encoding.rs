@@ -21,6 +21,7 @@ pub enum Encoding {
 
 /// A payload that did not encode or decode.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CodecError {
     /// JSON.
     #[error("JSON: {0}")]

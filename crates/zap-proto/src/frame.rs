@@ -102,6 +102,7 @@ pub struct Frame {
 
 /// A frame that breaks the framing rules; the connection cannot continue after it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameError {
     /// A length prefix of 0 (there must be at least the type byte).
     #[error("zero-length frame")]

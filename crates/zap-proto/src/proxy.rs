@@ -92,6 +92,7 @@ pub enum ProxyEvent {
 
 /// Why the connection must end.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProxyError {
     /// The framing broke.
     #[error("bad frame from the agent: {0}")]
@@ -121,6 +122,7 @@ pub enum ProxyError {
 
 /// Why an event was not sent.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProxySendError {
     /// The handshake has not completed, or the session ended.
     #[error("the connection is not ready")]

@@ -72,6 +72,7 @@ pub struct BenchReport {
 
 /// Why the run could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BenchError {
     /// No connection to the agent.
     #[error("could not connect to the agent at {0}")]

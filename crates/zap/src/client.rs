@@ -28,6 +28,7 @@ use crate::unix_ms;
 
 /// Why a request got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RequestError {
     /// The agent did not answer in time (a Cancel was sent).
     #[error("the agent did not answer in time")]
@@ -48,6 +49,7 @@ pub enum RequestError {
 
 /// Why a connection could not be made.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConnectError {
     /// The socket.
     #[error("{path}: {source}")]

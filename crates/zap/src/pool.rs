@@ -105,6 +105,7 @@ impl Default for PoolConfig {
 
 /// Why a request through the pool got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PoolError {
     /// No agent by that id.
     #[error("no agent {0:?} in the pool")]

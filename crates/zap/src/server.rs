@@ -177,6 +177,7 @@ pub struct AgentServer<H> {
 
 /// The socket could not be bound.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BindError {
     /// Another process is serving on the path.
     #[error("{0}: another agent is listening there")]

@@ -98,6 +98,7 @@ pub struct AccessPolicy {
 
 /// An access file that cannot be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AccessError {
     /// It cannot be read.
     #[error("cannot read the access file {path}")]

@@ -147,6 +147,8 @@ fn error_code(e: &QueueError) -> ErrorCode {
         | QueueError::TooLarge { .. }
         | QueueError::ProducerIdTooLong { .. }
         | QueueError::NoCredit => ErrorCode::LimitExceeded,
+        // A refusal added to the queue core later is the agent's limit until named here.
+        _ => ErrorCode::LimitExceeded,
     }
 }
 
