@@ -133,7 +133,7 @@ impl AgentOptions {
         let mut urls = Vec::new();
         for hub in &self.hubs {
             for part in hub.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                urls.extend(HubUrl::parse_list(part).map_err(AgentError::Config)?);
+                urls.extend(HubUrl::parse_list(part).map_err(AgentError::Url)?);
             }
         }
         if urls.is_empty() {
@@ -154,6 +154,12 @@ pub enum AgentError {
     /// The TLS settings could not be loaded or built (a certificate file, a pin).
     #[error("invalid configuration: {0}")]
     Tls(#[source] Arc<agentwire_tls::TlsError>),
+    /// A hub URL does not parse.
+    #[error("invalid configuration: {0}")]
+    Url(#[source] agentwire_transport::UrlError),
+    /// A hub's host name could not be resolved.
+    #[error("cannot connect to the hub: {0}")]
+    Resolve(#[source] Arc<agentwire_transport::ResolveError>),
     /// The connection could not be set up (network, TLS, QUIC).
     #[error("cannot connect to the hub: {0}")]
     Connect(#[source] TransportError),
@@ -423,7 +429,11 @@ impl Connector {
         match &url.endpoint {
             HubEndpoint::Path(path) => target.path = Some(path.clone()),
             HubEndpoint::Net { .. } => {
-                target.addr = Some(url.resolve().await.map_err(AgentError::Config)?)
+                target.addr = Some(
+                    url.resolve()
+                        .await
+                        .map_err(|e| AgentError::Resolve(Arc::new(e)))?,
+                )
             }
         }
         let mut quic = None;

@@ -111,7 +111,10 @@ impl Hub {
         };
         match (&url.endpoint, url.transport) {
             (HubEndpoint::Net { .. }, TransportKind::Quic) => {
-                let addr = url.resolve().await.map_err(ConnectError::Config)?;
+                let addr = url
+                    .resolve()
+                    .await
+                    .map_err(|e| ConnectError::Config(agentwire_transport::error_chain(&e)))?;
                 let quic = self.listen_quic(addr, need_identity()?)?;
                 let mut real = url.clone();
                 real.endpoint = HubEndpoint::Net {
@@ -158,7 +161,10 @@ impl Hub {
                 } else {
                     None
                 };
-                let addr = url.resolve().await.map_err(ConnectError::Config)?;
+                let addr = url
+                    .resolve()
+                    .await
+                    .map_err(|e| ConnectError::Config(agentwire_transport::error_chain(&e)))?;
                 let config = &self.inner.config;
                 let (listen, local) = TcpListen::bind(
                     addr,

@@ -133,7 +133,7 @@ impl ConnectConfig {
         let mut plain = true;
         for hub in hubs {
             for part in hub.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                for url in HubUrl::parse_list(part).map_err(SdkError::config)? {
+                for url in HubUrl::parse_list(part).map_err(|e| SdkError::config(e.to_string()))? {
                     plain &= !url.tls;
                 }
             }

@@ -86,12 +86,14 @@ impl From<AgentError> for SdkError {
     fn from(e: AgentError) -> Self {
         let message = agentwire::error_chain(&e);
         let (kind, code) = match &e {
-            AgentError::Config(_) | AgentError::Tls(_) | AgentError::Encode(_) => {
-                (ErrorKind::Config, None)
-            }
-            AgentError::Connect(_) | AgentError::Unreachable(_) | AgentError::Handshake(_) => {
-                (ErrorKind::Connect, None)
-            }
+            AgentError::Config(_)
+            | AgentError::Tls(_)
+            | AgentError::Url(_)
+            | AgentError::Encode(_) => (ErrorKind::Config, None),
+            AgentError::Connect(_)
+            | AgentError::Resolve(_)
+            | AgentError::Unreachable(_)
+            | AgentError::Handshake(_) => (ErrorKind::Connect, None),
             AgentError::Rejected { code, .. } => (ErrorKind::Rejected, Some(*code)),
             AgentError::Remote { code, .. } => (ErrorKind::Remote, Some(*code)),
             AgentError::Timeout(_) => (ErrorKind::Timeout, None),

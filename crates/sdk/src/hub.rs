@@ -83,7 +83,7 @@ impl EmbeddedHub {
         let mut listeners = Vec::new();
         let mut urls = Vec::new();
         for address in &spec.listen {
-            let url = HubUrl::parse(address).map_err(SdkError::config)?;
+            let url = HubUrl::parse(address).map_err(|e| SdkError::config(e.to_string()))?;
             let listener = hub.listen(&url, Some(&identity)).await.map_err(|e| {
                 SdkError::new(
                     crate::ErrorKind::Connect,

@@ -58,7 +58,7 @@ use bytes::Bytes;
 pub use error::{ConnectError, ErrorSource, TransportError};
 pub use error_text::error_chain;
 pub use settings::{CongestionControl, QuicSettings, SocketBuffers, StreamMapping};
-pub use url::HubUrl;
+pub use url::{HubUrl, ResolveError, UrlError};
 
 /// Which transport a connection uses.
 ///
