@@ -40,11 +40,12 @@ use tokio::task::JoinHandle;
 
 pub use self::core::{
     is_reserved, token_sha256, AbuseLimits, AccessError, AccessPolicy, Action, AgentSnapshot, Conn,
-    CoreConfig, DuplicatePolicy, Grant, HubCore, HubOp, Now, Outbound, Peer, Registration,
-    AFTER_HEADER, ATTEMPT_HEADER, CREDIT_HEADER, DEAD_LETTER_PAGE, DEFAULT_AGENT_QUEUE_BYTES,
-    DEFAULT_HUB_QUEUE_BYTES, DEFAULT_MAX_OPEN_REQUESTS, DEFAULT_MAX_SUBSCRIPTIONS, DELAY_HEADER,
-    DUPLICATE_HEADER, HUB_ID, HUB_OP_HEADER, NEXT_AFTER_HEADER, PRESENCE_TOPIC, PRODUCER_ID_HEADER,
-    QUEUE_OP_HEADER, QUEUE_OWNER_ID, TASK_ID_HEADER,
+    CoreConfig, DuplicatePolicy, Grant, HubCore, HubOp, Now, Outbound, Peer, PolicyError,
+    Registration, AFTER_HEADER, ATTEMPT_HEADER, CREDIT_HEADER, DEAD_LETTER_PAGE,
+    DEFAULT_AGENT_QUEUE_BYTES, DEFAULT_HUB_QUEUE_BYTES, DEFAULT_MAX_OPEN_REQUESTS,
+    DEFAULT_MAX_SUBSCRIPTIONS, DELAY_HEADER, DUPLICATE_HEADER, HUB_ID, HUB_OP_HEADER,
+    NEXT_AFTER_HEADER, PRESENCE_TOPIC, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, QUEUE_OWNER_ID,
+    TASK_ID_HEADER,
 };
 pub use agentwire_transport::ConnectionControl;
 pub use exposure::{exposures, Exposure};

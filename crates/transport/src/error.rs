@@ -156,6 +156,8 @@ pub enum ConnectError {
     /// The settings cannot work: a TLS configuration without the protocol this transport
     /// needs, a missing certificate, an address of the wrong kind, an invalid name.
     Config(String),
+    /// QUIC settings quinn cannot use.
+    Settings(crate::settings::SettingsError),
 }
 
 impl fmt::Display for ConnectError {
@@ -167,6 +169,7 @@ impl fmt::Display for ConnectError {
             ConnectError::Tls(e) => f.write_str(&agentwire_tls::describe_tls_error(e)),
             ConnectError::Quic { peer, source } => write!(f, "{peer}: {source}"),
             ConnectError::Config(what) => f.write_str(what),
+            ConnectError::Settings(e) => write!(f, "invalid QUIC settings: {e}"),
         }
     }
 }
@@ -181,6 +184,7 @@ impl std::error::Error for ConnectError {
             ConnectError::Tls(e) => Some(e),
             ConnectError::Quic { source, .. } => Some(source),
             ConnectError::Config(_) => None,
+            ConnectError::Settings(e) => Some(e),
         }
     }
 }

@@ -57,7 +57,7 @@ use agentwire_proto::{ErrorCode, Priority, RawFrame};
 use bytes::Bytes;
 pub use error::{ConnectError, ErrorSource, TransportError};
 pub use error_text::error_chain;
-pub use settings::{CongestionControl, QuicSettings, SocketBuffers, StreamMapping};
+pub use settings::{CongestionControl, QuicSettings, SettingsError, SocketBuffers, StreamMapping};
 pub use url::{HubUrl, ResolveError, UrlError};
 
 /// Which transport a connection uses.

@@ -112,7 +112,9 @@ pub(crate) fn traced_transport(
     let Some(dir) = &settings.qlog_dir else {
         return Ok(None);
     };
-    let mut transport = settings.transport_config().map_err(ConnectError::Config)?;
+    let mut transport = settings
+        .transport_config()
+        .map_err(ConnectError::Settings)?;
     let trace = |what: String, e: std::io::Error| ConnectError::Trace {
         what,
         source: std::sync::Arc::new(e),

@@ -271,12 +271,35 @@ pub fn initial_window(mtu: u16) -> u64 {
     (10 * mtu).min(14_720.max(2 * mtu))
 }
 
+/// QUIC settings quinn cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingsError {
+    /// The idle timeout is beyond what QUIC can announce (2^62 ms).
+    #[error("idle timeout {0:?} is too large")]
+    IdleTimeout(Duration),
+    /// The connection receive window is beyond a QUIC variable-length integer.
+    #[error("receive window {0} is too large")]
+    ReceiveWindow(u64),
+    /// The initial MTU is below QUIC's 1200 bytes, or above the largest.
+    #[error("MTU settings invalid: initial {initial} (min 1200), max {max}")]
+    Mtu {
+        /// `initial_mtu`.
+        initial: u16,
+        /// `max_mtu`.
+        max: u16,
+    },
+    /// The largest UDP payload the endpoint would accept is out of quinn's range.
+    #[error("MTU {0} is out of range (1200..=65527)")]
+    Payload(u16),
+}
+
 impl QuicSettings {
     /// Builds the quinn transport configuration.
-    pub fn transport_config(&self) -> Result<TransportConfig, String> {
+    pub fn transport_config(&self) -> Result<TransportConfig, SettingsError> {
         let mut t = TransportConfig::default();
         let idle = IdleTimeout::try_from(self.idle_timeout)
-            .map_err(|_| format!("idle timeout {:?} is too large", self.idle_timeout))?;
+            .map_err(|_| SettingsError::IdleTimeout(self.idle_timeout))?;
         t.max_idle_timeout(Some(idle))
             .keep_alive_interval(self.keep_alive)
             .max_concurrent_uni_streams(VarInt::from_u32(self.max_concurrent_uni_streams))
@@ -284,7 +307,7 @@ impl QuicSettings {
             .stream_receive_window(VarInt::from_u32(self.stream_receive_window))
             .receive_window(
                 VarInt::from_u64(self.receive_window)
-                    .map_err(|_| format!("receive window {} is too large", self.receive_window))?,
+                    .map_err(|_| SettingsError::ReceiveWindow(self.receive_window))?,
             )
             .send_window(self.send_window)
             // Round-robin between streams of one priority. Without it quinn finishes a stream
@@ -295,10 +318,10 @@ impl QuicSettings {
             // docs/benchmarks/2026-11-25-send-fairness).
             .send_fairness(true);
         if self.initial_mtu < 1200 || self.max_mtu < self.initial_mtu {
-            return Err(format!(
-                "MTU settings invalid: initial {} (min 1200), max {}",
-                self.initial_mtu, self.max_mtu
-            ));
+            return Err(SettingsError::Mtu {
+                initial: self.initial_mtu,
+                max: self.max_mtu,
+            });
         }
         t.initial_mtu(self.initial_mtu);
         let mut mtu = MtuDiscoveryConfig::default();
@@ -337,12 +360,12 @@ impl QuicSettings {
     /// Builds the quinn endpoint configuration: the largest UDP payload this endpoint accepts
     /// (announced to peers, who size their datagrams by it) is
     /// [`endpoint_payload`](Self::endpoint_payload).
-    pub fn endpoint_config(&self) -> Result<quinn::EndpointConfig, String> {
+    pub fn endpoint_config(&self) -> Result<quinn::EndpointConfig, SettingsError> {
         let mut config = quinn::EndpointConfig::default();
         let payload = self.endpoint_payload();
         config
             .max_udp_payload_size(payload)
-            .map_err(|_| format!("MTU {payload} is out of range (1200..=65527)"))?;
+            .map_err(|_| SettingsError::Payload(payload))?;
         Ok(config)
     }
 
@@ -532,3 +555,34 @@ fn force_buffer(socket: &Socket, want: usize, kind: BufferKind) {
 
 #[cfg(not(target_os = "linux"))]
 fn force_buffer(_socket: &Socket, _want: usize, _kind: BufferKind) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_quinn_cannot_use_are_named() {
+        let mut s = QuicSettings {
+            initial_mtu: 1000,
+            ..QuicSettings::default()
+        };
+        assert!(matches!(
+            s.transport_config(),
+            Err(SettingsError::Mtu { initial: 1000, .. })
+        ));
+        s.initial_mtu = 1200;
+        s.receive_window = u64::MAX;
+        assert!(matches!(
+            s.transport_config(),
+            Err(SettingsError::ReceiveWindow(u64::MAX))
+        ));
+        s.receive_window = QuicSettings::default().receive_window;
+        s.idle_timeout = Duration::MAX;
+        assert!(matches!(
+            s.transport_config(),
+            Err(SettingsError::IdleTimeout(_))
+        ));
+        assert!(QuicSettings::default().transport_config().is_ok());
+        assert!(QuicSettings::default().endpoint_config().is_ok());
+    }
+}

@@ -110,12 +110,40 @@ pub enum AccessError {
         source: std::io::Error,
     },
     /// It is not valid (JSON, fields, token hashes).
-    #[error("the access file {path} is not valid: {reason}")]
+    #[error("the access file {path} is not valid: {source}")]
     Invalid {
         /// The file.
         path: PathBuf,
         /// What is wrong.
-        reason: String,
+        #[source]
+        source: PolicyError,
+    },
+}
+
+/// What is wrong with an access file's text ([`AccessPolicy::from_json`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// Not JSON, or not the file's fields (unknown fields are refused).
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    /// A `token_sha256` that is not 64 hex digits.
+    #[error("credential {credential}: token_sha256 must be 64 hex digits")]
+    TokenHash {
+        /// The credential, counted from 1.
+        credential: usize,
+    },
+    /// A credential with both a token hash and `"client_cert": true`, or neither.
+    #[error("credential {credential}: give either token_sha256 or \"client_cert\": true")]
+    Proof {
+        /// The credential, counted from 1.
+        credential: usize,
+    },
+    /// A credential that names no agent id.
+    #[error("credential {credential}: ids is empty")]
+    NoIds {
+        /// The credential, counted from 1.
+        credential: usize,
     },
 }
 
@@ -143,9 +171,9 @@ impl AccessPolicy {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::from_json(&text).map_err(|reason| AccessError::Invalid {
+        Self::from_json(&text).map_err(|source| AccessError::Invalid {
             path: path.to_path_buf(),
-            reason,
+            source,
         })
     }
 
@@ -160,8 +188,8 @@ impl AccessPolicy {
     /// assert!(policy.admit("boss", Some("s3cret-token"), false).is_none()); // not an id it names
     /// assert!(policy.admit("worker-7", Some("guess"), false).is_none());
     /// ```
-    pub fn from_json(text: &str) -> Result<Self, String> {
-        let file: AccessFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub fn from_json(text: &str) -> Result<Self, PolicyError> {
+        let file: AccessFile = serde_json::from_str(text).map_err(PolicyError::Json)?;
         let mut credentials = Vec::new();
         for (i, c) in file.credentials.into_iter().enumerate() {
             let proof = match (&c.token_sha256, c.client_cert) {
@@ -169,20 +197,13 @@ impl AccessPolicy {
                     hex::decode(hash.trim())
                         .ok()
                         .and_then(|h| <[u8; 32]>::try_from(h).ok())
-                        .ok_or_else(|| {
-                            format!("credential {}: token_sha256 must be 64 hex digits", i + 1)
-                        })?,
+                        .ok_or(PolicyError::TokenHash { credential: i + 1 })?,
                 ),
                 (None, true) => Proof::Certificate,
-                _ => {
-                    return Err(format!(
-                        "credential {}: give either token_sha256 or \"client_cert\": true",
-                        i + 1
-                    ))
-                }
+                _ => return Err(PolicyError::Proof { credential: i + 1 }),
             };
             if c.ids.is_empty() {
-                return Err(format!("credential {}: ids is empty", i + 1));
+                return Err(PolicyError::NoIds { credential: i + 1 });
             }
             let grant = Grant {
                 send: c.send,
@@ -390,16 +411,21 @@ mod tests {
     fn bad_files_are_clear_errors() {
         assert!(AccessPolicy::from_json("{}")
             .unwrap_err()
+            .to_string()
             .contains("credentials"));
         let short = r#"{"credentials": [{"token_sha256": "abcd", "ids": ["a"]}]}"#;
-        assert!(AccessPolicy::from_json(short)
-            .unwrap_err()
-            .contains("64 hex digits"));
+        assert!(matches!(
+            AccessPolicy::from_json(short).unwrap_err(),
+            PolicyError::TokenHash { credential: 1 }
+        ));
         let typo = format!(
             r#"{{"credentials": [{{"token_sha256": "{}", "ids": ["a"], "sned": []}}]}}"#,
             token_sha256("t")
         );
-        assert!(AccessPolicy::from_json(&typo).unwrap_err().contains("sned"));
+        assert!(AccessPolicy::from_json(&typo)
+            .unwrap_err()
+            .to_string()
+            .contains("sned"));
         for both_or_neither in [
             format!(
                 r#"{{"credentials": [{{"token_sha256": "{}", "client_cert": true, "ids": ["a"]}}]}}"#,
@@ -408,7 +434,8 @@ mod tests {
             r#"{"credentials": [{"ids": ["a"]}]}"#.to_string(),
         ] {
             let err = AccessPolicy::from_json(&both_or_neither).unwrap_err();
-            assert!(err.contains("either token_sha256"), "{err}");
+            assert!(err.to_string().contains("either token_sha256"), "{err}");
+            assert!(matches!(err, PolicyError::Proof { credential: 1 }));
         }
     }
 

@@ -56,7 +56,7 @@ use agentwire_proto::{
 };
 use bytes::Bytes;
 
-pub use access::{token_sha256, AccessError, AccessPolicy, Grant};
+pub use access::{token_sha256, AccessError, AccessPolicy, Grant, PolicyError};
 pub use budget::DEFAULT_HUB_QUEUE_BYTES;
 pub use conn::{Conn, Outbound, Peer, Registration};
 pub use hub_ops::{HubOp, HUB_OP_HEADER};

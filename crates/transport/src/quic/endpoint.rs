@@ -35,7 +35,9 @@ pub fn server_endpoint(
         .incoming_buffer_size(INCOMING_QUEUE_BYTES / 16)
         .incoming_buffer_size_total(INCOMING_QUEUE_BYTES);
     config.transport_config(Arc::new(
-        settings.transport_config().map_err(ConnectError::Config)?,
+        settings
+            .transport_config()
+            .map_err(ConnectError::Settings)?,
     ));
     let mut sockets = settings
         .bind_udp_group(addr, settings.server_endpoints)
@@ -223,7 +225,7 @@ pub fn endpoint_on(
     settings
         .for_peer(std::net::Ipv4Addr::LOCALHOST.into())
         .transport_config()
-        .map_err(ConnectError::Config)?;
+        .map_err(ConnectError::Settings)?;
     let runtime = quinn::default_runtime()
         .ok_or_else(|| ConnectError::Config("no async runtime found".into()))?;
     let socket = runtime
@@ -244,7 +246,7 @@ pub fn endpoint_on(
         },
     );
     quinn::Endpoint::new_with_abstract_socket(
-        settings.endpoint_config().map_err(ConnectError::Config)?,
+        settings.endpoint_config().map_err(ConnectError::Settings)?,
         server,
         socket,
         runtime,
@@ -262,7 +264,9 @@ pub fn client_config(
     })?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(Arc::new(
-        settings.transport_config().map_err(ConnectError::Config)?,
+        settings
+            .transport_config()
+            .map_err(ConnectError::Settings)?,
     ));
     Ok(config)
 }
