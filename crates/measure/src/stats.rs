@@ -107,6 +107,27 @@ pub fn median(values: &[f64]) -> Option<f64> {
     })
 }
 
+/// Nearest-rank percentile `q` (0..=1) of `values` (sorted here): the smallest value with at
+/// least `q` of all values at or below it. `None` when empty or any value is NaN.
+///
+/// ```
+/// use agentwire_measure::stats::nearest_rank;
+/// let v = [5.0, 1.0, 4.0, 2.0, 3.0];
+/// assert_eq!(nearest_rank(&v, 0.5), Some(3.0));
+/// assert_eq!(nearest_rank(&v, 0.99), Some(5.0));
+/// assert_eq!(nearest_rank(&v, 0.0), Some(1.0));
+/// assert_eq!(nearest_rank(&[], 0.5), None);
+/// ```
+pub fn nearest_rank(values: &[f64], q: f64) -> Option<f64> {
+    if values.is_empty() || values.iter().any(|v| v.is_nan()) {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = (q.clamp(0.0, 1.0) * v.len() as f64).ceil() as usize;
+    Some(v[rank.clamp(1, v.len()) - 1])
+}
+
 /// Coefficient of variation: sample standard deviation (n − 1) over the mean. `None` for
 /// fewer than two values or a zero mean.
 ///

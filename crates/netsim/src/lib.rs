@@ -48,6 +48,7 @@
 
 #[cfg(target_os = "linux")]
 pub mod bridge;
+pub mod check;
 mod link;
 #[cfg(target_os = "linux")]
 mod netlink;
