@@ -285,7 +285,7 @@ impl AccessPolicy {
     /// let g = policy.grant_for_remote("worker-1").unwrap();
     /// assert_eq!((g.send.len(), g.subscribe.len(), g.admin), (1, 1, false));
     /// assert!(policy.grant_for_remote("boss").is_none());
-    /// # Ok::<(), String>(())
+    /// # Ok::<(), agentwire_hub::PolicyError>(())
     /// ```
     pub fn grant_for_remote(&self, agent_id: &str) -> Option<std::sync::Arc<Grant>> {
         let mut union: Option<Grant> = None;
