@@ -15,11 +15,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use agentwire_tls::HubTrust;
+use agentwire_tls::{HubTrust, VerdictWatch, WatchedVerifier};
 use anyhow::{Context, Result};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::{DigitallySignedStruct, SignatureScheme};
-use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::client::danger::{ServerCertVerified, ServerCertVerifier};
+use rustls_pki_types::ServerName;
 
 /// How the client checks the server's certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,10 +59,10 @@ impl TlsSetup {
             Trust::NoCa => no_ca_verifier()?,
         };
         let verified = Arc::new(AtomicU64::new(0));
-        let counting = Arc::new(CountVerifications {
-            inner: verifier,
-            verified: verified.clone(),
-        });
+        let counting = Arc::new(WatchedVerifier::wrap(
+            verifier,
+            CountAccepted(verified.clone()),
+        ));
         let mut config = agentwire_tls::client_config_with_verifier(counting, &[alpn])?;
         config.resumption = if resume {
             rustls::client::Resumption::in_memory_sessions(SESSION_CACHE_SERVERS)
@@ -98,55 +97,19 @@ fn no_ca_verifier() -> Result<Arc<dyn ServerCertVerifier>> {
     Ok(agentwire_tls::server_verifier(&trust)?)
 }
 
-/// Delegates to the real verifier and counts the certificates it accepted.
+/// Counts the certificates the run's verifier accepted.
 #[derive(Debug)]
-struct CountVerifications {
-    inner: Arc<dyn ServerCertVerifier>,
-    verified: Arc<AtomicU64>,
-}
+struct CountAccepted(Arc<AtomicU64>);
 
-impl ServerCertVerifier for CountVerifications {
-    fn verify_server_cert(
+impl VerdictWatch for CountAccepted {
+    fn verdict(
         &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let verdict = self.inner.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        );
+        _server_name: &ServerName<'_>,
+        verdict: &Result<ServerCertVerified, rustls::Error>,
+    ) {
         if verdict.is_ok() {
-            self.verified.fetch_add(1, Ordering::Relaxed);
+            self.0.fetch_add(1, Ordering::Relaxed);
         }
-        verdict
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
     }
 }
 

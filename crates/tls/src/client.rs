@@ -65,57 +65,32 @@ pub fn client_config_with_verifier_as(
     Ok(config)
 }
 
-/// A certificate check that remembers why it refused a server name last, so that a transport
-/// which reports a failed handshake only as text (QUIC: quinn keeps the rustls error's
-/// message, not the error) can still hand on the rustls error itself. One check serves every
-/// connection of a client config: rustls resumes (and sends 0-RTT) only with the check that
-/// verified the session first.
+/// What a [`WatchedVerifier`] does with each verdict of the certificate check it wraps.
+pub trait VerdictWatch: Send + Sync + fmt::Debug {
+    /// Called with every verdict on a server's certificate, accepted or refused.
+    fn verdict(
+        &self,
+        server_name: &ServerName<'_>,
+        verdict: &Result<ServerCertVerified, rustls::Error>,
+    );
+}
+
+/// A certificate check that is the check it wraps, and hands each of its verdicts on a
+/// server's certificate to a [`VerdictWatch`] (to count them, to keep the refusals).
 #[derive(Debug)]
-pub struct RecordingVerifier {
+pub struct WatchedVerifier<W> {
     inner: Arc<dyn ServerCertVerifier>,
-    refused: std::sync::Mutex<std::collections::HashMap<String, rustls::Error>>,
+    watch: W,
 }
 
-/// Most refusals a [`RecordingVerifier`] keeps (older ones are forgotten).
-pub(crate) const MAX_REFUSALS: usize = 64;
-
-impl RecordingVerifier {
-    /// Wraps `inner`.
-    pub fn new(inner: Arc<dyn ServerCertVerifier>) -> Self {
-        RecordingVerifier {
-            inner,
-            refused: std::sync::Mutex::new(std::collections::HashMap::new()),
-        }
-    }
-
-    fn refusals(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, rustls::Error>> {
-        self.refused.lock_or_recover()
-    }
-
-    /// Why the check last refused `server_name`'s certificate, if it did (and forgets it).
-    pub fn take_refusal(&self, server_name: &str) -> Option<rustls::Error> {
-        self.refusals().remove(server_name)
-    }
-
-    fn keep<T>(
-        &self,
-        name: Option<&ServerName<'_>>,
-        r: Result<T, rustls::Error>,
-    ) -> Result<T, rustls::Error> {
-        if let (Err(e), Some(name)) = (&r, name) {
-            let mut refused = self.refusals();
-            if refused.len() >= MAX_REFUSALS {
-                refused.clear();
-            }
-            refused.insert(name.to_str().into_owned(), e.clone());
-        }
-        r
+impl<W> WatchedVerifier<W> {
+    /// `inner`, watched by `watch`.
+    pub fn wrap(inner: Arc<dyn ServerCertVerifier>, watch: W) -> Self {
+        WatchedVerifier { inner, watch }
     }
 }
 
-impl ServerCertVerifier for RecordingVerifier {
+impl<W: VerdictWatch> ServerCertVerifier for WatchedVerifier<W> {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -124,16 +99,15 @@ impl ServerCertVerifier for RecordingVerifier {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        self.keep(
-            Some(server_name),
-            self.inner.verify_server_cert(
-                end_entity,
-                intermediates,
-                server_name,
-                ocsp_response,
-                now,
-            ),
-        )
+        let verdict = self.inner.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        );
+        self.watch.verdict(server_name, &verdict);
+        verdict
     }
 
     fn verify_tls12_signature(
@@ -142,7 +116,7 @@ impl ServerCertVerifier for RecordingVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.keep(None, self.inner.verify_tls12_signature(message, cert, dss))
+        self.inner.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -151,10 +125,53 @@ impl ServerCertVerifier for RecordingVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.keep(None, self.inner.verify_tls13_signature(message, cert, dss))
+        self.inner.verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.inner.supported_verify_schemes()
+    }
+}
+
+/// The refusals a [`RecordingVerifier`] keeps: the last rustls error per server name, at most
+/// [`MAX_REFUSALS`] names (beyond, the older ones are forgotten).
+#[derive(Debug, Default)]
+pub struct Refusals(std::sync::Mutex<std::collections::HashMap<String, rustls::Error>>);
+
+/// Most refusals a [`RecordingVerifier`] keeps (older ones are forgotten).
+pub(crate) const MAX_REFUSALS: usize = 64;
+
+impl VerdictWatch for Refusals {
+    fn verdict(
+        &self,
+        server_name: &ServerName<'_>,
+        verdict: &Result<ServerCertVerified, rustls::Error>,
+    ) {
+        if let Err(e) = verdict {
+            let mut refused = self.0.lock_or_recover();
+            if refused.len() >= MAX_REFUSALS {
+                refused.clear();
+            }
+            refused.insert(server_name.to_str().into_owned(), e.clone());
+        }
+    }
+}
+
+/// A certificate check that remembers why it refused a server name last, so that a transport
+/// which reports a failed handshake only as text (QUIC: quinn keeps the rustls error's
+/// message, not the error) can still hand on the rustls error itself. One check serves every
+/// connection of a client config: rustls resumes (and sends 0-RTT) only with the check that
+/// verified the session first.
+pub type RecordingVerifier = WatchedVerifier<Refusals>;
+
+impl RecordingVerifier {
+    /// Wraps `inner`, keeping its refusals.
+    pub fn new(inner: Arc<dyn ServerCertVerifier>) -> Self {
+        WatchedVerifier::wrap(inner, Refusals::default())
+    }
+
+    /// Why the check last refused `server_name`'s certificate, if it did (and forgets it).
+    pub fn take_refusal(&self, server_name: &str) -> Option<rustls::Error> {
+        self.watch.0.lock_or_recover().remove(server_name)
     }
 }
