@@ -76,16 +76,18 @@ impl BenchTransport {
 }
 
 impl FromStr for BenchTransport {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = agentwire_proto::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "quic" | "per-message" => Ok(BenchTransport::Quic),
             "quic-lanes" | "lanes" => Ok(BenchTransport::QuicLanes),
             "h2" => Ok(BenchTransport::H2),
             "wss" => Ok(BenchTransport::Wss),
             "unix" => Ok(BenchTransport::Unix),
-            other => Err(format!(
-                "unknown bench transport {other:?} (expected quic, quic-lanes, h2, wss or unix)"
+            other => Err(agentwire_proto::UnknownName::new(
+                "bench transport",
+                other,
+                "quic, quic-lanes, h2, wss or unix",
             )),
         }
     }
@@ -156,6 +158,21 @@ impl CellConfig {
     }
 }
 
+/// Why a `--network` value does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetworkError {
+    /// Not `RTTms` or `RTTms+LOSS%`.
+    #[error("network {0:?}: expected RTTms or RTTms+LOSS% (e.g. 50ms, 50ms+1%)")]
+    Form(String),
+    /// An odd RTT (each direction gets half) or one above 10 s.
+    #[error("network {0:?}: RTT must be even and at most 10000 ms")]
+    Rtt(String),
+    /// Loss outside 0–50 %.
+    #[error("network {0:?}: loss must be 0–50 %")]
+    Loss(String),
+}
+
 /// The emulated network of a cell: added round-trip time and random loss per direction.
 ///
 /// ```
@@ -187,8 +204,8 @@ impl NetworkProfile {
     }
 
     /// `RTTms` or `RTTms+LOSS%` (for example `50ms`, `50ms+1%`, `0ms`).
-    pub fn parse(s: &str) -> Result<Self, String> {
-        let bad = || format!("network {s:?}: expected RTTms or RTTms+LOSS% (e.g. 50ms, 50ms+1%)");
+    pub fn parse(s: &str) -> Result<Self, NetworkError> {
+        let bad = || NetworkError::Form(s.to_owned());
         let (rtt, loss) = match s.split_once('+') {
             Some((r, l)) => (r, Some(l)),
             None => (s, None),
@@ -198,9 +215,7 @@ impl NetworkProfile {
             .and_then(|v| v.parse().ok())
             .ok_or_else(bad)?;
         if rtt_ms > 10_000 || rtt_ms % 2 == 1 {
-            return Err(format!(
-                "network {s:?}: RTT must be even and at most 10000 ms"
-            ));
+            return Err(NetworkError::Rtt(s.to_owned()));
         }
         let loss_percent = match loss {
             None => 0.0,
@@ -210,7 +225,7 @@ impl NetworkProfile {
                     .and_then(|v| v.parse().ok())
                     .ok_or_else(bad)?;
                 if !(0.0..=50.0).contains(&v) {
-                    return Err(format!("network {s:?}: loss must be 0–50 %"));
+                    return Err(NetworkError::Loss(s.to_owned()));
                 }
                 v
             }

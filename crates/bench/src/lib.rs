@@ -54,7 +54,7 @@ use serde::Serialize;
 
 // The shared measurement modules, still reachable here under their old paths.
 pub use agentwire_measure::{environment, resources, stats};
-pub use cell::{BenchTransport, CellConfig, NetworkProfile};
+pub use cell::{BenchTransport, CellConfig, NetworkError, NetworkProfile};
 pub use environment::{build_profile, Environment};
 pub use record::*;
 pub use scenario::run_cell;
@@ -391,7 +391,7 @@ pub fn parse_cell(spec: &str) -> Result<(BenchTransport, Scenario)> {
         .with_context(|| format!("--cell {spec:?}: {usage}"))?;
     let transport: BenchTransport = transport.parse().map_err(anyhow::Error::msg)?;
     let (grid, network) = match rest.split_once('@') {
-        Some((g, n)) => (g, NetworkProfile::parse(n).map_err(anyhow::Error::msg)?),
+        Some((g, n)) => (g, NetworkProfile::parse(n)?),
         None => (rest, NetworkProfile::loopback()),
     };
     let (agents, size) = grid

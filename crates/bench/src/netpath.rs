@@ -38,8 +38,8 @@ pub struct EmulatedPath {
 
 impl EmulatedPath {
     /// Whether packet `stage` can run here; `Err` says why not.
-    pub fn available(stage: StageKind) -> Result<(), String> {
-        stage.check().map_err(|e| e.to_string())
+    pub fn available(stage: StageKind) -> Result<(), agentwire_netsim::packet::PacketError> {
+        stage.check()
     }
 
     /// Creates the namespaces (with TCP congestion control `tcp_cc` in both, if given) and

@@ -149,11 +149,32 @@ pub struct Scenario {
     pub seed: u64,
 }
 
+/// A [`Scenario`] direction whose netsim spec does not parse.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{direction} {spec:?}: {source}")]
+pub struct ScenarioError {
+    /// `forward` or `reverse`.
+    pub direction: &'static str,
+    /// The spec as given.
+    pub spec: String,
+    /// What netsim says of it.
+    #[source]
+    pub source: agentwire_netsim::Error,
+}
+
 impl Scenario {
     /// A scenario from netsim spec strings for both directions.
-    pub fn parse(forward: &str, reverse: &str, duration: Duration) -> Result<Self, String> {
-        let f = Spec::parse(forward).map_err(|e| format!("forward {forward:?}: {e}"))?;
-        let r = Spec::parse(reverse).map_err(|e| format!("reverse {reverse:?}: {e}"))?;
+    pub fn parse(forward: &str, reverse: &str, duration: Duration) -> Result<Self, ScenarioError> {
+        let f = Spec::parse(forward).map_err(|source| ScenarioError {
+            direction: "forward",
+            spec: forward.to_owned(),
+            source,
+        })?;
+        let r = Spec::parse(reverse).map_err(|source| ScenarioError {
+            direction: "reverse",
+            spec: reverse.to_owned(),
+            source,
+        })?;
         Ok(Scenario {
             forward: f.impairment,
             reverse: r.impairment,

@@ -33,4 +33,4 @@ pub mod presence;
 pub mod store;
 
 pub use error::ClusterError;
-pub use node::{Cluster, ClusterConfig, QueuePlacement};
+pub use node::{Cluster, ClusterConfig, QueuePlacement, ANNOUNCE_GAP};

@@ -18,6 +18,12 @@ use crate::link::{
 use crate::owner::Ownership;
 use crate::presence::{keeps_id, AgentEntry, Change, Directory, PresenceMessage};
 
+/// The least time between two announcements of a hub's agents. A change among them is
+/// announced at once, unless the last announcement is more recent than this; then it goes out
+/// this long after that one, with every other change made meanwhile (agents connecting
+/// together make one announcement per this while they keep coming).
+pub const ANNOUNCE_GAP: Duration = Duration::from_millis(50);
+
 /// How a hub joins a cluster.
 ///
 /// ```
@@ -37,7 +43,9 @@ pub struct ClusterConfig {
     pub beat: Duration,
     /// A hub not heard from for this long is taken as gone (its agents leave).
     pub expiry: Duration,
-    /// How often the hub looks for changes among its own agents.
+    /// How often the hub looks for hubs gone silent, and, as a fallback, for changes among
+    /// its own agents: the hub reports those as they happen ([`agentwire::hub::ClusterHooks`]),
+    /// and they are announced at most one [`ANNOUNCE_GAP`] later.
     pub poll: Duration,
     /// How long connecting to NATS may take.
     pub connect_timeout: Duration,
@@ -119,6 +127,9 @@ pub const LEAVE_WAIT: Duration = Duration::from_secs(2);
 
 /// A hub in a cluster. Dropping it (or [`leave`](Self::leave)) stops the membership.
 pub struct Cluster {
+    hub: Hub,
+    /// What the hub calls when its agents change (taken back when this ends).
+    hooks: Arc<dyn agentwire::hub::ClusterHooks>,
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
     ownership: Option<Arc<Ownership>>,
@@ -234,8 +245,12 @@ impl Cluster {
         let heartbeat =
             Duration::from_millis(u64::from(hub.config().policy.heartbeat_interval_ms.max(10)));
         let policy = hub.config().duplicate_policy;
+        // The hub tells us when its agents change (see `AgentsChanged`).
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let hooks: Arc<dyn agentwire::hub::ClusterHooks> = Arc::new(AgentsChanged(changed.clone()));
+        hub.join_cluster(hooks.clone());
         let state = Arc::new(State {
-            hub,
+            hub: hub.clone(),
             shared: shared.clone(),
             directory: Mutex::new(Directory::new(config.hub_id.clone(), config.expiry, policy)),
             stand_ins: Mutex::new(HashMap::new()),
@@ -345,7 +360,17 @@ impl Cluster {
                 let mut last_sent = Instant::now();
                 let mut tick = tokio::time::interval(poll);
                 loop {
-                    tick.tick().await;
+                    tokio::select! {
+                        _ = tick.tick() => {}
+                        () = changed.notified() => {
+                            // At once, unless an announcement went out a moment ago: then
+                            // the changes until ANNOUNCE_GAP after it go out together.
+                            let since = last_sent.elapsed();
+                            if since < ANNOUNCE_GAP {
+                                tokio::time::sleep(ANNOUNCE_GAP - since).await;
+                            }
+                        }
+                    }
                     let now_agents = state.local_agents();
                     if last.as_ref() != Some(&now_agents) || last_sent.elapsed() >= beat {
                         state.publish(&subject, &now_agents).await;
@@ -394,6 +419,8 @@ impl Cluster {
         }
         tracing::info!(hub = %config.hub_id, cluster = %config.name, %servers, "hub joined the cluster");
         Ok(Cluster {
+            hub,
+            hooks,
             shared,
             tasks,
             ownership,
@@ -424,6 +451,7 @@ impl Cluster {
     /// Takes at most [`LEAVE_WAIT`]: with NATS unreachable, the other hubs learn of it from
     /// the silence instead (and the lease expires).
     pub async fn leave(self) {
+        self.hub.leave_cluster(&self.hooks);
         for t in &self.tasks {
             t.abort();
         }
@@ -449,9 +477,19 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        self.hub.leave_cluster(&self.hooks);
         for t in &self.tasks {
             t.abort();
         }
+    }
+}
+
+/// The hub's hook: wakes the task that announces this hub's agents.
+struct AgentsChanged(Arc<tokio::sync::Notify>);
+
+impl agentwire::hub::ClusterHooks for AgentsChanged {
+    fn agents_changed(&self) {
+        self.0.notify_one();
     }
 }
 

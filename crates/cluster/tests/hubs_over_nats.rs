@@ -54,7 +54,23 @@ async fn hub_with_config(
     id: &str,
     expiry: Duration,
     certs: &CertBundle,
+    config: HubConfig,
+) -> TestHub {
+    hub_tuned(servers, name, id, certs, config, |cluster| {
+        cluster.beat = Duration::from_millis(200);
+        cluster.expiry = expiry;
+    })
+    .await
+}
+
+/// A hub on QUIC in cluster `name`, its cluster settings as `tune` leaves them.
+async fn hub_tuned(
+    servers: Vec<String>,
+    name: &str,
+    id: &str,
+    certs: &CertBundle,
     mut config: HubConfig,
+    tune: impl FnOnce(&mut ClusterConfig),
 ) -> TestHub {
     let identity = HubIdentity::from_pem(&certs.hub_cert_pem, &certs.hub_key_pem).unwrap();
     config.policy.heartbeat_interval_ms = 500;
@@ -65,8 +81,7 @@ async fn hub_with_config(
     let url = format!("quic://127.0.0.1:{}", listener.local_addr.port());
     let mut cluster = ClusterConfig::new(servers, id);
     cluster.name = name.into();
-    cluster.beat = Duration::from_millis(200);
-    cluster.expiry = expiry;
+    tune(&mut cluster);
     let cluster = Cluster::join(hub.clone(), cluster).await.unwrap();
     TestHub {
         hub,
@@ -198,6 +213,47 @@ async fn agents_on_different_hubs_talk_through_nats() {
     erin.close().await;
     wait_for_agents(&a.hub, &["alice", "bob", "carol", "dave"]).await;
     echo.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_coming_and_going_are_announced_as_they_happen_not_at_the_next_poll() {
+    let Some(nats) = start_nats() else { return };
+    let certs = tls::generate(&tls::default_hub_names()).unwrap();
+    // Polls and beats a minute apart: only the hub's hook can make the other hub hear of
+    // alice within wait_for_agents's 5 s.
+    let slow = |cluster: &mut ClusterConfig| {
+        cluster.poll = Duration::from_secs(60);
+        cluster.beat = Duration::from_secs(60);
+        cluster.expiry = Duration::from_secs(180);
+    };
+    let config = || HubConfig::default();
+    let a = hub_tuned(
+        vec![nats.1.clone()],
+        "test",
+        "hub-a",
+        &certs,
+        config(),
+        slow,
+    )
+    .await;
+    let b = hub_tuned(
+        vec![nats.1.clone()],
+        "test",
+        "hub-b",
+        &certs,
+        config(),
+        slow,
+    )
+    .await;
+    // Both hubs have made their first announcement (empty) by now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let alice = agent(&a, &certs, "alice").await;
+    wait_for_agents(&b.hub, &["alice"]).await;
+    let bob = agent(&b, &certs, "bob").await;
+    wait_for_agents(&a.hub, &["alice", "bob"]).await;
+    alice.close().await;
+    wait_for_agents(&b.hub, &["bob"]).await;
+    drop(bob);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

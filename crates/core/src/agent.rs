@@ -46,8 +46,16 @@ use tokio::sync::{mpsc, oneshot};
 use agentwire_tls::HubTrust;
 use agentwire_transport::any::{AnyReceiver, AnySender};
 use agentwire_transport::clock::now_us;
-use agentwire_transport::dial::{Dial, DialTarget, H2Dial, UnixDial, WsDial, ZeroRtt};
+use agentwire_transport::dial::Dial;
+#[cfg(feature = "h2")]
+use agentwire_transport::dial::H2Dial;
+#[cfg(feature = "unix")]
+use agentwire_transport::dial::UnixDial;
+#[cfg(feature = "ws")]
+use agentwire_transport::dial::WsDial;
+use agentwire_transport::dial::{DialTarget, ZeroRtt};
 use agentwire_transport::queue::{PriorityQueue, QueueError};
+#[cfg(feature = "quic")]
 use agentwire_transport::quic::{QuicDial, QuicEndpointHandle};
 use agentwire_transport::settings::{QuicSettings, SocketBuffers, StreamMapping};
 use agentwire_transport::url::{HubEndpoint, HubUrl};
@@ -56,6 +64,46 @@ use agentwire_transport::ReplySlot;
 use agentwire_transport::{
     ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind,
 };
+
+/// Whether this build can dial `kind` (agentwire's cargo features `quic`, `h2`, `ws`, `unix`).
+// With every feature on the arms all read `true`, which clippy would fold into `matches!`.
+#[allow(clippy::match_like_matches_macro)]
+fn built_in(kind: TransportKind) -> bool {
+    match kind {
+        TransportKind::Quic => cfg!(feature = "quic"),
+        TransportKind::Http2 => cfg!(feature = "h2"),
+        TransportKind::WebSocket => cfg!(feature = "ws"),
+        TransportKind::Unix => cfg!(feature = "unix"),
+        _ => false,
+    }
+}
+
+/// The cargo feature that builds `kind` in.
+fn feature_of(kind: TransportKind) -> &'static str {
+    match kind {
+        TransportKind::Quic => "quic",
+        TransportKind::Http2 => "h2",
+        TransportKind::WebSocket => "ws",
+        TransportKind::Unix => "unix",
+        _ => "none",
+    }
+}
+
+/// Without QUIC built in, an agent never has a QUIC endpoint: this stands in for its handle.
+#[cfg(not(feature = "quic"))]
+#[derive(Clone, Debug)]
+enum QuicEndpointHandle {}
+
+#[cfg(not(feature = "quic"))]
+impl QuicEndpointHandle {
+    fn rebind(&self, _addr: SocketAddr) -> Result<SocketAddr, TransportError> {
+        match *self {}
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        match *self {}
+    }
+}
 
 /// Everything an agent needs to connect.
 #[derive(Debug, Clone)]
@@ -82,7 +130,7 @@ pub struct AgentOptions {
     /// How messages map to QUIC streams.
     pub stream_mapping: StreamMapping,
     /// WebSocket liveness settings.
-    pub websocket: agentwire_transport::ws::WsOptions,
+    pub websocket: agentwire_transport::settings::WsOptions,
     /// Try 0-RTT when a session ticket from an earlier connection is cached (through the same
     /// [`Connector`]). Only the hello, which is idempotent, is sent as early data.
     pub zero_rtt: bool,
@@ -117,7 +165,7 @@ impl AgentOptions {
             max_frame_size: agentwire_proto::Limits::default().max_frame_size,
             quic: QuicSettings::default(),
             stream_mapping: StreamMapping::PerMessage,
-            websocket: agentwire_transport::ws::WsOptions::default(),
+            websocket: agentwire_transport::settings::WsOptions::default(),
             zero_rtt: false,
             send_queue_capacity: 4096,
             inbox_capacity: 4096,
@@ -268,6 +316,7 @@ pub struct AgentStats {
 /// # Ok(()) }
 /// ```
 pub struct Connector {
+    #[cfg(feature = "quic")]
     quic: tokio::sync::OnceCell<QuicDial>,
     zero_rtt_accepted: Arc<AtomicU64>,
     zero_rtt_rejected: Arc<AtomicU64>,
@@ -278,12 +327,14 @@ impl Connector {
     pub fn new(opts: &AgentOptions) -> Result<Self, AgentError> {
         opts.hub_urls()?;
         Ok(Connector {
+            #[cfg(feature = "quic")]
             quic: tokio::sync::OnceCell::new(),
             zero_rtt_accepted: Arc::default(),
             zero_rtt_rejected: Arc::default(),
         })
     }
 
+    #[cfg(feature = "quic")]
     async fn quic_dial(&self, opts: &AgentOptions, url: &HubUrl) -> Result<&QuicDial, AgentError> {
         self.quic
             .get_or_try_init(|| async {
@@ -436,20 +487,26 @@ impl Connector {
                 )
             }
         }
-        let mut quic = None;
-        let dialed = match (url.transport, &url.endpoint) {
+        // The QUIC endpoint goes with the connection (for `rebind`); other transports have none.
+        let (dialed, quic) = match (url.transport, &url.endpoint) {
+            #[cfg(feature = "quic")]
             (TransportKind::Quic, HubEndpoint::Net { .. }) => {
                 let dial = self.quic_dial(opts, url).await?;
-                quic = Some(dial.endpoint());
-                dial.dial(&target, hello).await
+                (dial.dial(&target, hello).await, Some(dial.endpoint()))
             }
-            (TransportKind::Unix, HubEndpoint::Path(_)) => UnixDial.dial(&target, hello).await,
+            #[cfg(feature = "unix")]
+            (TransportKind::Unix, HubEndpoint::Path(_)) => {
+                (UnixDial.dial(&target, hello).await, None)
+            }
+            #[cfg(feature = "h2")]
             (TransportKind::Http2, HubEndpoint::Net { .. }) => {
                 let alpn = [agentwire_transport::h2::ALPN_H2];
                 let tls =
                     agentwire_tls::client_config_as(&opts.trust, &alpn, opts.identity.as_ref())?;
-                H2Dial { tls: Arc::new(tls) }.dial(&target, hello).await
+                let dial = H2Dial { tls: Arc::new(tls) };
+                (dial.dial(&target, hello).await, None)
             }
+            #[cfg(feature = "ws")]
             (TransportKind::WebSocket, HubEndpoint::Net { .. }) => {
                 let tls = if url.tls {
                     let alpn = [agentwire_transport::ws::ALPN_HTTP11];
@@ -463,15 +520,21 @@ impl Connector {
                     None
                 };
                 let options = opts.websocket;
-                WsDial { tls, options }.dial(&target, hello).await
+                (WsDial { tls, options }.dial(&target, hello).await, None)
+            }
+            (kind, _) if TransportKind::ALL.contains(&kind) && !built_in(kind) => {
+                return Err(AgentError::Config(format!(
+                    "{url}: the {kind} transport is not built in (agentwire's cargo feature `{}`)",
+                    feature_of(kind)
+                )))
             }
             _ => {
                 return Err(AgentError::Config(format!(
                     "{url}: not a usable hub address"
                 )))
             }
-        }
-        .map_err(AgentError::Connect)?;
+        };
+        let dialed = dialed.map_err(AgentError::Connect)?;
         match dialed.zero_rtt {
             ZeroRtt::Accepted => self.zero_rtt_accepted.fetch_add(1, Ordering::Relaxed),
             ZeroRtt::Rejected => self.zero_rtt_rejected.fetch_add(1, Ordering::Relaxed),

@@ -46,6 +46,8 @@ pub use agentwire_proto::{Codec, Destination, Envelope, ErrorCode, Kind, Priorit
 pub use agentwire_tls as tls;
 pub use agentwire_tls::HubTrust;
 pub use agentwire_transport as transport;
+#[cfg(feature = "quic")]
+pub use agentwire_transport::qlog;
 pub use agentwire_transport::HubUrl;
-pub use agentwire_transport::{error_chain, qlog, queue, settings, url};
+pub use agentwire_transport::{error_chain, queue, settings, url};
 pub use agentwire_transport::{CongestionControl, QuicSettings, SocketBuffers, StreamMapping};

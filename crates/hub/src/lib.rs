@@ -23,13 +23,14 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod cluster;
 mod core;
 mod exposure;
 mod listen;
 pub mod metrics;
 mod store;
 
-use agentwire_sync::LockExt;
+use agentwire_sync::{LockExt, RwLockExt};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -48,6 +49,7 @@ pub use self::core::{
     TASK_ID_HEADER,
 };
 pub use agentwire_transport::ConnectionControl;
+pub use cluster::{ClusterHooks, TakeOverError};
 pub use exposure::{exposures, Exposure};
 pub use listen::{BoundAddr, Listener};
 
@@ -94,7 +96,7 @@ pub struct HubConfig {
     /// Permission bits of Unix socket files the hub creates.
     pub unix_socket_mode: u32,
     /// WebSocket liveness (ping interval, pong timeout).
-    pub websocket: agentwire_transport::ws::WsOptions,
+    pub websocket: agentwire_transport::settings::WsOptions,
     /// Work queues: ack wait, attempts, backoff, duplicate window, limits.
     pub queue: agentwire_queue::QueueConfig,
     /// Per-agent credentials and permissions (an access file); `None`: any agent may take any
@@ -135,7 +137,7 @@ impl Default for HubConfig {
             quic: QuicSettings::default(),
             stream_mapping: StreamMapping::PerMessage,
             unix_socket_mode: agentwire_transport::uds::DEFAULT_SOCKET_MODE,
-            websocket: agentwire_transport::ws::WsOptions::default(),
+            websocket: agentwire_transport::settings::WsOptions::default(),
             queue: agentwire_queue::QueueConfig::default(),
             access: None,
             limits: AbuseLimits::default(),
@@ -231,18 +233,6 @@ impl HubInner {
     }
 }
 
-/// Why a hub could not take the work queues over ([`Hub::take_over_queues`]).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum TakeOverError {
-    /// The hub keeps its queues in a store already.
-    #[error("this hub keeps its work queues in a store already")]
-    HasStore,
-    /// The store could not be read.
-    #[error("cannot take the work queues over")]
-    Store(#[source] agentwire_queue::StoreError),
-}
-
 /// A running hub. Cheap to clone; every clone is the same hub.
 #[derive(Clone)]
 pub struct Hub {
@@ -259,6 +249,8 @@ struct HubInner {
     /// The queue store's writer thread, when queues are durable: from the start
     /// ([`Hub::with_store`]), or while the hub keeps a cluster's queues.
     store: Mutex<Option<store::StoreWriter>>,
+    /// The cluster this hub is part of, told when its agents change ([`Hub::join_cluster`]).
+    cluster: std::sync::RwLock<Option<Arc<dyn cluster::ClusterHooks>>>,
 }
 
 /// Carries out an operation an allowed agent asked of the hub; `Ok` is the answer's body.
@@ -323,6 +315,7 @@ impl Hub {
                 timer_task: OnceLock::new(),
                 hub_ops: OnceLock::new(),
                 store: Mutex::new(None),
+                cluster: std::sync::RwLock::new(None),
             }),
         }
     }
@@ -358,50 +351,10 @@ impl Hub {
             timer_task: OnceLock::new(),
             hub_ops: OnceLock::new(),
             store: Mutex::new(Some(writer)),
+            cluster: std::sync::RwLock::new(None),
         });
         feed.start(store, Arc::downgrade(&inner));
         Ok(Hub { inner })
-    }
-
-    /// From now on this hub keeps the work queues, in `store` (a cluster's new queue owner):
-    /// it starts with what the store holds, and the consumers of its agents that consumed
-    /// through the previous owner consume here. Queue work stops going to the
-    /// [`QUEUE_OWNER_ID`] connection. An error if the store cannot be read, or if the hub
-    /// has a store already (once per hub).
-    ///
-    /// ```
-    /// use agentwire_hub::{Hub, HubConfig};
-    /// use agentwire_hub::metrics::HubMetrics;
-    /// use agentwire_queue::MemoryStore;
-    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-    /// let hub = Hub::new(HubConfig::default(), HubMetrics::new());
-    /// hub.take_over_queues(Box::new(MemoryStore::default())).unwrap();
-    /// assert!(hub.take_over_queues(Box::new(MemoryStore::default())).is_err());
-    /// # });
-    /// ```
-    pub fn take_over_queues(
-        &self,
-        mut store: Box<dyn agentwire_queue::QueueStore>,
-    ) -> Result<(), TakeOverError> {
-        if self.inner.store_slot().is_some() {
-            return Err(TakeOverError::HasStore);
-        }
-        let recovered = store.load().map_err(TakeOverError::Store)?;
-        let (writer, feed) = store::StoreWriter::channel();
-        {
-            let mut slot = self.inner.store_slot();
-            if slot.is_some() {
-                return Err(TakeOverError::HasStore);
-            }
-            *slot = Some(writer);
-        }
-        feed.start(store, Arc::downgrade(&self.inner));
-        let mut actions = Vec::new();
-        self.inner
-            .core
-            .take_over_queues(recovered, Now::system(), &mut actions);
-        apply(&self.inner, &mut actions);
-        Ok(())
     }
 
     /// Closes agent `agent_id`'s connection with `code` and `reason` (the agent sees both);
@@ -414,26 +367,6 @@ impl Hub {
             .disconnect(agent_id, code, reason, Now::system(), &mut actions);
         apply(&self.inner, &mut actions);
         found
-    }
-
-    /// Whether queue work goes to another hub now (through a [`QUEUE_OWNER_ID`] connection).
-    pub fn queues_elsewhere(&self) -> bool {
-        self.inner.core.queues_elsewhere()
-    }
-
-    /// This hub no longer keeps the cluster's work queues (it lost the lease): its store is
-    /// closed (waiting up to 2 s for its thread), requests waiting on queue writes fail with
-    /// `cancelled`, and queue work goes to the [`QUEUE_OWNER_ID`] connection again once one
-    /// is registered; its agents' consumers are named to the next owner by
-    /// [`queues_moved`](Self::queues_moved). The hub may take the queues over again later.
-    pub fn give_up_queues(&self) {
-        let writer = self.inner.store_slot().take();
-        if let Some(writer) = writer {
-            writer.stop(Duration::from_secs(2));
-        }
-        let mut actions = Vec::new();
-        self.inner.core.give_up_queues(Now::system(), &mut actions);
-        apply(&self.inner, &mut actions);
     }
 
     /// Puts a reloaded access policy in force; agents whose credential was removed or whose
@@ -497,41 +430,6 @@ impl Hub {
         }
         apply(&self.inner, &mut actions);
         closed
-    }
-
-    /// Another hub keeps the work queues now (reached through the [`QUEUE_OWNER_ID`]
-    /// connection): the consumers of this hub's agents are named to it again.
-    pub fn queues_moved(&self) {
-        let mut actions = Vec::new();
-        self.inner.core.queues_moved(&mut actions);
-        apply(&self.inner, &mut actions);
-    }
-
-    /// An answer another hub made for a request of one of this hub's agents (`frame`: its
-    /// error, or the queue owner's response; MessagePack): it settles the request if that
-    /// still waits on another hub's agent or on the queue owner. `false` when it settled
-    /// nothing.
-    pub fn answer_from_cluster(&self, frame: bytes::Bytes) -> bool {
-        let mut actions = Vec::new();
-        let settled = self
-            .inner
-            .core
-            .answer_from_cluster(frame, Now::system(), &mut actions);
-        apply(&self.inner, &mut actions);
-        settled
-    }
-
-    /// A task the queue owner delivers to `agent`, a consumer on this hub (`frame`: the
-    /// delivery envelope's frame, MessagePack). `false` when the agent is not here or the
-    /// frame is not a delivery.
-    pub fn deliver_from_owner(&self, agent: &str, frame: bytes::Bytes) -> bool {
-        let mut actions = Vec::new();
-        let queued = self
-            .inner
-            .core
-            .deliver_from_owner(agent, frame, &mut actions);
-        apply(&self.inner, &mut actions);
-        queued
     }
 
     /// One work queue's counts (`None` for a queue unknown since start).
@@ -670,7 +568,9 @@ impl HubInner {
         certificate: Option<&agentwire_tls::AgentCertificate>,
     ) -> Option<String> {
         let (ca, cert) = (self.config.client_ca.as_ref()?, certificate?);
-        ca.check(cert, rustls_pki_types::UnixTime::now()).err()
+        ca.check(cert, rustls_pki_types::UnixTime::now())
+            .err()
+            .map(|e| e.to_string())
     }
 
     async fn serve_connection<S: FrameSender, R: FrameReceiver>(
@@ -827,6 +727,11 @@ fn apply(hub: &HubInner, actions: &mut HubActions) {
                     &mut answer,
                 );
                 apply(hub, &mut answer);
+            }
+            Action::AgentsChanged => {
+                if let Some(cluster) = hub.cluster.read_or_recover().as_ref() {
+                    cluster.agents_changed();
+                }
             }
             Action::Wake(_) => {}
         }

@@ -93,18 +93,41 @@ impl fmt::Display for Proto {
     }
 }
 
+/// A protocol name that is not h3, h2 or http1.1.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown protocol {0:?} (expected h3, h2 or http1.1)")]
+pub struct UnknownProtocol(pub String);
+
 impl FromStr for Proto {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownProtocol;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "h3" | "http3" | "http/3" => Ok(Proto::H3),
             "h2" | "http2" | "http/2" => Ok(Proto::H2),
             "http1.1" | "http/1.1" | "h1" | "http1" => Ok(Proto::Http11),
-            other => Err(format!(
-                "unknown protocol {other:?} (expected h3, h2 or http1.1)"
-            )),
+            other => Err(UnknownProtocol(other.to_owned())),
         }
     }
+}
+
+/// Why a duration flag (`--duration 3s`) does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DurationError {
+    /// No number at its start.
+    #[error("{0:?} is not a duration (examples: 3s, 300ms, 1.5s, 2m)")]
+    NotADuration(String),
+    /// A unit other than h, m, s, ms, us or ns.
+    #[error("{given:?}: unknown unit {unit:?} (use h, m, s, ms, us or ns)")]
+    UnknownUnit {
+        /// The duration as given.
+        given: String,
+        /// Its unit.
+        unit: String,
+    },
+    /// Negative, not finite, or above 10^9 seconds.
+    #[error("{0:?} is out of range")]
+    OutOfRange(String),
 }
 
 /// Parses a duration such as `3s`, `1.5s`, `300ms`, `2m`, `100us` or a bare number of seconds.
@@ -120,7 +143,7 @@ impl FromStr for Proto {
 /// assert!(parse_duration("soon").is_err());
 /// assert!(parse_duration("-1s").is_err());
 /// ```
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -128,7 +151,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let (number, unit) = t.split_at(split);
     let value: f64 = number
         .parse()
-        .map_err(|_| format!("{s:?} is not a duration (examples: 3s, 300ms, 1.5s, 2m)"))?;
+        .map_err(|_| DurationError::NotADuration(s.to_owned()))?;
     let scale = match unit.trim() {
         "" | "s" | "sec" | "secs" => 1.0,
         "ms" => 1e-3,
@@ -137,14 +160,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "m" | "min" => 60.0,
         "h" => 3600.0,
         other => {
-            return Err(format!(
-                "{s:?}: unknown unit {other:?} (use h, m, s, ms, us or ns)"
-            ))
+            return Err(DurationError::UnknownUnit {
+                given: s.to_owned(),
+                unit: other.to_owned(),
+            })
         }
     };
     let secs = value * scale;
     if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
-        return Err(format!("{s:?} is out of range"));
+        return Err(DurationError::OutOfRange(s.to_owned()));
     }
     Ok(Duration::from_secs_f64(secs))
 }

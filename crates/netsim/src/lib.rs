@@ -72,7 +72,7 @@ use serde::{Deserialize, Serialize};
 
 pub use link::{DropReason, Link, Path, Stats, Verdict};
 pub use spec::Spec;
-pub use stage_kind::StageKind;
+pub use stage_kind::{StageKind, UnknownStage};
 
 /// A point in time: the [`Duration`] elapsed since an arbitrary epoch chosen by the caller.
 ///

@@ -34,14 +34,19 @@ impl std::fmt::Display for StageKind {
     }
 }
 
+/// A netsim stage name that is not `bridge` or `nfqueue`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown netsim stage `{0}` (bridge or nfqueue)")]
+pub struct UnknownStage(pub String);
+
 impl std::str::FromStr for StageKind {
-    type Err = String;
+    type Err = UnknownStage;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         StageKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| format!("unknown netsim stage `{s}` (bridge or nfqueue)"))
+            .ok_or_else(|| UnknownStage(s.to_owned()))
     }
 }
 
@@ -54,9 +59,8 @@ mod tests {
         for k in StageKind::ALL {
             assert_eq!(k.name().parse::<StageKind>(), Ok(k));
         }
-        assert!("tun"
-            .parse::<StageKind>()
-            .unwrap_err()
-            .contains("bridge or nfqueue"));
+        let e = "tun".parse::<StageKind>().unwrap_err();
+        assert_eq!(e, super::UnknownStage("tun".into()));
+        assert!(e.to_string().contains("bridge or nfqueue"), "{e}");
     }
 }

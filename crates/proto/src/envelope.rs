@@ -264,8 +264,13 @@ impl fmt::Display for Destination {
     }
 }
 
+/// A destination string whose name part is empty (`topic:`, `agent:`, an empty string).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("destination {0:?} has an empty name")]
+pub struct EmptyDestination(pub String);
+
 impl std::str::FromStr for Destination {
-    type Err = String;
+    type Err = EmptyDestination;
 
     /// Parses `agent:ID`, `topic:NAME`, `queue:NAME`, `*` (broadcast), or a bare agent id.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -279,7 +284,7 @@ impl std::str::FromStr for Destination {
             _ => Destination::agent(s),
         };
         if dest.name().is_empty() {
-            return Err(format!("destination {s:?} has an empty name"));
+            return Err(EmptyDestination(s.to_owned()));
         }
         Ok(dest)
     }

@@ -39,10 +39,11 @@ pub mod handshake;
 mod hello;
 mod limits;
 pub mod names;
+mod unknown_name;
 mod view;
 
 pub use codec::{Codec, CodecError};
-pub use envelope::{Destination, Envelope, Kind, Priority};
+pub use envelope::{Destination, EmptyDestination, Envelope, Kind, Priority};
 pub use error::ErrorCode;
 pub use frame::{
     Consume, Frame, FrameDecoder, FrameError, FrameType, Goodbye, Heartbeat, Nack, RawFrame,
@@ -53,4 +54,5 @@ pub use handshake::{
     Welcome, MAX_HELLO_FRAME, PROTOCOL_VERSION,
 };
 pub use limits::{LimitError, Limits};
+pub use unknown_name::UnknownName;
 pub use view::{DestinationRef, EnvelopeView};

@@ -237,7 +237,7 @@ impl SdkAgent {
 }
 
 fn destination(to: &str) -> Result<Destination, SdkError> {
-    Destination::from_str(to).map_err(SdkError::config)
+    Destination::from_str(to).map_err(|e| SdkError::config(e.to_string()))
 }
 
 fn non_empty<'a>(what: &str, name: &'a str) -> Result<&'a str, SdkError> {

@@ -52,6 +52,24 @@ impl fmt::Debug for ClientCa {
     }
 }
 
+/// Why [`ClientCa::check`] no longer accepts an agent's certificate.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum CertificateRefused {
+    /// Its serial is among the revoked ones in force.
+    #[error("its certificate (serial {serial}) is revoked")]
+    Revoked {
+        /// The serial, in hex as `agentwire cert agent` prints it.
+        serial: String,
+    },
+    /// The connection kept no certificate to check.
+    #[error("no certificate")]
+    Missing,
+    /// It no longer chains to a CA in force (or has expired): rustls's verdict.
+    #[error("its certificate is no longer accepted: {0}")]
+    NotTrusted(#[source] rustls::Error),
+}
+
 /// What a [`ClientCa::reload`] put in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -141,23 +159,22 @@ impl ClientCa {
 
     /// Whether `cert` is still a credential: not revoked, and still chaining to a CA in
     /// force, at `now`. The error says why not.
-    pub fn check(&self, cert: &AgentCertificate, now: UnixTime) -> Result<(), String> {
+    pub fn check(&self, cert: &AgentCertificate, now: UnixTime) -> Result<(), CertificateRefused> {
         let trust = self.trust();
         if trust.revoked.contains(&cert.serial) {
-            return Err(format!(
-                "its certificate (serial {}) is revoked",
-                hex(&cert.serial)
-            ));
+            return Err(CertificateRefused::Revoked {
+                serial: hex(&cert.serial),
+            });
         }
         let (leaf, intermediates) = cert
             .chain
             .split_first()
-            .ok_or_else(|| "no certificate".to_owned())?;
+            .ok_or(CertificateRefused::Missing)?;
         trust
             .verifier
             .verify_client_cert(leaf, intermediates, now)
             .map(|_| ())
-            .map_err(|e| format!("its certificate is no longer accepted: {e}"))
+            .map_err(CertificateRefused::NotTrusted)
     }
 
     /// The verifier rustls asks: the state in force at each handshake.
@@ -491,7 +508,11 @@ mod tests {
         let reloaded = clients.reload().unwrap();
         assert_eq!(reloaded, Reloaded { cas: 1, revoked: 1 });
         let why = clients.check(&cert, now).unwrap_err();
-        assert!(why.contains("revoked"), "{why}");
+        assert!(
+            matches!(&why, CertificateRefused::Revoked { serial } if *serial == cert.serial_hex()),
+            "{why}"
+        );
+        assert!(why.to_string().contains("revoked"), "{why}");
         // rustls is refused too, at the handshake.
         let live = clients.verifier().unwrap();
         assert!(live
@@ -503,7 +524,8 @@ mod tests {
         std::fs::write(&ca_file, &other.ca_cert_pem).unwrap();
         clients.reload().unwrap();
         let why = clients.check(&cert, now).unwrap_err();
-        assert!(why.contains("no longer accepted"), "{why}");
+        assert!(matches!(why, CertificateRefused::NotTrusted(_)), "{why}");
+        assert!(why.to_string().contains("no longer accepted"), "{why}");
 
         // A file that does not parse leaves what was in force.
         std::fs::write(&ca_file, "garbage").unwrap();

@@ -52,7 +52,9 @@ pub use agent_certs::{
     certified_agent_id, peer_agent_id, write_agent_cert, AgentCert, AgentCertFiles,
     MAX_CERT_AGENT_ID,
 };
-pub use client_ca::{certificate_serial, AgentCertificate, ClientCa, Reloaded, RevokedSerials};
+pub use client_ca::{
+    certificate_serial, AgentCertificate, CertificateRefused, ClientCa, Reloaded, RevokedSerials,
+};
 
 /// ALPN protocol identifier spoken by agentwire peers over QUIC.
 pub const ALPN_AGENTWIRE: &[u8] = b"agentwire/1";

@@ -77,6 +77,32 @@ pub struct Pass {
 #[derive(Debug)]
 pub struct Slot(OwnedSemaphorePermit);
 
+/// Why the gate turns a connection away before any cryptography.
+///
+/// ```
+/// use agentwire_transport::accept_gate::Refused;
+/// let why = Refused::Rate { per_sec: 10 };
+/// assert_eq!(why.to_string(), "the hub sets up at most 10 connections per second");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refused {
+    /// This second's set-ups are used up ([`AcceptLimits::handshakes_per_sec`]).
+    #[error("the hub sets up at most {per_sec} connections per second")]
+    Rate {
+        /// The limit.
+        per_sec: u32,
+    },
+    /// The address has [`AcceptLimits::max_pending_per_address`] set-ups going already.
+    #[error("too many handshakes going on from {address} (at most {limit} at once)")]
+    FromAddress {
+        /// The peer's address.
+        address: IpAddr,
+        /// The limit.
+        limit: usize,
+    },
+}
+
 impl AcceptGate {
     /// A gate with `limits` (zero counts as one).
     pub fn new(limits: AcceptLimits) -> Self {
@@ -96,17 +122,16 @@ impl AcceptGate {
     }
 
     /// Whether one more set-up fits this second's rate; why not, if it does not.
-    pub fn within_rate(&self) -> Result<(), String> {
+    pub fn within_rate(&self) -> Result<(), Refused> {
         let Some(rate) = &self.rate else {
             return Ok(());
         };
         let mut bucket = rate.lock_or_recover();
         match bucket.take(1.0, std::time::Instant::now()) {
             true => Ok(()),
-            false => Err(format!(
-                "the hub sets up at most {} connections per second",
-                self.limits.handshakes_per_sec.unwrap_or(0)
-            )),
+            false => Err(Refused::Rate {
+                per_sec: self.limits.handshakes_per_sec.unwrap_or(0),
+            }),
         }
     }
 
@@ -153,9 +178,11 @@ impl AcceptGate {
     /// [`pass`](Self::pass): the pass, or why the connection is turned away (before any
     /// cryptography). The rate is not checked here: the listener waits for its
     /// [`turn`](Self::turn) before it accepts.
-    pub fn admit(&self, slot: Slot, address: IpAddr) -> Result<Pass, String> {
-        self.pass(slot, address)
-            .ok_or_else(|| format!("too many handshakes going on from {address}"))
+    pub fn admit(&self, slot: Slot, address: IpAddr) -> Result<Pass, Refused> {
+        self.pass(slot, address).ok_or(Refused::FromAddress {
+            address,
+            limit: self.limits.max_pending_per_address.max(1),
+        })
     }
 
     /// Set-ups going on now from `address`.
@@ -225,10 +252,7 @@ mod tests {
         for _ in 0..9 {
             gate.turn().await;
         }
-        assert!(gate
-            .within_rate()
-            .unwrap_err()
-            .contains("10 connections per second"));
+        assert_eq!(gate.within_rate(), Err(Refused::Rate { per_sec: 10 }));
         // ...then one turn every 100 ms: three more take at least 0.25 s.
         for _ in 0..3 {
             gate.turn().await;

@@ -6,9 +6,13 @@
 use agentwire_proto::{ErrorCode, RawFrame};
 use bytes::Bytes;
 
+#[cfg(feature = "h2")]
 use super::h2::{H2Receiver, H2Sender};
+#[cfg(feature = "quic")]
 use super::quic::{QuicReceiver, QuicSender};
+#[cfg(feature = "unix")]
 use super::stream::{StreamReceiver, StreamSender};
+#[cfg(feature = "ws")]
 use super::ws::{WsReceiver, WsSender};
 use super::{
     ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind,
@@ -18,33 +22,45 @@ use super::{
 #[derive(Clone)]
 pub enum AnySender {
     /// QUIC.
+    #[cfg(feature = "quic")]
     Quic(QuicSender),
     /// A byte stream (Unix socket).
+    #[cfg(feature = "unix")]
     Stream(StreamSender),
     /// HTTP/2.
+    #[cfg(feature = "h2")]
     H2(H2Sender),
     /// WebSocket.
+    #[cfg(feature = "ws")]
     Ws(WsSender),
 }
 
 /// The receiving half of a connection on any transport.
 pub enum AnyReceiver {
     /// QUIC.
+    #[cfg(feature = "quic")]
     Quic(QuicReceiver),
     /// A byte stream (Unix socket).
+    #[cfg(feature = "unix")]
     Stream(StreamReceiver),
     /// HTTP/2.
+    #[cfg(feature = "h2")]
     H2(H2Receiver),
     /// WebSocket.
+    #[cfg(feature = "ws")]
     Ws(WsReceiver),
 }
 
 macro_rules! each_sender {
     ($self:expr, $s:ident => $body:expr) => {
         match $self {
+            #[cfg(feature = "quic")]
             AnySender::Quic($s) => $body,
+            #[cfg(feature = "unix")]
             AnySender::Stream($s) => $body,
+            #[cfg(feature = "h2")]
             AnySender::H2($s) => $body,
+            #[cfg(feature = "ws")]
             AnySender::Ws($s) => $body,
         }
     };
@@ -53,9 +69,13 @@ macro_rules! each_sender {
 macro_rules! each_receiver {
     ($self:expr, $r:ident => $body:expr) => {
         match $self {
+            #[cfg(feature = "quic")]
             AnyReceiver::Quic($r) => $body,
+            #[cfg(feature = "unix")]
             AnyReceiver::Stream($r) => $body,
+            #[cfg(feature = "h2")]
             AnyReceiver::H2($r) => $body,
+            #[cfg(feature = "ws")]
             AnyReceiver::Ws($r) => $body,
         }
     };

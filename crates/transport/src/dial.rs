@@ -10,12 +10,21 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+#[cfg(any(feature = "h2", feature = "ws"))]
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use super::any::{AnyReceiver, AnySender};
-use super::{h2, uds, ws, ConnectError, FrameSender, SendClass, TransportError};
+#[cfg(feature = "h2")]
+use super::h2;
+#[cfg(feature = "unix")]
+use super::uds;
+#[cfg(feature = "ws")]
+use super::ws;
+use super::{ConnectError, TransportError};
+#[cfg(any(feature = "ws", feature = "unix"))]
+use super::{FrameSender, SendClass};
 use crate::settings::{SocketBuffers, StreamMapping};
 
 /// Where and as whom to connect.
@@ -39,11 +48,13 @@ pub struct DialTarget {
 
 impl DialTarget {
     /// The network address, or the error for a target that has none.
+    #[cfg(any(feature = "quic", feature = "h2", feature = "ws"))]
     pub(crate) fn addr(&self) -> Result<SocketAddr, TransportError> {
         self.addr
             .ok_or_else(|| ConnectError::Config("no network address to connect to".into()).into())
     }
 
+    #[cfg(any(feature = "h2", feature = "ws"))]
     fn tls_name(&self) -> Result<rustls_pki_types::ServerName<'static>, TransportError> {
         rustls_pki_types::ServerName::try_from(self.server_name.clone()).map_err(|_| {
             ConnectError::Config(format!(
@@ -89,6 +100,7 @@ pub trait Dial: Send + Sync {
     ) -> impl Future<Output = Result<Dialed, TransportError>> + Send;
 }
 
+#[cfg(any(feature = "ws", feature = "unix"))]
 async fn send_first(
     sender: AnySender,
     receiver: AnyReceiver,
@@ -100,6 +112,7 @@ async fn send_first(
 
 impl Dialed {
     /// A connection of a transport without 0-RTT or UDP socket buffers.
+    #[cfg(any(feature = "h2", feature = "ws", feature = "unix"))]
     fn without_0rtt(sender: AnySender, receiver: AnyReceiver) -> Dialed {
         Dialed {
             sender,
@@ -110,12 +123,14 @@ impl Dialed {
     }
 }
 
+#[cfg(feature = "h2")]
 /// HTTP/2 over TLS 1.3.
 pub struct H2Dial {
     /// Client TLS configuration offering ALPN `h2`.
     pub tls: Arc<rustls::ClientConfig>,
 }
 
+#[cfg(feature = "h2")]
 impl Dial for H2Dial {
     async fn dial(
         &self,
@@ -133,6 +148,7 @@ impl Dial for H2Dial {
     }
 }
 
+#[cfg(feature = "ws")]
 /// WebSocket, over TLS 1.3 (`wss://`) or plain (`ws://`).
 pub struct WsDial {
     /// Client TLS configuration offering ALPN `http/1.1`, or `None` for `ws://`.
@@ -141,6 +157,7 @@ pub struct WsDial {
     pub options: ws::WsOptions,
 }
 
+#[cfg(feature = "ws")]
 impl Dial for WsDial {
     async fn dial(
         &self,
@@ -156,9 +173,11 @@ impl Dial for WsDial {
     }
 }
 
+#[cfg(feature = "unix")]
 /// Unix domain sockets (same host, no TLS).
 pub struct UnixDial;
 
+#[cfg(feature = "unix")]
 impl Dial for UnixDial {
     async fn dial(
         &self,

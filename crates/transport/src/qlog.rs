@@ -114,7 +114,7 @@ pub(crate) fn traced_transport(
     };
     let mut transport = settings
         .transport_config()
-        .map_err(ConnectError::Settings)?;
+        .map_err(ConnectError::settings)?;
     let trace = |what: String, e: std::io::Error| ConnectError::Trace {
         what,
         source: std::sync::Arc::new(e),

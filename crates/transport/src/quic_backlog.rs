@@ -17,8 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokio::sync::Notify;
 
-/// Bytes read and not yet consumed, by default, before a connection takes no new stream.
-pub const DEFAULT_MAX_UNREAD_BYTES: usize = 16 * 1024 * 1024;
+pub use crate::settings::DEFAULT_MAX_UNREAD_BYTES;
 
 /// The backlog of one connection.
 #[derive(Debug)]

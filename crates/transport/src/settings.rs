@@ -1,19 +1,15 @@
-//! QUIC transport settings and UDP socket set-up.
+//! Transport settings (QUIC's, and WebSocket's liveness): the user-facing knobs (idle timeout, windows, congestion control,
+//! socket buffers, MTU), their defaults and the reasons behind them.
 //!
-//! This module owns turning user-facing knobs (idle timeout, windows, congestion control,
-//! socket buffers, MTU) into a `quinn::TransportConfig` and a bound UDP socket, and reporting
-//! what the kernel actually granted. It must not open connections or know about agents.
+//! This module owns the knobs as data, so that the agent API and the CLI can carry them
+//! whichever transports are built in; turning them into quinn's configuration and bound UDP
+//! sockets is the QUIC transport's (`quic::config`, `quic::udp`, feature `quic`). It must not
+//! open sockets or connections.
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
-
-use quinn::congestion::{BbrConfig, CubicConfig, NewRenoConfig};
-use quinn::{IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt};
-use socket2::{Domain, Protocol, Socket, Type};
 
 /// A hub's connection window until the connection's hello is accepted: room for a hello (at
 /// most `agentwire_proto::MAX_HELLO_FRAME`) and the control stream's first frames, so that a
@@ -49,15 +45,17 @@ pub enum CongestionControl {
 }
 
 impl FromStr for CongestionControl {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = agentwire_proto::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "cubic" => Ok(CongestionControl::Cubic),
             "newreno" | "new-reno" | "reno" => Ok(CongestionControl::NewReno),
             "bbr" | "bbr1" => Ok(CongestionControl::Bbr),
             "bbr3" => Ok(CongestionControl::Bbr3),
-            other => Err(format!(
-                "unknown congestion control {other:?} (expected cubic, newreno, bbr or bbr3)"
+            other => Err(agentwire_proto::UnknownName::new(
+                "congestion control",
+                other,
+                "cubic, newreno, bbr or bbr3",
             )),
         }
     }
@@ -93,13 +91,15 @@ pub enum StreamMapping {
 }
 
 impl FromStr for StreamMapping {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = agentwire_proto::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "stream" | "per-message" | "streams" => Ok(StreamMapping::PerMessage),
             "lanes" | "lane" => Ok(StreamMapping::Lanes),
-            other => Err(format!(
-                "unknown stream mapping {other:?} (expected per-message or lanes)"
+            other => Err(agentwire_proto::UnknownName::new(
+                "stream mapping",
+                other,
+                "per-message or lanes",
             )),
         }
     }
@@ -113,6 +113,35 @@ impl fmt::Display for StreamMapping {
         })
     }
 }
+
+/// Default time between two WebSocket Pings.
+pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Default time without any message from the peer after which the connection is dead.
+pub const DEFAULT_PONG_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Liveness settings of a WebSocket connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WsOptions {
+    /// Time between two Pings this side sends; zero disables pings.
+    pub ping_interval: Duration,
+    /// The connection ends if no message at all (Pong included) arrives for this long.
+    /// Must be comfortably larger than the peer's and our `ping_interval`.
+    pub pong_timeout: Duration,
+}
+
+impl Default for WsOptions {
+    fn default() -> Self {
+        WsOptions {
+            ping_interval: DEFAULT_PING_INTERVAL,
+            pong_timeout: DEFAULT_PONG_TIMEOUT,
+        }
+    }
+}
+
+/// Bytes a QUIC connection has read and not yet handed on, by default, before it takes no
+/// new stream ([`QuicSettings::max_unread_bytes`]).
+pub const DEFAULT_MAX_UNREAD_BYTES: usize = 16 * 1024 * 1024;
 
 /// QUIC transport settings. Every field is applied to the connection or its socket.
 ///
@@ -207,7 +236,7 @@ impl Default for QuicSettings {
             stream_receive_window: 2 * 1024 * 1024,
             receive_window: 32 * 1024 * 1024,
             pre_hello_window: PRE_HELLO_WINDOW,
-            max_unread_bytes: crate::quic_backlog::DEFAULT_MAX_UNREAD_BYTES,
+            max_unread_bytes: DEFAULT_MAX_UNREAD_BYTES,
             send_window: 32 * 1024 * 1024,
             congestion: CongestionControl::Bbr3,
             socket_send_buffer: 4 * 1024 * 1024,
@@ -295,80 +324,6 @@ pub enum SettingsError {
 }
 
 impl QuicSettings {
-    /// Builds the quinn transport configuration.
-    pub fn transport_config(&self) -> Result<TransportConfig, SettingsError> {
-        let mut t = TransportConfig::default();
-        let idle = IdleTimeout::try_from(self.idle_timeout)
-            .map_err(|_| SettingsError::IdleTimeout(self.idle_timeout))?;
-        t.max_idle_timeout(Some(idle))
-            .keep_alive_interval(self.keep_alive)
-            .max_concurrent_uni_streams(VarInt::from_u32(self.max_concurrent_uni_streams))
-            .max_concurrent_bidi_streams(VarInt::from_u32(self.max_concurrent_bidi_streams))
-            .stream_receive_window(VarInt::from_u32(self.stream_receive_window))
-            .receive_window(
-                VarInt::from_u64(self.receive_window)
-                    .map_err(|_| SettingsError::ReceiveWindow(self.receive_window))?,
-            )
-            .send_window(self.send_window)
-            // Round-robin between streams of one priority. Without it quinn finishes a stream
-            // it has started before it looks at any other, whatever their priorities, so a
-            // critical message waited behind the rest of a 256 KiB bulk message: over 50 ms
-            // that was two to four round trips while the congestion window grew (the priority
-            // probe's critical p99 205-225 ms; with fairness 82-111 ms,
-            // docs/benchmarks/2026-11-25-send-fairness).
-            .send_fairness(true);
-        if self.initial_mtu < 1200 || self.max_mtu < self.initial_mtu {
-            return Err(SettingsError::Mtu {
-                initial: self.initial_mtu,
-                max: self.max_mtu,
-            });
-        }
-        t.initial_mtu(self.initial_mtu);
-        let mut mtu = MtuDiscoveryConfig::default();
-        mtu.upper_bound(self.max_mtu);
-        t.mtu_discovery_config(Some(mtu));
-        // The ACK frequency extension: the peer acknowledges after this many ack-eliciting
-        // packets (or its max_ack_delay), and at once on a gap, so loss is still seen at once.
-        let mut ack = quinn::AckFrequencyConfig::default();
-        ack.ack_eliciting_threshold(VarInt::from_u32(self.ack_eliciting_threshold));
-        t.ack_frequency_config(Some(ack));
-        if self.datagrams {
-            t.datagram_receive_buffer_size(Some(1024 * 1024));
-        } else {
-            t.datagram_receive_buffer_size(None);
-        }
-        // quinn's controllers start at 14,720 bytes whatever the datagram size, which is less
-        // than one 16 KiB loopback datagram: they could never send (a handshake timed out).
-        let window = initial_window(self.initial_mtu);
-        match self.congestion {
-            CongestionControl::Cubic => t.congestion_controller_factory(Arc::new(
-                CubicConfig::default().initial_window(window).clone(),
-            )),
-            CongestionControl::NewReno => t.congestion_controller_factory(Arc::new(
-                NewRenoConfig::default().initial_window(window).clone(),
-            )),
-            CongestionControl::Bbr => t.congestion_controller_factory(Arc::new(
-                BbrConfig::default().initial_window(window).clone(),
-            )),
-            CongestionControl::Bbr3 => {
-                t.congestion_controller_factory(Arc::new(agentwire_cc::BbrConfig::default()))
-            }
-        };
-        Ok(t)
-    }
-
-    /// Builds the quinn endpoint configuration: the largest UDP payload this endpoint accepts
-    /// (announced to peers, who size their datagrams by it) is
-    /// [`endpoint_payload`](Self::endpoint_payload).
-    pub fn endpoint_config(&self) -> Result<quinn::EndpointConfig, SettingsError> {
-        let mut config = quinn::EndpointConfig::default();
-        let payload = self.endpoint_payload();
-        config
-            .max_udp_payload_size(payload)
-            .map_err(|_| SettingsError::Payload(payload))?;
-        Ok(config)
-    }
-
     /// The largest datagram a connection of this endpoint may use: `max_mtu`, or
     /// `loopback_mtu` if larger.
     ///
@@ -434,155 +389,5 @@ impl QuicSettings {
         local.initial_mtu = size;
         local.max_mtu = size;
         std::borrow::Cow::Owned(local)
-    }
-
-    /// Binds a UDP socket at `addr` with the requested buffer sizes.
-    ///
-    /// SO_RCVBUF/SO_SNDBUF are capped by `net.core.rmem_max`/`wmem_max`; when the kernel
-    /// grants less than asked and the process may (CAP_NET_ADMIN), the `...FORCE` variants are
-    /// tried. What was granted is returned so that it can be reported.
-    pub fn bind_udp(
-        &self,
-        addr: SocketAddr,
-    ) -> std::io::Result<(std::net::UdpSocket, SocketBuffers)> {
-        self.bind_udp_socket(addr, false)
-    }
-
-    /// `count` UDP sockets bound to one address with `SO_REUSEPORT` (the first binds `addr`,
-    /// port 0 included; the others its actual address), each set up as
-    /// [`bind_udp`](QuicSettings::bind_udp) does. A `count` of 0 or 1 is one socket without
-    /// `SO_REUSEPORT`. See [`QuicSettings::server_endpoints`].
-    ///
-    /// ```
-    /// use agentwire_transport::QuicSettings;
-    /// let sockets = QuicSettings::default().bind_udp_group("127.0.0.1:0".parse()?, 2)?;
-    /// assert_eq!(sockets.len(), 2);
-    /// assert_eq!(sockets[0].0.local_addr()?, sockets[1].0.local_addr()?);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn bind_udp_group(
-        &self,
-        addr: SocketAddr,
-        count: usize,
-    ) -> std::io::Result<Vec<(std::net::UdpSocket, SocketBuffers)>> {
-        if count <= 1 {
-            return Ok(vec![self.bind_udp(addr)?]);
-        }
-        let first = self.bind_udp_socket(addr, true)?;
-        let bound = first.0.local_addr()?;
-        let mut sockets = vec![first];
-        for _ in 1..count {
-            sockets.push(self.bind_udp_socket(bound, true)?);
-        }
-        Ok(sockets)
-    }
-
-    fn bind_udp_socket(
-        &self,
-        addr: SocketAddr,
-        reuse_port: bool,
-    ) -> std::io::Result<(std::net::UdpSocket, SocketBuffers)> {
-        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-        if addr.is_ipv6() {
-            // Accept v4-mapped peers too where the address is the unspecified one.
-            let _ = socket.set_only_v6(false);
-        }
-        if reuse_port {
-            socket.set_reuse_port(true)?;
-        }
-        set_buffer(&socket, self.socket_recv_buffer, BufferKind::Recv);
-        set_buffer(&socket, self.socket_send_buffer, BufferKind::Send);
-        socket.bind(&addr.into())?;
-        socket.set_nonblocking(true)?;
-        let buffers = SocketBuffers {
-            send: socket.send_buffer_size().unwrap_or(0),
-            recv: socket.recv_buffer_size().unwrap_or(0),
-        };
-        Ok((socket.into(), buffers))
-    }
-}
-
-#[derive(Clone, Copy)]
-enum BufferKind {
-    Send,
-    Recv,
-}
-
-fn set_buffer(socket: &Socket, want: usize, kind: BufferKind) {
-    if want == 0 {
-        return;
-    }
-    let granted = match kind {
-        BufferKind::Send => socket
-            .set_send_buffer_size(want)
-            .and_then(|()| socket.send_buffer_size()),
-        BufferKind::Recv => socket
-            .set_recv_buffer_size(want)
-            .and_then(|()| socket.recv_buffer_size()),
-    };
-    // Linux doubles the value it stores; less than `want` back means the cap applied.
-    if granted.unwrap_or(0) < want {
-        force_buffer(socket, want, kind);
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn force_buffer(socket: &Socket, want: usize, kind: BufferKind) {
-    use std::os::fd::AsRawFd;
-    let opt = match kind {
-        BufferKind::Send => libc::SO_SNDBUFFORCE,
-        BufferKind::Recv => libc::SO_RCVBUFFORCE,
-    };
-    let value = libc::c_int::try_from(want).unwrap_or(libc::c_int::MAX);
-    // SAFETY: setsockopt with a valid fd, a valid option and a pointer to a c_int of the
-    // length passed; failure (no CAP_NET_ADMIN) is reported by the return value only.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            opt,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        tracing::debug!(
-            want,
-            "could not force the UDP socket buffer size (no CAP_NET_ADMIN?)"
-        );
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn force_buffer(_socket: &Socket, _want: usize, _kind: BufferKind) {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn settings_quinn_cannot_use_are_named() {
-        let mut s = QuicSettings {
-            initial_mtu: 1000,
-            ..QuicSettings::default()
-        };
-        assert!(matches!(
-            s.transport_config(),
-            Err(SettingsError::Mtu { initial: 1000, .. })
-        ));
-        s.initial_mtu = 1200;
-        s.receive_window = u64::MAX;
-        assert!(matches!(
-            s.transport_config(),
-            Err(SettingsError::ReceiveWindow(u64::MAX))
-        ));
-        s.receive_window = QuicSettings::default().receive_window;
-        s.idle_timeout = Duration::MAX;
-        assert!(matches!(
-            s.transport_config(),
-            Err(SettingsError::IdleTimeout(_))
-        ));
-        assert!(QuicSettings::default().transport_config().is_ok());
-        assert!(QuicSettings::default().endpoint_config().is_ok());
     }
 }

@@ -66,15 +66,6 @@ pub const WS_PATH: &str = "/agentwire/v1";
 /// The ALPN protocol `wss://` negotiates (the upgrade is an HTTP/1.1 request).
 pub const ALPN_HTTP11: &[u8] = b"http/1.1";
 
-/// Default time between two WebSocket Pings.
-pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(10);
-
-/// Default time without any message from the peer after which the connection is dead.
-pub const DEFAULT_PONG_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// WebSocket close code of `ErrorCode::Normal`; agentwire code `n` is `CLOSE_CODE_BASE + n`.
-pub const CLOSE_CODE_BASE: u16 = 4000;
-
 /// Longest close reason a WebSocket Close frame carries, bytes.
 const MAX_CLOSE_REASON: usize = 123;
 
@@ -84,24 +75,10 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// Decoded frames buffered between the reading task and [`WsReceiver`].
 const CHANNEL_CAPACITY: usize = 32;
 
-/// Liveness settings of a WebSocket connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WsOptions {
-    /// Time between two Pings this side sends; zero disables pings.
-    pub ping_interval: Duration,
-    /// The connection ends if no message at all (Pong included) arrives for this long.
-    /// Must be comfortably larger than the peer's and our `ping_interval`.
-    pub pong_timeout: Duration,
-}
+pub use crate::settings::{WsOptions, DEFAULT_PING_INTERVAL, DEFAULT_PONG_TIMEOUT};
 
-impl Default for WsOptions {
-    fn default() -> Self {
-        WsOptions {
-            ping_interval: DEFAULT_PING_INTERVAL,
-            pong_timeout: DEFAULT_PONG_TIMEOUT,
-        }
-    }
-}
+/// WebSocket close code of `ErrorCode::Normal`; agentwire code `n` is `CLOSE_CODE_BASE + n`.
+pub const CLOSE_CODE_BASE: u16 = 4000;
 
 type Io = Box<dyn ByteStream>;
 type WsStream = WebSocketStream<Io>;

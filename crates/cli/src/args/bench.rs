@@ -135,7 +135,7 @@ impl BenchArgs {
             let networks = match &self.networks {
                 Some(n) => n
                     .iter()
-                    .map(|s| NetworkProfile::parse(s).map_err(anyhow::Error::msg))
+                    .map(|s| NetworkProfile::parse(s).map_err(anyhow::Error::from))
                     .collect::<Result<Vec<_>>>()?,
                 None => vec![NetworkProfile::loopback()],
             };

@@ -40,7 +40,7 @@ pub struct QuicArgs {
     pub pre_hello_window: u64,
     /// Bytes one QUIC connection may have read and not yet handed on (a hub or an agent busy
     /// elsewhere) before it reads no further: the peer then waits within its windows.
-    #[arg(long, default_value_t = agentwire::transport::quic_backlog::DEFAULT_MAX_UNREAD_BYTES,
+    #[arg(long, default_value_t = agentwire::transport::settings::DEFAULT_MAX_UNREAD_BYTES,
           value_parser = parse_at_least_64k)]
     pub max_unread_bytes: usize,
     /// Congestion control: bbr3 (agentwire-cc, the default), cubic, newreno or bbr (quinn's

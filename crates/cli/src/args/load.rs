@@ -39,7 +39,7 @@ impl ServeArgs {
     }
 }
 
-pub(crate) fn parse_duration_arg(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration_arg(s: &str) -> Result<Duration, agentwire_load::DurationError> {
     agentwire_load::parse_duration(s)
 }
 
@@ -148,7 +148,9 @@ impl LoadArgs {
     }
 }
 
-pub(crate) fn parse_proto_arg(s: &str) -> Result<agentwire_load::Proto, String> {
+pub(crate) fn parse_proto_arg(
+    s: &str,
+) -> Result<agentwire_load::Proto, agentwire_load::UnknownProtocol> {
     s.parse()
 }
 

@@ -112,6 +112,6 @@ pub struct RelayArgs {
 }
 
 /// `--netsim-stage` / `--stage`: `bridge` or `nfqueue`.
-pub fn parse_stage(s: &str) -> Result<agentwire_netsim::StageKind, String> {
+pub fn parse_stage(s: &str) -> Result<agentwire_netsim::StageKind, agentwire_netsim::UnknownStage> {
     s.parse()
 }

@@ -34,6 +34,7 @@
 mod access;
 mod budget;
 mod conn;
+mod from_cluster;
 mod hub_ops;
 mod limits;
 mod queue_control;
@@ -200,6 +201,10 @@ pub enum Action<D, R> {
     /// The connection's outbound queue was empty and now holds frames: its writer should
     /// take them with [`HubCore::poll_outbound`].
     Wake(Arc<Conn<D, R>>),
+    /// An agent here (not a cluster's stand-in) joined, left, subscribed or unsubscribed: the
+    /// set a cluster announces to its other hubs changed. A driver that is part of a cluster
+    /// tells it; others ignore it.
+    AgentsChanged,
     /// The handshake succeeded: apply the agreed frame limit
     /// ([`Registration::max_frame_size`]) to both directions of the transport.
     Registered(Arc<Conn<D, R>>),
@@ -448,8 +453,10 @@ impl<D, R> HubCore<D, R> {
             Err(e) => self.end(conn, e.close_code(), &e.to_string(), now, out),
             Ok(Frame::Subscribe(topic)) => self.on_subscribe(conn, reg, topic, now, out),
             Ok(Frame::Unsubscribe(topic)) => {
-                if let Some(topic) = conn.lock().topics.take(topic.as_str()) {
+                let taken = conn.lock().topics.take(topic.as_str());
+                if let Some(topic) = taken {
                     self.registry.unsubscribe([&topic], conn);
+                    self.agents_changed(conn, out);
                 }
             }
             Ok(Frame::Consume(c)) => {
@@ -530,6 +537,7 @@ impl<D, R> HubCore<D, R> {
         // closed before it takes its topics: one of the two removes it.
         if fresh && !conn.is_closed() {
             self.registry.subscribe(&topic, conn);
+            self.agents_changed(conn, out);
         }
     }
 
@@ -788,6 +796,7 @@ impl<D, R> HubCore<D, R> {
             }
         }
         out.push(Action::Registered(conn.clone()));
+        self.agents_changed(conn, out);
         self.metrics.handshake(transport, outcome::ACCEPTED);
         self.metrics.agent_registered(transport);
         tracing::debug!(agent = %session.agent_id, session_id = conn.id(), codec = %session.codec, transport, "agent joined");
@@ -1019,6 +1028,7 @@ impl<D, R> HubCore<D, R> {
                 .agent_removed(conn.transport().name(), code.name());
             tracing::debug!(agent = %who, reason = %code, "agent left");
             self.publish_presence(conn, "leave", Some(code), now, out);
+            self.agents_changed(conn, out);
         }
         if first {
             out.push(Action::Close {
@@ -1615,6 +1625,14 @@ impl<D, R> HubCore<D, R> {
             .with_header("code", code.name())
             .with_body(reason.as_bytes().to_vec());
         self.push_hub_envelope(to, &env, Priority::High, reply, out);
+    }
+
+    /// [`Action::AgentsChanged`], unless `conn` is a cluster's own (a stand-in or the queue
+    /// owner's connection: the cluster announces only this hub's agents).
+    fn agents_changed(&self, conn: &Arc<Conn<D, R>>, out: &mut Vec<Action<D, R>>) {
+        if conn.transport() != TransportKind::Cluster {
+            out.push(Action::AgentsChanged);
+        }
     }
 
     fn publish_presence(

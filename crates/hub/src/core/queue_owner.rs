@@ -17,9 +17,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentwire_proto::{
-    Codec, Destination, Envelope, ErrorCode, FrameDecoder, FrameType, Kind, Priority,
-};
+use agentwire_proto::{Destination, Envelope, Kind, Priority};
 
 use super::conn::Conn;
 use super::queue_control::{AgentConsumers, NamedConsumer, QueueControl};
@@ -162,90 +160,6 @@ impl<D, R> HubCore<D, R> {
             self.push_hub_envelope(&owner, &env, Priority::Medium, None, out);
         }
     }
-
-    /// An answer another hub of the cluster made for a request of an agent here (the
-    /// envelope's `to`): its error (a target there refused the request, left, or did not
-    /// answer in time), or the queue owner's response to a queue request. `frame` is that
-    /// hub's envelope in MessagePack. It settles the request, as this hub's own answer would,
-    /// if the request still waits on an agent of another hub or on the queue owner; otherwise
-    /// it is dropped. Returns whether it settled one.
-    pub fn answer_from_cluster(
-        &self,
-        frame: bytes::Bytes,
-        now: super::Now,
-        out: &mut Vec<Action<D, R>>,
-    ) -> bool {
-        let Some(env) = envelope_frame(frame) else {
-            return false;
-        };
-        let (Destination::Agent(to), Kind::Error | Kind::Response, Some(request)) =
-            (&env.to, env.kind, env.correlation)
-        else {
-            return false;
-        };
-        let Some(conn) = self.registry.get(to) else {
-            return false;
-        };
-        if conn.transport() == TransportKind::Cluster {
-            return false;
-        }
-        let reply = {
-            let mut st = conn.lock();
-            if !st.waiting.get(&request).is_some_and(|w| w.remote) {
-                return false;
-            }
-            let reply = st.waiting.remove(&request).and_then(|w| w.reply);
-            st.settle(request, now.instant);
-            reply
-        };
-        if env.kind == Kind::Error {
-            let code = env
-                .headers
-                .get("code")
-                .and_then(|c| ErrorCode::from_name(c))
-                .unwrap_or(ErrorCode::Internal);
-            let reason = String::from_utf8_lossy(&env.body);
-            self.send_error(&conn, request, code, &reason, reply, now, out);
-        } else {
-            self.push_hub_envelope(&conn, &env, env.priority, reply, out);
-        }
-        true
-    }
-
-    /// A task the owner delivers to `agent`, a consumer on this hub: `frame` is the delivery
-    /// envelope's frame in MessagePack, as the owner made it. Re-encoded for the agent's codec
-    /// when that differs. An agent no longer here is skipped (the owner hands the task out
-    /// again once it learns the agent left). Returns whether the task was queued.
-    pub fn deliver_from_owner(
-        &self,
-        agent: &str,
-        frame: bytes::Bytes,
-        out: &mut Vec<Action<D, R>>,
-    ) -> bool {
-        let Some(conn) = self.registry.get(agent) else {
-            return false;
-        };
-        if conn.transport() == TransportKind::Cluster {
-            return false;
-        }
-        let Some(env) = envelope_frame(frame) else {
-            return false;
-        };
-        if !matches!(env.to, Destination::Queue(_)) || env.kind != Kind::Task {
-            return false;
-        }
-        self.push_hub_envelope(&conn, &env, Priority::Medium, None, out);
-        true
-    }
-}
-
-/// The envelope in a frame another hub sent (MessagePack), if it is one.
-fn envelope_frame(frame: bytes::Bytes) -> Option<Envelope> {
-    let raw = FrameDecoder::decode_one(frame, u32::MAX).ok()?;
-    if raw.type_byte != FrameType::Envelope as u8 {
-        return None;
-    }
-    Codec::MsgPack.decode_envelope(&raw.payload).ok()
 }
 
 /// The operation envelope for `what`, from `agent`.

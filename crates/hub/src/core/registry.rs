@@ -29,13 +29,15 @@ pub enum DuplicatePolicy {
 }
 
 impl std::str::FromStr for DuplicatePolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = agentwire_proto::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "reject" | "reject-new" => Ok(DuplicatePolicy::RejectNew),
             "replace" | "replace-old" => Ok(DuplicatePolicy::ReplaceOld),
-            other => Err(format!(
-                "unknown duplicate policy {other:?} (reject or replace)"
+            other => Err(agentwire_proto::UnknownName::new(
+                "duplicate policy",
+                other,
+                "reject or replace",
             )),
         }
     }

@@ -37,7 +37,7 @@ pub fn server_endpoint(
     config.transport_config(Arc::new(
         settings
             .transport_config()
-            .map_err(ConnectError::Settings)?,
+            .map_err(ConnectError::settings)?,
     ));
     let mut sockets = settings
         .bind_udp_group(addr, settings.server_endpoints)
@@ -225,7 +225,7 @@ pub fn endpoint_on(
     settings
         .for_peer(std::net::Ipv4Addr::LOCALHOST.into())
         .transport_config()
-        .map_err(ConnectError::Settings)?;
+        .map_err(ConnectError::settings)?;
     let runtime = quinn::default_runtime()
         .ok_or_else(|| ConnectError::Config("no async runtime found".into()))?;
     let socket = runtime
@@ -246,7 +246,7 @@ pub fn endpoint_on(
         },
     );
     quinn::Endpoint::new_with_abstract_socket(
-        settings.endpoint_config().map_err(ConnectError::Settings)?,
+        settings.endpoint_config().map_err(ConnectError::settings)?,
         server,
         socket,
         runtime,
@@ -266,7 +266,7 @@ pub fn client_config(
     config.transport_config(Arc::new(
         settings
             .transport_config()
-            .map_err(ConnectError::Settings)?,
+            .map_err(ConnectError::settings)?,
     ));
     Ok(config)
 }

@@ -34,19 +34,11 @@ pub fn map_connection_error(e: &quinn::ConnectionError) -> TransportError {
         C::ConnectionClosed(close) => match crypto_alert(u64::from(close.error_code)) {
             // The peer refused the TLS handshake with this alert.
             Some(alert) => ConnectError::Tls(rustls::Error::AlertReceived(alert)).into(),
-            None => ConnectError::Quic {
-                peer: "the peer".into(),
-                source: e.clone(),
-            }
-            .into(),
+            None => ConnectError::quic("the peer", e.clone()).into(),
         },
         // A failure on this side (our TLS check of the peer among them: the dialer turns those
         // into the rustls error itself, see `QuicDial`).
-        C::TransportError(_) => ConnectError::Quic {
-            peer: "QUIC".into(),
-            source: e.clone(),
-        }
-        .into(),
+        C::TransportError(_) => ConnectError::quic("QUIC", e.clone()).into(),
         other => TransportError::Closed {
             code: None,
             reason: other.to_string(),

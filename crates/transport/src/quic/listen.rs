@@ -251,7 +251,7 @@ impl Listen for QuicListen {
                             stage: "accept",
                             error: TransportError::Closed {
                                 code: Some(ErrorCode::LimitExceeded),
-                                reason,
+                                reason: reason.to_string(),
                             },
                         })
                     }));

@@ -50,8 +50,10 @@ mod streams;
 use streams::*;
 mod listen;
 pub use listen::*;
+mod config;
 mod dial;
 pub use dial::*;
+mod udp;
 
 /// Bytes of partially received frames one connection may hold across all its streams before
 /// it is closed with `limit-exceeded` (guards against a peer opening many streams and never

@@ -35,6 +35,8 @@ struct Sim {
     persists: Vec<(u64, Vec<agentwire_queue::StoreOp>)>,
     /// Operations asked of the hub: who, the request's id, what.
     hub_ops: Vec<(SimConn, u64, super::HubOp)>,
+    /// [`Action::AgentsChanged`] seen so far.
+    agents_changed: usize,
 }
 
 /// One frame the hub sent to an agent, decoded.
@@ -83,6 +85,7 @@ impl Sim {
             closes: HashMap::new(),
             persists: Vec::new(),
             hub_ops: Vec::new(),
+            agents_changed: 0,
         }
     }
 
@@ -107,6 +110,7 @@ impl Sim {
                 Action::HubOp {
                     conn, request, op, ..
                 } => self.hub_ops.push((conn, request, op)),
+                Action::AgentsChanged => self.agents_changed += 1,
                 Action::Wake(_) | Action::Registered(_) => {}
             }
         }
@@ -1414,6 +1418,39 @@ impl Sim {
             codec: Codec::MsgPack,
         }
     }
+}
+
+#[test]
+fn a_cluster_hears_when_this_hubs_agents_change_and_not_of_its_own_stand_ins() {
+    let mut sim = Sim::new(config());
+    let a = sim.connect("a");
+    assert_eq!(sim.agents_changed, 1, "a joined");
+    sim.control(&a, Frame::Subscribe("news".into()));
+    assert_eq!(sim.agents_changed, 2, "a subscribed");
+    sim.control(&a, Frame::Subscribe("news".into()));
+    assert_eq!(
+        sim.agents_changed, 2,
+        "the same topic again changes nothing"
+    );
+    sim.control(&a, Frame::Unsubscribe("news".into()));
+    sim.control(&a, Frame::Unsubscribe("news".into()));
+    assert_eq!(sim.agents_changed, 3, "a unsubscribed, once");
+    // A refused subscription changes nothing.
+    sim.control(&a, Frame::Subscribe("$hub.secret".into()));
+    let refused = sim.agents_changed;
+    assert_eq!(refused, 3, "a refused subscription");
+
+    // Another hub's agent, stood in for here: the cluster knows of it already.
+    let there = sim.connect_cluster("b");
+    sim.control(&there, Frame::Subscribe("news".into()));
+    sim.transport_closed(&there);
+    assert_eq!(
+        sim.agents_changed, refused,
+        "stand-ins are the cluster's own"
+    );
+
+    sim.transport_closed(&a);
+    assert_eq!(sim.agents_changed, refused + 1, "a left");
 }
 
 /// Two hubs in memory with the cluster's wiring played by hand: `owner` keeps the queues;

@@ -7,8 +7,8 @@
 ///
 /// ```
 /// let io = std::io::Error::new(std::io::ErrorKind::Other, "disk full");
-/// let e = agentwire_transport::TransportError::io("writing the store", io);
-/// assert_eq!(agentwire_transport::error_chain(&e), "writing the store: disk full");
+/// let e = agentwire_transport_api::TransportError::io("writing the store", io);
+/// assert_eq!(agentwire_transport_api::error_chain(&e), "writing the store: disk full");
 /// ```
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();

@@ -15,7 +15,7 @@ pub type ErrorSource = Arc<dyn std::error::Error + Send + Sync + 'static>;
 /// What went wrong with a connection.
 ///
 /// ```
-/// use agentwire_transport::{ConnectError, TransportError};
+/// use agentwire_transport_api::{ConnectError, TransportError};
 /// use std::error::Error;
 /// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
 /// let e = TransportError::from(ConnectError::socket("cannot connect to 127.0.0.1:1", io));
@@ -135,8 +135,8 @@ pub enum ConnectError {
     Quic {
         /// The peer's address.
         peer: String,
-        /// quinn's reason.
-        source: quinn::ConnectionError,
+        /// quinn's reason (a `quinn::ConnectionError`).
+        source: ErrorSource,
     },
     /// The peer answered, but not as an agentwire hub on this transport (an HTTP status, a
     /// refused upgrade or session).
@@ -156,8 +156,8 @@ pub enum ConnectError {
     /// The settings cannot work: a TLS configuration without the protocol this transport
     /// needs, a missing certificate, an address of the wrong kind, an invalid name.
     Config(String),
-    /// QUIC settings quinn cannot use.
-    Settings(crate::settings::SettingsError),
+    /// QUIC settings quinn cannot use (the source is the settings' own error).
+    Settings(ErrorSource),
 }
 
 impl fmt::Display for ConnectError {
@@ -182,14 +182,30 @@ impl std::error::Error for ConnectError {
             | ConnectError::Refused { source, .. }
             | ConnectError::Trace { source, .. } => Some(&**source),
             ConnectError::Tls(e) => Some(e),
-            ConnectError::Quic { source, .. } => Some(source),
+            ConnectError::Quic { source, .. } => Some(&**source),
             ConnectError::Config(_) => None,
-            ConnectError::Settings(e) => Some(e),
+            ConnectError::Settings(e) => Some(&**e),
         }
     }
 }
 
 impl ConnectError {
+    /// QUIC could not establish the connection to `peer`.
+    pub fn quic(
+        peer: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ConnectError::Quic {
+            peer: peer.into(),
+            source: Arc::new(source),
+        }
+    }
+
+    /// QUIC settings quinn cannot use.
+    pub fn settings(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ConnectError::Settings(Arc::new(source))
+    }
+
     /// A socket failure while doing `what`.
     pub fn socket(
         what: impl Into<String>,
