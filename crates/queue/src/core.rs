@@ -18,64 +18,10 @@ use bytes::Bytes;
 
 use crate::model::{
     ConsumerId, DeadLetter, DeadLetterPage, Delivery, Enqueue, Enqueued, FailReason, Now,
-    QueueConfig, QueueError, QueueName, TaskId,
+    QueueAction, QueueConfig, QueueError, QueueName, QueueStats, TaskId, Totals,
 };
 use crate::record::TaskRecord;
 use crate::store::{DedupeRecord, Recovered, StoreOp};
-
-/// Something for the driver to do once the writes before it are durable.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum QueueAction {
-    /// Send this task to this consumer.
-    Deliver(Delivery),
-    /// A task ran out of attempts and is now a dead letter (for logs and metrics).
-    DeadLettered {
-        /// The task.
-        task: TaskId,
-        /// Its queue.
-        queue: QueueName,
-        /// How its last attempt ended.
-        reason: FailReason,
-    },
-}
-
-/// One queue's counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QueueStats {
-    /// Tasks waiting for a consumer.
-    pub ready: usize,
-    /// Tasks waiting out a backoff before their next attempt.
-    pub waiting: usize,
-    /// Tasks delivered and not yet acked.
-    pub in_flight: usize,
-    /// Dead letters.
-    pub dead: usize,
-    /// Consumers.
-    pub consumers: usize,
-}
-
-/// Counts since start (not stored).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Totals {
-    /// Tasks stored.
-    pub enqueued: u64,
-    /// Enqueues dropped as duplicates of a producer id.
-    pub duplicates: u64,
-    /// Deliveries, first and later.
-    pub delivered: u64,
-    /// Deliveries after the first of their task.
-    pub redelivered: u64,
-    /// Acks.
-    pub acked: u64,
-    /// Attempts that ended without an ack.
-    pub failed: u64,
-    /// Tasks that became dead letters.
-    pub dead_lettered: u64,
-    /// Dead letters replayed.
-    pub replayed: u64,
-    /// Producer ids forgotten before their window ended (`max_producer_ids`).
-    pub producer_ids_forgotten_early: u64,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {

@@ -52,11 +52,11 @@ mod model;
 mod record;
 mod store;
 
-pub use crate::core::{QueueAction, QueueCore, QueueStats, Totals};
+pub use crate::core::QueueCore;
 pub use crate::file_store::FileStore;
 pub use crate::model::{
     ConsumerId, DeadLetter, DeadLetterPage, Delivery, Enqueue, Enqueued, FailReason, Now,
-    QueueConfig, QueueError, QueueName, TaskId, MAX_QUEUE_NAME,
+    QueueAction, QueueConfig, QueueError, QueueName, QueueStats, TaskId, Totals, MAX_QUEUE_NAME,
 };
 pub use crate::record::{RecordError, TaskRecord};
 pub use crate::store::{
