@@ -33,7 +33,6 @@
 //! anything behind: the in-process server and its temporary directory end with [`run`].
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -49,6 +48,12 @@ use crate::Proto;
 
 /// Schema name of the JSON scorecard.
 pub const SCHEMA: &str = "agentwire-scorecard/1";
+
+mod render;
+mod specs;
+
+pub use render::{render_markdown, to_json};
+use specs::{specs, spread, Spec};
 
 fn ser_secs<S: Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
@@ -390,188 +395,8 @@ pub struct Scorecard {
     pub elapsed_s: f64,
 }
 
-/// What one scenario asks for, before the protocol adjusts it.
-struct Spec {
-    scenario: String,
-    group: u8,
-    title: String,
-    file: &'static str,
-    connections: usize,
-    streams: usize,
-    max_per_conn: u64,
-    limit: Limit,
-    metrics: fn(&ScenarioRun) -> Vec<Metric>,
-}
-
 fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
-}
-
-fn handshake_metrics(r: &ScenarioRun) -> Vec<Metric> {
-    vec![
-        Metric::new("connect p50 ms", r.connect_p50_ms, false),
-        Metric::new("connect p99 ms", r.connect_p99_ms, false),
-        Metric::new("handshakes/s", r.handshakes_per_s, true),
-    ]
-}
-
-fn download_metrics(r: &ScenarioRun) -> Vec<Metric> {
-    vec![
-        Metric::new("mean ms", r.request_mean_ms, false),
-        Metric::new("p50 ms", r.request_p50_ms, false),
-        Metric::new("p99 ms", r.request_p99_ms, false),
-        Metric::new("MB/s", r.mb_per_s, true),
-    ]
-}
-
-fn rps_metrics(r: &ScenarioRun) -> Vec<Metric> {
-    vec![Metric::new("req/s", r.rps, true)]
-}
-
-fn round_metrics(r: &ScenarioRun) -> Vec<Metric> {
-    vec![
-        Metric::new("req/s", r.rps, true),
-        Metric::new("MB/s", r.mb_per_s, true),
-        Metric::new("p99 ms", r.request_p99_ms, false),
-    ]
-}
-
-fn specs(scale: &Scale) -> Vec<Spec> {
-    let mut out = Vec::new();
-    let window = Limit::Duration(scale.rps_window);
-    let n = scale.downloads;
-    out.push(Spec {
-        scenario: "handshakes".into(),
-        group: 1,
-        title: format!(
-            "1. handshakes: {} connections x 1 request of 1k.bin",
-            scale.handshakes
-        ),
-        file: "1k.bin",
-        connections: 1,
-        streams: 1,
-        max_per_conn: 1,
-        limit: Limit::Requests(scale.handshakes),
-        metrics: handshake_metrics,
-    });
-    let file_name = |f: &str| -> &'static str {
-        crate::files::STANDARD_FILES
-            .iter()
-            .find(|(name, _)| *name == f)
-            .map_or("10k.bin", |(name, _)| name)
-    };
-    for f in &scale.download_files {
-        out.push(Spec {
-            scenario: format!("serial-{f}"),
-            group: 2,
-            title: format!("2. serial {f} x{n} (1 connection, 1 stream)"),
-            file: file_name(f),
-            connections: 1,
-            streams: 1,
-            max_per_conn: 0,
-            limit: Limit::Requests(n),
-            metrics: download_metrics,
-        });
-    }
-    let parallel = usize::try_from(n).unwrap_or(1).max(1);
-    for f in &scale.download_files {
-        out.push(Spec {
-            scenario: format!("parallel-{f}"),
-            group: 3,
-            title: format!("3. parallel {f} x{n} (1 connection, {parallel} streams)"),
-            file: file_name(f),
-            connections: 1,
-            streams: parallel,
-            max_per_conn: 0,
-            limit: Limit::Requests(n),
-            metrics: download_metrics,
-        });
-    }
-    for &p in &scale.parallelism {
-        out.push(Spec {
-            scenario: format!("rps-10k-p{p}"),
-            group: 4,
-            title: format!(
-                "4. 10k.bin at parallelism {p} (1 connection, {p} stream{}), {:.1} s",
-                if p == 1 { "" } else { "s" },
-                scale.rps_window.as_secs_f64()
-            ),
-            file: "10k.bin",
-            connections: 1,
-            streams: p.max(1),
-            max_per_conn: 0,
-            limit: window,
-            metrics: rps_metrics,
-        });
-    }
-    out.push(Spec {
-        scenario: "round1-630b".into(),
-        group: 5,
-        title: format!(
-            "5. round 1: {} x 630b.bin over {} connections x {} streams",
-            scale.round1_requests, scale.round1_connections, scale.round1_streams
-        ),
-        file: "630b.bin",
-        connections: scale.round1_connections,
-        streams: scale.round1_streams,
-        max_per_conn: 0,
-        limit: Limit::Requests(scale.round1_requests),
-        metrics: round_metrics,
-    });
-    out.push(Spec {
-        scenario: "round2-10m".into(),
-        group: 5,
-        title: format!(
-            "5. round 2: {} x 10m.bin over {} connections x {} streams",
-            scale.round2_requests, scale.round2_connections, scale.round2_streams
-        ),
-        file: "10m.bin",
-        connections: scale.round2_connections,
-        streams: scale.round2_streams,
-        max_per_conn: 0,
-        limit: Limit::Requests(scale.round2_requests),
-        metrics: round_metrics,
-    });
-    for f in ["5k.bin", "15k.bin", "2m.bin"] {
-        out.push(Spec {
-            scenario: format!("long-{f}"),
-            group: 6,
-            title: format!(
-                "6. long connection {f} (1 connection, 1 stream), {:.1} s",
-                scale.rps_window.as_secs_f64()
-            ),
-            file: f,
-            connections: 1,
-            streams: 1,
-            max_per_conn: 0,
-            limit: window,
-            metrics: rps_metrics,
-        });
-    }
-    out.push(Spec {
-        scenario: "short-1k.bin".into(),
-        group: 6,
-        title: format!(
-            "6. short connections 1k.bin (1 request each), {:.1} s",
-            scale.rps_window.as_secs_f64()
-        ),
-        file: "1k.bin",
-        connections: 1,
-        streams: 1,
-        max_per_conn: 1,
-        limit: window,
-        metrics: rps_metrics,
-    });
-    out
-}
-
-/// The most threads, up to `max`, that divide `connections` evenly (each thread gets the same
-/// number of connections).
-fn spread(connections: usize, max: usize) -> usize {
-    (1..=max.max(1).min(connections.max(1)))
-        .rev()
-        .find(|t| connections % t == 0)
-        .unwrap_or(1)
 }
 
 /// Runs one scenario over one protocol. Never fails: a run that cannot be made is recorded
@@ -872,11 +697,6 @@ pub fn run(config: &ScorecardConfig, progress: &mut dyn FnMut(&ScenarioRun)) -> 
     })
 }
 
-/// The scorecard as one JSON object.
-pub fn to_json(card: &Scorecard) -> serde_json::Result<String> {
-    serde_json::to_string_pretty(card)
-}
-
 /// A number for a table: no decimals from 1000 up, one from 100, else two.
 pub(crate) fn fmt_value(v: f64) -> String {
     let a = v.abs();
@@ -889,171 +709,9 @@ pub(crate) fn fmt_value(v: f64) -> String {
     }
 }
 
-fn ratio(a: Option<f64>, b: Option<f64>) -> String {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 && a.is_finite() => format!("{:.2}", a / b),
-        _ => "-".into(),
-    }
-}
-
-/// The scorecard as Markdown: a header with the machine and target, one table with a row per
-/// scenario and metric and a column per protocol (plus h3/h2 and h3/http1.1 ratios on rate
-/// rows, when those protocols were measured), the protocol-specific notes, and every error.
-pub fn render_markdown(card: &Scorecard) -> String {
-    let mut out = String::new();
-    let e = &card.environment;
-    let s = &card.scale;
-    let _ = writeln!(out, "## agentwire scorecard ({})\n", s.name);
-    let _ = writeln!(
-        out,
-        "{} {} ({}), {} cores{}{}, {} build; target: {} {} (verification: {}); took {:.1} s\n",
-        SCHEMA,
-        e.platform,
-        e.cpu_model.as_deref().unwrap_or("unknown CPU"),
-        e.cores,
-        e.kernel
-            .as_deref()
-            .map(|k| format!(", kernel {k}"))
-            .unwrap_or_default(),
-        e.git_sha
-            .as_deref()
-            .map(|g| format!(", git {}", g.get(..10).unwrap_or(g)))
-            .unwrap_or_default(),
-        e.build_profile,
-        card.target.kind,
-        card.target.url,
-        card.target.verification,
-        card.elapsed_s,
-    );
-    let _ = writeln!(
-        out,
-        "Scale {}: {} handshakes, downloads x{}, requests/s windows of {:.1} s, round 1 = {} x 630b.bin over {}x{}, round 2 = {} x 10m.bin over {}x{}, at most {:.0} s per run.\n",
-        s.name,
-        s.handshakes,
-        s.downloads,
-        s.rps_window.as_secs_f64(),
-        s.round1_requests,
-        s.round1_connections,
-        s.round1_streams,
-        s.round2_requests,
-        s.round2_connections,
-        s.round2_streams,
-        s.scenario_timeout.as_secs_f64(),
-    );
-    let has = |p: Proto| card.protos.contains(&p);
-    let mut ratios: Vec<(Proto, &str)> = Vec::new();
-    if has(Proto::H3) && has(Proto::H2) {
-        ratios.push((Proto::H2, "h3/h2"));
-    }
-    if has(Proto::H3) && has(Proto::Http11) {
-        ratios.push((Proto::Http11, "h3/http1.1"));
-    }
-    out.push_str("| scenario | metric |");
-    for p in &card.protos {
-        let _ = write!(out, " {p} |");
-    }
-    for (_, name) in &ratios {
-        let _ = write!(out, " {name} |");
-    }
-    out.push_str("\n|---|---|");
-    for _ in 0..card.protos.len() + ratios.len() {
-        out.push_str("--:|");
-    }
-    out.push('\n');
-    // Rows in order of first appearance: (scenario, metric).
-    let mut rows: Vec<(&str, &str, &str, bool)> = Vec::new();
-    for r in &card.runs {
-        for m in &r.metrics {
-            if !rows
-                .iter()
-                .any(|(sc, name, _, _)| *sc == r.scenario && *name == m.name)
-            {
-                rows.push((&r.scenario, &m.name, &r.title, m.rate));
-            }
-        }
-    }
-    let mut last_title = "";
-    for (scenario, metric, title, rate) in rows {
-        let value = |p: Proto| -> Option<(f64, u64, bool)> {
-            let r = card
-                .runs
-                .iter()
-                .find(|r| r.proto == p && r.scenario == scenario)?;
-            let m = r.metrics.iter().find(|m| m.name == metric)?;
-            Some((m.value, r.problems(), r.failure.is_some()))
-        };
-        let shown_title = if title == last_title { "" } else { title };
-        last_title = title;
-        let _ = write!(out, "| {shown_title} | {metric} |");
-        for &p in &card.protos {
-            let cell = match value(p) {
-                None => "-".to_string(),
-                Some((_, _, true)) => "failed".to_string(),
-                Some((v, 0, _)) => fmt_value(v),
-                Some((v, n, _)) => format!("{} ({n} err)", fmt_value(v)),
-            };
-            let _ = write!(out, " {cell} |");
-        }
-        for (other, _) in &ratios {
-            let cell = if rate {
-                ratio(value(Proto::H3).map(|v| v.0), value(*other).map(|v| v.0))
-            } else {
-                String::new()
-            };
-            let _ = write!(out, " {cell} |");
-        }
-        out.push('\n');
-    }
-    let mut notes: Vec<&str> = Vec::new();
-    for r in &card.runs {
-        if let Some(n) = r.note.as_deref() {
-            if !notes.contains(&n) {
-                notes.push(n);
-            }
-        }
-    }
-    if !notes.is_empty() {
-        out.push_str("\nNotes:\n");
-        for r in &card.runs {
-            if let Some(n) = r.note.as_deref() {
-                let _ = writeln!(out, "- {} {}: {n}", r.scenario, r.proto);
-            }
-        }
-    }
-    if card.total_errors == 0 {
-        out.push_str("\nErrors: none.\n");
-    } else {
-        let _ = writeln!(out, "\nErrors: {} in all.", card.total_errors);
-        for r in card.runs.iter().filter(|r| r.problems() > 0) {
-            let _ = write!(out, "- {} {}:", r.scenario, r.proto);
-            if let Some(f) = &r.failure {
-                let _ = write!(out, " could not run: {f};");
-            }
-            if r.cut_short {
-                let _ = write!(
-                    out,
-                    " cut short by the {:.0} s limit ({} of {} requests);",
-                    s.scenario_timeout.as_secs_f64(),
-                    r.requests,
-                    r.requests_asked.unwrap_or(0)
-                );
-            }
-            for (kind, n) in &r.errors_by_kind {
-                let example = r
-                    .error_examples
-                    .get(kind)
-                    .map(|e| format!(" (e.g. {e})"))
-                    .unwrap_or_default();
-                let _ = write!(out, " {kind}: {n}{example};");
-            }
-            out.push('\n');
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
+    use super::render::ratio;
     use super::*;
 
     fn run_of(scenario: &str, proto: Proto, metrics: Vec<Metric>) -> ScenarioRun {
