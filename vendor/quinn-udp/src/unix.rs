@@ -846,8 +846,15 @@ mod gso {
         *PROBED.get_or_init(probe_max_gso_segments)
     }
 
+    /// agentwire: probes made in this process (for the test that there is one at most).
+    #[cfg(test)]
+    pub(super) static PROBES: std::sync::atomic::AtomicUsize =
+        std::sync::atomic::AtomicUsize::new(0);
+
     fn probe_max_gso_segments() -> usize {
         const GSO_SIZE: libc::c_int = 1500;
+        #[cfg(test)]
+        PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 
         if !SUPPORTED_BY_CURRENT_KERNEL.get_or_init(supported_by_current_kernel) {
             return 1;
@@ -1094,6 +1101,38 @@ mod tests {
     use std::{net::UdpSocket, sync::mpsc, thread, time::Duration};
 
     use super::*;
+
+    /// agentwire: sockets made one after another share one GSO probe, and GRO is read from
+    /// the socket itself (an IPv4 socket on which the kernel takes `UDP_GRO` gets 64
+    /// segments, whatever an IPv6 socket would have said).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn one_gso_probe_per_process_and_gro_from_the_socket_itself() {
+        let sockets: Vec<UdpSocket> = (0..3)
+            .map(|_| UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap())
+            .collect();
+        let states: Vec<UdpSocketState> = sockets
+            .iter()
+            .map(|s| UdpSocketState::new(s.into()).unwrap())
+            .collect();
+        assert!(gso::PROBES.load(Ordering::Relaxed) <= 1);
+        for (socket, state) in sockets.iter().zip(&states) {
+            let mut on: libc::c_int = 0;
+            let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: `on` and `len` are valid for the call; the descriptor is the socket's.
+            let read = unsafe {
+                libc::getsockopt(
+                    socket.as_raw_fd(),
+                    libc::SOL_UDP,
+                    gro::UDP_GRO,
+                    (&mut on as *mut libc::c_int).cast(),
+                    &mut len,
+                )
+            };
+            let expected = if read == 0 && on != 0 { 64 } else { 1 };
+            assert_eq!(state.gro_segments(), expected);
+        }
+    }
 
     #[test]
     fn recv_single_after_truncation_returns_would_block_instead_of_spin() {

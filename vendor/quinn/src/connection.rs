@@ -1350,3 +1350,16 @@ const MAX_TRANSMIT_DATAGRAMS: usize = 20;
 /// memory allocations when calling `poll_transmit()`. Benchmarks have shown
 /// that numbers around 10 are a good compromise.
 const MAX_TRANSMIT_SEGMENTS: usize = 10;
+
+/// agentwire: what a connection keeps of its transmit buffer between sends (for the test
+/// `large_transmit_buffer_is_given_back_when_idle`).
+#[cfg(test)]
+impl Connection {
+    pub(crate) fn send_buffer_capacity(&self) -> usize {
+        self.0
+            .state
+            .lock("send_buffer_capacity")
+            .send_buffer
+            .capacity()
+    }
+}

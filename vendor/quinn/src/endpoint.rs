@@ -963,3 +963,41 @@ struct PollProgress {
     /// Whether datagram handling was interrupted early by the work limiter for fairness
     keep_going: bool,
 }
+
+#[cfg(test)]
+mod spare_buffers_tests {
+    use super::*;
+
+    /// agentwire: a datagram handed on is the receive buffer itself, not a copy; the buffer
+    /// comes back to the pool once the datagram is dropped.
+    #[test]
+    fn handed_on_datagrams_are_not_copied_and_their_buffers_come_back() {
+        let mut spare = SpareBuffers::new(1024);
+        let mut slot = BytesMut::zeroed(1024);
+        slot[..4].copy_from_slice(b"data");
+        let at = slot.as_ptr();
+        let datagram = spare.hand_on(&mut slot, 600);
+        assert_eq!(datagram.as_ptr(), at, "the datagram was copied");
+        assert_eq!((&datagram[..4], datagram.len()), (&b"data"[..], 600));
+        assert_eq!(slot.len(), 1024, "the slot got a whole buffer in its place");
+        // While the datagram is held, its buffer is not reused...
+        let other = spare.take();
+        assert_ne!(other.as_ptr(), at);
+        drop(datagram);
+        // ...once it is dropped, the same allocation comes back, whole.
+        let again = spare.take();
+        assert_eq!((again.as_ptr(), again.len()), (at, 1024));
+    }
+
+    /// agentwire: however many datagrams are held, the pool keeps at most MAX_SPARE buffers.
+    #[test]
+    fn the_pool_is_bounded() {
+        let mut spare = SpareBuffers::new(64);
+        let mut held = Vec::new();
+        for _ in 0..MAX_SPARE + 10 {
+            let mut slot = BytesMut::zeroed(64);
+            held.push(spare.hand_on(&mut slot, 40));
+        }
+        assert_eq!(spare.bufs.len(), MAX_SPARE);
+    }
+}

@@ -1109,3 +1109,54 @@ unsafe fn wake_by_ref_waker(data: *const ()) {
 unsafe fn drop_waker(data: *const ()) {
     drop(Arc::<WakeCounter>::from_raw(data as *const WakeCounter));
 }
+
+/// agentwire: a connection that sent large datagrams does not keep their transmit buffer once
+/// it has nothing left to send (it kept its largest transmit's buffer for its whole life).
+#[test]
+fn large_transmit_buffer_is_given_back_when_idle() {
+    let _guard = subscribe();
+    let runtime = rt_basic();
+    let mut factory = EndpointFactory::new();
+    factory.endpoint_config.max_udp_payload_size(65_527).unwrap();
+    let mut transport = TransportConfig::default();
+    transport.initial_mtu(60_000).mtu_discovery_config(None);
+    // Room for the first datagram: the controllers start at 14,720 bytes whatever the MTU.
+    let mut cubic = proto::congestion::CubicConfig::default();
+    cubic.initial_window(10 * 60_000);
+    transport.congestion_controller_factory(Arc::new(cubic));
+    let endpoint = {
+        let _guard = runtime.enter();
+        factory.endpoint_with_config(transport)
+    };
+    let server = endpoint.clone();
+    runtime.spawn(async move {
+        let conn = server.accept().await.unwrap().await.unwrap();
+        let mut stream = conn.accept_uni().await.unwrap();
+        stream.read_to_end(usize::MAX).await.unwrap();
+        conn.closed().await;
+    });
+    runtime.block_on(async move {
+        let conn = endpoint
+            .connect(endpoint.local_addr().unwrap(), "localhost")
+            .unwrap()
+            .await
+            .unwrap();
+        let mut stream = conn.open_uni().await.unwrap();
+        stream.write_all(&vec![7u8; 1 << 20]).await.unwrap();
+        stream.finish().unwrap();
+        // Every byte acknowledged: nothing left to send but ACKs.
+        stream.stopped().await.unwrap();
+        sleep(Duration::from_millis(50)).await;
+        let kept = conn.send_buffer_capacity();
+        assert!(kept <= 16 * 1024, "kept a {kept}-byte transmit buffer");
+        conn.close(0u32.into(), b"done");
+    });
+}
+
+/// agentwire: the endpoint's events to a connection travel boxed, so that a slot of the
+/// connection's channel (tokio allocates 32 when the channel is made) stays small.
+#[test]
+fn connection_event_slot_is_small() {
+    let slot = std::mem::size_of::<crate::ConnectionEvent>();
+    assert!(slot <= 64, "a ConnectionEvent takes {slot} bytes");
+}

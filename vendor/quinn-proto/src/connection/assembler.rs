@@ -719,6 +719,28 @@ mod test {
         assert!(x.data.len() <= MAX_CHUNKS);
     }
 
+    /// agentwire: a chunk that came in a large datagram (65,507 bytes on loopback) is kept as
+    /// received while the over-allocation stays within two such datagrams; past that, the
+    /// data is copied into one buffer as before. (Upstream's fixed 32 KiB copied the first.)
+    #[test]
+    fn chunks_of_large_datagrams_are_kept_within_two_datagrams() {
+        const DATAGRAM: usize = 65_507;
+        let mut x = Assembler::new();
+        let first = Bytes::from(vec![1u8; 10_240]);
+        x.insert(0, first.clone(), DATAGRAM).unwrap();
+        // Over-allocated by 55,267 bytes: above 32 KiB, below two datagrams.
+        assert_eq!(x.allocated, DATAGRAM, "the first chunk was copied");
+        assert!(x.data.iter().any(|b| b.bytes.as_ptr() == first.as_ptr()));
+        x.insert(10_240, Bytes::from(vec![2u8; 10_240]), DATAGRAM)
+            .unwrap();
+        assert_eq!(x.allocated, 2 * DATAGRAM, "the second chunk was copied");
+        // A third pins more than two datagrams beyond the data: all of it is copied.
+        x.insert(20_480, Bytes::from(vec![3u8; 10_240]), DATAGRAM)
+            .unwrap();
+        assert_eq!((x.allocated, x.buffered), (30_720, 30_720));
+        assert!(x.data.iter().all(|b| b.bytes.as_ptr() != first.as_ptr()));
+    }
+
     #[test]
     fn bounded_chunks_under_low_over_allocation() {
         // Gapped frames whose `allocation_size` equals their length hold
