@@ -27,8 +27,7 @@
 //! loopback socket receives at most one GSO send at once, at most the largest UDP payload of
 //! its address family, so for an endpoint that accepts connections
 //! [`GsoCapped::receiving_one_send`] tells quinn so ([`loopback_receive_segments`]): a receive
-//! buffer is then one 64 KiB datagram, and the (patched) endpoint hands a datagram that fills
-//! most of it on without copying it (`vendor/README.md`). Connecting endpoints keep quinn's
+//! buffer is then one 64 KiB datagram rather than 64 times that. Connecting endpoints keep quinn's
 //! sizes: there the buffers of a batch are one allocation large enough to be a fresh mapping,
 //! whose pages the kernel provides as they are written, where 2 MiB may come from the heap
 //! and be zeroed for every new agent.

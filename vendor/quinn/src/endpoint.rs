@@ -138,7 +138,6 @@ impl Endpoint {
     ) -> io::Result<Self> {
         let addr = socket.local_addr()?;
         let allow_mtud = !socket.may_fragment();
-        let accepts = server_config.is_some();
         let rc = EndpointRef::new(
             socket,
             proto::Endpoint::new(
@@ -149,7 +148,6 @@ impl Endpoint {
             ),
             addr.is_ipv6(),
             runtime.clone(),
-            accepts,
         );
         let driver = EndpointDriver(rc.clone());
         runtime.spawn(Box::pin(
@@ -685,10 +683,9 @@ impl EndpointRef {
         inner: proto::Endpoint,
         ipv6: bool,
         runtime: Arc<dyn Runtime>,
-        accepts: bool,
     ) -> Self {
         let (sender, events) = mpsc::unbounded_channel();
-        let recv_state = RecvState::new(sender, socket.max_receive_segments(), &inner, accepts);
+        let recv_state = RecvState::new(sender, socket.max_receive_segments(), &inner);
         Self(Arc::new(EndpointInner {
             shared: Shared {
                 incoming: Notify::new(),
@@ -744,85 +741,8 @@ impl std::ops::Deref for EndpointRef {
 struct RecvState {
     incoming: VecDeque<proto::Incoming>,
     connections: ConnectionSet,
-    /// One receive buffer per datagram of a batch, each `slot_len` bytes.
-    recv_slots: Vec<BytesMut>,
-    slot_len: usize,
-    /// Buffers handed on with their datagrams; `None` where every datagram is copied out of
-    /// its slot.
-    spare: Option<SpareBuffers>,
+    recv_buf: Box<[u8]>,
     recv_limiter: WorkLimiter,
-}
-
-/// On an endpoint that accepts connections, a receive slot at most this large is handed on as
-/// the buffer of a datagram that fills at least half of it, without a copy; a spare buffer
-/// takes its place.
-const MAX_HANDOFF_SLOT: usize = 128 * 1024;
-
-/// At most this many handed-on buffers are kept for reuse: 32 MiB of 64 KiB buffers, counting
-/// those that still hold datagrams the application has not dropped yet.
-const MAX_SPARE: usize = 512;
-
-/// How many of the oldest handed-on buffers are looked at for one that is free again; each one
-/// still in use goes to the back, so that one long-held datagram does not keep the free
-/// buffers behind it from being reused.
-const SPARE_TRIES: usize = 4;
-
-/// Receive buffers of `len` bytes handed on with their datagrams, oldest first, to be reused
-/// once every datagram in them is dropped.
-struct SpareBuffers {
-    bufs: VecDeque<BytesMut>,
-    len: usize,
-}
-
-impl SpareBuffers {
-    fn new(len: usize) -> Self {
-        Self {
-            bufs: VecDeque::new(),
-            len,
-        }
-    }
-
-    /// Hands `slot`'s first `datagram` bytes on as the datagram's buffer, and puts a spare
-    /// buffer in the slot's place.
-    fn hand_on(&mut self, slot: &mut BytesMut, datagram: usize) -> BytesMut {
-        let spare = self.take();
-        let mut rest = std::mem::replace(slot, spare);
-        let data = rest.split_to(datagram);
-        rest.clear();
-        if self.bufs.len() == MAX_SPARE {
-            self.bufs.pop_front();
-        }
-        self.bufs.push_back(rest);
-        data
-    }
-
-    /// A buffer in which every datagram has been dropped, else a new one. When the next one is
-    /// free too, it is dropped, so that buffers kept through a burst of long-held datagrams
-    /// are given back as the load falls.
-    fn take(&mut self) -> BytesMut {
-        let len = self.len;
-        for _ in 0..SPARE_TRIES.min(self.bufs.len()) {
-            let Some(mut buf) = self.bufs.pop_front() else {
-                break;
-            };
-            if buf.try_reclaim(len) {
-                if self
-                    .bufs
-                    .front_mut()
-                    .is_some_and(|next| next.try_reclaim(len))
-                {
-                    self.bufs.pop_front();
-                }
-                // SAFETY: every receive buffer was zero-filled when it was allocated
-                // (`BytesMut::zeroed`) and has only been written since, so all `len` bytes of
-                // its allocation, which `try_reclaim` gave back, are initialized.
-                unsafe { buf.set_len(len) };
-                return buf;
-            }
-            self.bufs.push_back(buf);
-        }
-        BytesMut::zeroed(len)
-    }
 }
 
 impl RecvState {
@@ -830,14 +750,13 @@ impl RecvState {
         sender: mpsc::UnboundedSender<(ConnectionHandle, EndpointEvent)>,
         max_receive_segments: usize,
         endpoint: &proto::Endpoint,
-        accepts: bool,
     ) -> Self {
-        let slot_len = endpoint.config().get_max_udp_payload_size().min(64 * 1024) as usize
-            * max_receive_segments;
-        // One zeroed allocation, whose pages the kernel provides as they are first written.
-        let mut region = BytesMut::zeroed(slot_len * BATCH_SIZE);
-        let recv_slots = (0..BATCH_SIZE).map(|_| region.split_to(slot_len)).collect();
-        let spare = (accepts && slot_len <= MAX_HANDOFF_SLOT).then(|| SpareBuffers::new(slot_len));
+        let recv_buf = vec![
+            0;
+            endpoint.config().get_max_udp_payload_size().min(64 * 1024) as usize
+                * max_receive_segments
+                * BATCH_SIZE
+        ];
         Self {
             connections: ConnectionSet {
                 senders: FxHashMap::default(),
@@ -845,9 +764,7 @@ impl RecvState {
                 close: None,
             },
             incoming: VecDeque::new(),
-            recv_slots,
-            slot_len,
-            spare,
+            recv_buf: recv_buf.into(),
             recv_limiter: WorkLimiter::new(RECV_TIME_BOUND),
         }
     }
@@ -862,25 +779,23 @@ impl RecvState {
     ) -> Result<PollProgress, io::Error> {
         let mut received_connection_packet = false;
         let mut metas = [RecvMeta::default(); BATCH_SIZE];
+        let mut iovs: [IoSliceMut; BATCH_SIZE] = {
+            let mut bufs = self
+                .recv_buf
+                .chunks_mut(self.recv_buf.len() / BATCH_SIZE)
+                .map(IoSliceMut::new);
+
+            // expect() safe as self.recv_buf is chunked into BATCH_SIZE items
+            // and iovs will be of size BATCH_SIZE, thus from_fn is called
+            // exactly BATCH_SIZE times.
+            std::array::from_fn(|_| bufs.next().expect("BATCH_SIZE elements"))
+        };
         loop {
-            let polled = {
-                let mut bufs = self.recv_slots.iter_mut().map(|slot| IoSliceMut::new(slot));
-                // expect() safe as recv_slots has BATCH_SIZE items and iovs will be of size
-                // BATCH_SIZE, thus from_fn is called exactly BATCH_SIZE times.
-                let mut iovs: [IoSliceMut; BATCH_SIZE] =
-                    std::array::from_fn(|_| bufs.next().expect("BATCH_SIZE elements"));
-                socket.poll_recv(cx, &mut iovs, &mut metas)
-            };
-            match polled {
+            match socket.poll_recv(cx, &mut iovs, &mut metas) {
                 Poll::Ready(Ok(msgs)) => {
                     self.recv_limiter.record_work(msgs);
-                    for (meta, slot) in metas.iter().zip(self.recv_slots.iter_mut()).take(msgs) {
-                        let mut data = match self.spare.as_mut() {
-                            Some(spare) if meta.len >= self.slot_len / 2 => {
-                                spare.hand_on(slot, meta.len)
-                            }
-                            _ => BytesMut::from(&slot[..meta.len]),
-                        };
+                    for (meta, buf) in metas.iter().zip(iovs.iter()).take(msgs) {
+                        let mut data: BytesMut = buf[0..meta.len].into();
                         while !data.is_empty() {
                             let buf = data.split_to(meta.stride.min(data.len()));
                             let mut response_buffer = Vec::new();
@@ -949,8 +864,7 @@ impl fmt::Debug for RecvState {
         f.debug_struct("RecvState")
             .field("incoming", &self.incoming)
             .field("connections", &self.connections)
-            // recv_slots too large
-            .field("slot_len", &self.slot_len)
+            // recv_buf too large
             .field("recv_limiter", &self.recv_limiter)
             .finish_non_exhaustive()
     }
@@ -962,42 +876,4 @@ struct PollProgress {
     received_connection_packet: bool,
     /// Whether datagram handling was interrupted early by the work limiter for fairness
     keep_going: bool,
-}
-
-#[cfg(test)]
-mod spare_buffers_tests {
-    use super::*;
-
-    /// agentwire: a datagram handed on is the receive buffer itself, not a copy; the buffer
-    /// comes back to the pool once the datagram is dropped.
-    #[test]
-    fn handed_on_datagrams_are_not_copied_and_their_buffers_come_back() {
-        let mut spare = SpareBuffers::new(1024);
-        let mut slot = BytesMut::zeroed(1024);
-        slot[..4].copy_from_slice(b"data");
-        let at = slot.as_ptr();
-        let datagram = spare.hand_on(&mut slot, 600);
-        assert_eq!(datagram.as_ptr(), at, "the datagram was copied");
-        assert_eq!((&datagram[..4], datagram.len()), (&b"data"[..], 600));
-        assert_eq!(slot.len(), 1024, "the slot got a whole buffer in its place");
-        // While the datagram is held, its buffer is not reused...
-        let other = spare.take();
-        assert_ne!(other.as_ptr(), at);
-        drop(datagram);
-        // ...once it is dropped, the same allocation comes back, whole.
-        let again = spare.take();
-        assert_eq!((again.as_ptr(), again.len()), (at, 1024));
-    }
-
-    /// agentwire: however many datagrams are held, the pool keeps at most MAX_SPARE buffers.
-    #[test]
-    fn the_pool_is_bounded() {
-        let mut spare = SpareBuffers::new(64);
-        let mut held = Vec::new();
-        for _ in 0..MAX_SPARE + 10 {
-            let mut slot = BytesMut::zeroed(64);
-            held.push(spare.hand_on(&mut slot, 40));
-        }
-        assert_eq!(spare.bufs.len(), MAX_SPARE);
-    }
 }
