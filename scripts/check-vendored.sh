@@ -48,8 +48,13 @@ for c in "${crates[@]}"; do
     fa="$work/fmt-a.rs" fb="$work/fmt-b.rs"
     if [ ! -f "$a" ]; then : >"$work/empty.rs"; a="$work/empty.rs"; fi
     # Through stdin, so that rustfmt formats this file alone (not the modules it declares).
-    rustfmt --edition "$edition" --emit stdout <"$a" >"$fa" 2>/dev/null || cp "$a" "$fa"
-    rustfmt --edition "$edition" --emit stdout <"$b" >"$fb" 2>/dev/null || cp "$b" "$fb"
+    if ! rustfmt --edition "$edition" --emit stdout <"$a" >"$fa" 2>"$work/fmt.err" ||
+      ! rustfmt --edition "$edition" --emit stdout <"$b" >"$fb" 2>>"$work/fmt.err"; then
+      echo "$c: src/$rel: rustfmt could not format it:" >&2
+      cat "$work/fmt.err" >&2
+      status=1
+      continue
+    fi
     if ! diff <(added "$a" "$b") <(added "$fa" "$fb") >"$work/fmt.diff"; then
       echo "$c: src/$rel: lines the patch adds are not as rustfmt writes them (< as patched, > formatted):" >&2
       cat "$work/fmt.diff" >&2

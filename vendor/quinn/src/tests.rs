@@ -1117,7 +1117,10 @@ fn large_transmit_buffer_is_given_back_when_idle() {
     let _guard = subscribe();
     let runtime = rt_basic();
     let mut factory = EndpointFactory::new();
-    factory.endpoint_config.max_udp_payload_size(65_527).unwrap();
+    factory
+        .endpoint_config
+        .max_udp_payload_size(65_527)
+        .unwrap();
     let mut transport = TransportConfig::default();
     transport.initial_mtu(60_000).mtu_discovery_config(None);
     // Room for the first datagram: the controllers start at 14,720 bytes whatever the MTU.
