@@ -32,28 +32,17 @@ use super::error::{AgentError, FailedAttempt};
 use super::options::AgentOptions;
 use super::{Agent, AgentCounters};
 
-/// Whether this build can dial `kind` (agentwire's cargo features `quic`, `h2`, `ws`, `unix`).
-// With every feature on the arms all read `true`, which clippy would fold into `matches!`.
-#[allow(clippy::match_like_matches_macro)]
-fn built_in(kind: TransportKind) -> bool {
-    match kind {
-        TransportKind::Quic => cfg!(feature = "quic"),
-        TransportKind::Http2 => cfg!(feature = "h2"),
-        TransportKind::WebSocket => cfg!(feature = "ws"),
-        TransportKind::Unix => cfg!(feature = "unix"),
-        _ => false,
-    }
-}
-
-/// The cargo feature that builds `kind` in.
-fn feature_of(kind: TransportKind) -> &'static str {
-    match kind {
-        TransportKind::Quic => "quic",
-        TransportKind::Http2 => "h2",
-        TransportKind::WebSocket => "ws",
-        TransportKind::Unix => "unix",
-        _ => "none",
-    }
+/// The cargo feature `kind` needs, when this build left it out (agentwire's features `quic`,
+/// `h2`, `ws`, `unix`); `None` when it is built in or is no transport agents dial.
+fn missing_feature(kind: TransportKind) -> Option<&'static str> {
+    let (feature, built) = match kind {
+        TransportKind::Quic => ("quic", cfg!(feature = "quic")),
+        TransportKind::Http2 => ("h2", cfg!(feature = "h2")),
+        TransportKind::WebSocket => ("ws", cfg!(feature = "ws")),
+        TransportKind::Unix => ("unix", cfg!(feature = "unix")),
+        _ => return None,
+    };
+    (!built).then_some(feature)
 }
 
 /// Without QUIC built in, an agent never has a QUIC endpoint: this stands in for its handle.
@@ -257,6 +246,12 @@ impl Connector {
             }
         }
         // The QUIC endpoint goes with the connection (for `rebind`); other transports have none.
+        if let Some(feature) = missing_feature(url.transport) {
+            return Err(AgentError::Config(format!(
+                "{url}: the {} transport is not built in (agentwire's cargo feature `{feature}`)",
+                url.transport
+            )));
+        }
         let (dialed, quic) = match (url.transport, &url.endpoint) {
             #[cfg(feature = "quic")]
             (TransportKind::Quic, HubEndpoint::Net { .. }) => {
@@ -290,12 +285,6 @@ impl Connector {
                 };
                 let options = opts.websocket;
                 (WsDial { tls, options }.dial(&target, hello).await, None)
-            }
-            (kind, _) if TransportKind::ALL.contains(&kind) && !built_in(kind) => {
-                return Err(AgentError::Config(format!(
-                    "{url}: the {kind} transport is not built in (agentwire's cargo feature `{}`)",
-                    feature_of(kind)
-                )))
             }
             _ => {
                 return Err(AgentError::Config(format!(
