@@ -268,6 +268,15 @@ impl HubHandshake {
 
     fn decide(&self, raw: &RawFrame, session_id: u64) -> Result<(Welcome, Session), Reject> {
         let p = &self.policy;
+        // The transports refuse a longer frame at its length prefix; this holds the rule for
+        // any reader that let one through whole.
+        let len = raw.payload.len().saturating_add(1);
+        if len > MAX_HELLO_FRAME as usize {
+            return Err(Reject::new(
+                ErrorCode::FrameTooLarge,
+                format!("a {len}-byte frame before the hello is done (at most {MAX_HELLO_FRAME})"),
+            ));
+        }
         if raw.type_byte != FrameType::Hello as u8 {
             return Err(Reject::new(
                 ErrorCode::ProtocolViolation,
@@ -439,6 +448,15 @@ mod tests {
     fn agent_on_welcome(hello: Hello, w: Welcome) -> Result<Session, HandshakeError> {
         let bytes = Frame::Welcome(w).encode(Codec::MsgPack).unwrap();
         AgentHandshake::new(hello).on_frame(&raw(bytes))
+    }
+
+    #[test]
+    fn a_hello_over_the_hello_limit_is_refused_whole() {
+        let big = Hello::new("w1", "x".repeat(MAX_HELLO_FRAME as usize));
+        let reason = reject(HubPolicy::default(), &big, ErrorCode::FrameTooLarge);
+        assert!(reason.contains("before the hello"), "{reason}");
+        let fits = Hello::new("w1", "x".repeat(MAX_HELLO_FRAME as usize - 200));
+        accept(HubPolicy::default(), &fits);
     }
 
     #[test]

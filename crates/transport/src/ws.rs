@@ -482,7 +482,9 @@ where
                 (None, e) => ConnectError::refused("WebSocket upgrade failed", e),
             }
         })?;
-    Ok(start(ws, remote, options))
+    // Nothing bigger than a hello until the hub has read the hello: the read loop starts
+    // now, before the hub holds the receiver.
+    Ok(start(ws, remote, options, agentwire_proto::MAX_HELLO_FRAME))
 }
 
 /// Client side: connects TCP to `addr`, TLS with `tls` = Some((client_config, server_name))
@@ -572,11 +574,22 @@ async fn connect_path(
                     other,
                 ),
             })?;
-    Ok(start(ws, Some(addr), options))
+    Ok(start(
+        ws,
+        Some(addr),
+        options,
+        Limits::default().max_frame_size,
+    ))
 }
 
-/// Splits an upgraded connection into its halves and starts the reading and ping tasks.
-fn start(ws: WsStream, remote: Option<SocketAddr>, options: WsOptions) -> (WsSender, WsReceiver) {
+/// Splits an upgraded connection into its halves and starts the reading and ping tasks;
+/// incoming frames are limited to `max_in` bytes from the first.
+fn start(
+    ws: WsStream,
+    remote: Option<SocketAddr>,
+    options: WsOptions,
+    max_in: u32,
+) -> (WsSender, WsReceiver) {
     let (sink, source) = ws.split();
     let (state, _) = watch::channel(None);
     let max = Limits::default().max_frame_size;
@@ -585,7 +598,7 @@ fn start(ws: WsStream, remote: Option<SocketAddr>, options: WsOptions) -> (WsSen
         state,
         sink: Mutex::new(Some(sink)),
         peer_max: AtomicU32::new(max),
-        max_frame: AtomicU32::new(max),
+        max_frame: AtomicU32::new(max_in),
         bytes_sent: AtomicU64::new(0),
         bytes_received: AtomicU64::new(0),
         rtt_us: AtomicU64::new(0),
@@ -1071,6 +1084,25 @@ mod tests {
             recv(&mut rx).await,
             Err(TransportError::Frame(FrameError::Trailing(_)))
         ));
+    }
+
+    /// The read loop starts before the hub holds the receiver: a first frame over a hello's
+    /// size is refused even when the whole of it arrived before the hub set any limit.
+    #[tokio::test]
+    async fn a_first_frame_over_the_hello_limit_is_refused_before_the_hub_reads() {
+        let (mut raw, (_tx, mut rx)) = raw_client().await;
+        let mut first = vec![0u8, 1, 0x86, 0xa1, 0x01];
+        first.resize(100_005, b'x');
+        raw.send(Message::binary(first)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        match recv(&mut rx).await {
+            Err(TransportError::Frame(FrameError::TooLarge { len, max })) => {
+                assert_eq!(len, 100_001);
+                assert_eq!(max, agentwire_proto::MAX_HELLO_FRAME);
+            }
+            Ok(Some(f)) => panic!("a {}-byte first frame was read whole", f.payload.len()),
+            other => panic!("unexpected {other:?}"),
+        }
     }
 
     #[tokio::test]

@@ -72,7 +72,7 @@ pub async fn connect_sending(
         .handshake::<_, Bytes>(crate::tls_alert::AlertOnWriteError::new(stream))
         .await
         .map_err(|e| ConnectError::refused(format!("HTTP/2 handshake with {addr} failed"), e))?;
-    let (core, tx, rx) = Core::new(Some(addr), authority);
+    let (core, tx, rx) = Core::new(Some(addr), authority, Limits::default().max_frame_size);
     tokio::spawn(drive_client(conn, core.clone()));
     match open_session(&core, requests, tx, first_frame).await {
         Ok(()) => Ok(halves(core, rx)),

@@ -133,9 +133,13 @@ struct Core {
 }
 
 impl Core {
+    /// A connection's shared state. `max_in` is the limit on incoming frames from the start:
+    /// the hub's side begins at a hello's (`agentwire_proto::MAX_HELLO_FRAME`), because its
+    /// session pump reads before the hub has the receiver in hand.
     fn new(
         remote: Option<SocketAddr>,
         authority: String,
+        max_in: u32,
     ) -> (Arc<Core>, mpsc::Sender<Inbound>, mpsc::Receiver<Inbound>) {
         let max = Limits::default().max_frame_size;
         let (tx, rx) = mpsc::channel(INBOUND_QUEUE);
@@ -152,7 +156,7 @@ impl Core {
             session_pending: std::sync::Mutex::new(Vec::new()),
             requests: std::sync::Mutex::new(None),
             peer_max: AtomicU32::new(max),
-            max_in: AtomicU32::new(max),
+            max_in: AtomicU32::new(max_in),
             buffered: AtomicUsize::new(0),
             bytes_sent: AtomicU64::new(0),
             bytes_received: AtomicU64::new(0),

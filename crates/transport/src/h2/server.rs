@@ -179,7 +179,9 @@ pub async fn accept<IO: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         }
         Ok(Ok(conn)) => conn,
     };
-    let (core, tx, rx) = Core::new(remote, String::new());
+    // Nothing bigger than a hello until the hub has read the hello: the session pump starts
+    // reading as soon as the session request arrives, before the hub holds the receiver.
+    let (core, tx, rx) = Core::new(remote, String::new(), agentwire_proto::MAX_HELLO_FRAME);
     let (ready_tx, ready_rx) = oneshot::channel();
     let driver = tokio::spawn(serve(conn, core.clone(), tx, Some(ready_tx)));
     match tokio::time::timeout_at(deadline, ready_rx).await {

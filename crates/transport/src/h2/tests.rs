@@ -42,12 +42,13 @@ async fn connect_agent(addr: SocketAddr, ca_pem: &str) -> Result<Halves, Transpo
     connect(addr, Arc::new(config), name).await
 }
 
-/// (hub, agent)
+/// (hub, agent), the hub's limit raised past the hello's as the hub does after a hello.
 async fn pair() -> (Halves, Halves) {
     let bundle = bundle();
     let (addr, hub) = start_hub(&bundle).await;
     let agent = connect_agent(addr, &bundle.ca_cert_pem).await.unwrap();
-    let hub = hub.await.unwrap().unwrap();
+    let mut hub = hub.await.unwrap().unwrap();
+    hub.1.set_max_frame_size(Limits::default().max_frame_size);
     (hub, agent)
 }
 
@@ -208,6 +209,36 @@ async fn wrong_ca_is_reported() {
             err.to_string().contains("not signed by the trusted CA"),
             "{err}"
         );
+    })
+    .await;
+}
+
+/// The session stream is read as soon as it opens, before the hub holds the receiver: a first
+/// frame over a hello's size must be refused even when the whole of it arrived before the
+/// hub set any limit (it used to be read whole under the default limit and welcomed).
+#[tokio::test]
+async fn a_first_frame_over_the_hello_limit_is_refused_before_the_hub_reads() {
+    guarded(async {
+        let bundle = bundle();
+        let (addr, hub) = start_hub(&bundle).await;
+        let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).unwrap();
+        let config = tls::client_config(&trust, &[ALPN_H2]).unwrap();
+        let name = rustls_pki_types::ServerName::try_from("localhost".to_string()).unwrap();
+        let first = raw(0x01, &vec![b'x'; 100_000]);
+        let (_agent_tx, _agent_rx) = connect_sending(addr, Arc::new(config), name, Some(first))
+            .await
+            .unwrap();
+        let (_hub_tx, mut hub_rx) = hub.await.unwrap().unwrap();
+        // Time for the whole frame to arrive before the hub asks for anything.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        match hub_rx.recv_frame().await {
+            Err(TransportError::Frame(FrameError::TooLarge { len, max })) => {
+                assert_eq!(len, 100_001);
+                assert_eq!(max, agentwire_proto::MAX_HELLO_FRAME);
+            }
+            Ok(Some(f)) => panic!("a {}-byte first frame was read whole", f.payload.len()),
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
     })
     .await;
 }
