@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agentwire::hub::{Hub, HubOp, WeakHub};
+use agentwire::hub::{Hub, HubOp, HubOpError, WeakHub};
 use agentwire::tls::HubIdentity;
 
 use crate::args::HubArgs;
@@ -100,14 +100,15 @@ impl Reloader {
     pub fn serve_hub_ops(self: &Arc<Self>, hub: &Hub) {
         let (me, weak): (Arc<Reloader>, WeakHub) = (self.clone(), hub.downgrade());
         hub.on_hub_op(Box::new(move |op| {
-            let hub = weak.upgrade().ok_or("the hub is stopping")?;
+            let hub = weak.upgrade().ok_or(HubOpError::Stopping)?;
             match op {
                 HubOp::Reload => {
                     let report = me.run(&hub);
                     Reloader::print(&report);
-                    serde_json::to_string(&report).map_err(|e| e.to_string())
+                    serde_json::to_string(&report)
+                        .map_err(|e| HubOpError::failed("writing the reload report", e))
                 }
-                other => Err(format!("{other:?} is not carried out by this hub")),
+                other => Err(HubOpError::Unsupported(other)),
             }
         }));
     }

@@ -41,8 +41,8 @@ use tokio::task::JoinHandle;
 
 pub use self::core::{
     is_reserved, token_sha256, AbuseLimits, AccessError, AccessPolicy, Action, AgentSnapshot, Conn,
-    CoreConfig, DuplicatePolicy, Grant, HubCore, HubOp, Now, Outbound, Peer, PolicyError,
-    Registration, AFTER_HEADER, ATTEMPT_HEADER, CREDIT_HEADER, DEAD_LETTER_PAGE,
+    CoreConfig, DuplicatePolicy, Grant, HubCore, HubOp, HubOpError, Now, Outbound, Peer,
+    PolicyError, Registration, AFTER_HEADER, ATTEMPT_HEADER, CREDIT_HEADER, DEAD_LETTER_PAGE,
     DEFAULT_AGENT_QUEUE_BYTES, DEFAULT_HUB_QUEUE_BYTES, DEFAULT_MAX_OPEN_REQUESTS,
     DEFAULT_MAX_SUBSCRIPTIONS, DELAY_HEADER, DUPLICATE_HEADER, HUB_ID, HUB_OP_HEADER,
     NEXT_AFTER_HEADER, PRESENCE_TOPIC, PRODUCER_ID_HEADER, QUEUE_OP_HEADER, QUEUE_OWNER_ID,
@@ -254,7 +254,7 @@ struct HubInner {
 }
 
 /// Carries out an operation an allowed agent asked of the hub; `Ok` is the answer's body.
-pub type HubOpHandler = Box<dyn Fn(HubOp) -> Result<String, String> + Send + Sync>;
+pub type HubOpHandler = Box<dyn Fn(HubOp) -> Result<String, HubOpError> + Send + Sync>;
 
 /// A hub that does not keep it alive ([`Hub::downgrade`]), for handlers the hub holds.
 #[derive(Clone)]
@@ -715,7 +715,7 @@ fn apply(hub: &HubInner, actions: &mut HubActions) {
                 // request.
                 let result = match hub.hub_ops.get() {
                     Some(handler) => handler(*op),
-                    None => Err("this hub carries out no operations".into()),
+                    None => Err(HubOpError::NoHandler),
                 };
                 let mut answer = Vec::new();
                 hub.core.answer_hub_op(

@@ -33,6 +33,45 @@ impl HubOp {
     }
 }
 
+/// Why an operation of the hub was not carried out; its text is the `internal` error the
+/// asking agent gets.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HubOpError {
+    /// Nothing carries out operations on this hub ([`Hub::on_hub_op`](crate::Hub::on_hub_op)
+    /// was never called).
+    #[error("this hub carries out no operations")]
+    NoHandler,
+    /// The handler does not know this operation.
+    #[error("{0:?} is not carried out by this hub")]
+    Unsupported(HubOp),
+    /// The hub is stopping.
+    #[error("the hub is stopping")]
+    Stopping,
+    /// The operation failed.
+    #[error("{what}: {source}")]
+    Failed {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl HubOpError {
+    /// `what` failed for `source`.
+    pub fn failed(
+        what: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        HubOpError::Failed {
+            what: what.into(),
+            source: source.into(),
+        }
+    }
+}
+
 impl<D, R> HubCore<D, R> {
     /// A request to `$hub` (its id, and where its answer goes): refused unless its sender's
     /// credential grants `admin` and it names a known operation, else handed to the driver.
@@ -83,7 +122,7 @@ impl<D, R> HubCore<D, R> {
         &self,
         conn: &Arc<Conn<D, R>>,
         request: u64,
-        result: Result<String, String>,
+        result: Result<String, HubOpError>,
         reply: Option<R>,
         now: Now,
         out: &mut Vec<Action<D, R>>,
@@ -91,6 +130,7 @@ impl<D, R> HubCore<D, R> {
         let body = match result {
             Ok(body) => body,
             Err(why) => {
+                let why = why.to_string();
                 self.send_error(conn, request, ErrorCode::Internal, &why, reply, now, out);
                 return;
             }

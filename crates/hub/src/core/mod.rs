@@ -70,7 +70,7 @@ use agentwire_proto::{
 pub use access::{token_sha256, AccessError, AccessPolicy, Grant, PolicyError};
 pub use budget::DEFAULT_HUB_QUEUE_BYTES;
 pub use conn::{Conn, Outbound, Peer, Registration};
-pub use hub_ops::{HubOp, HUB_OP_HEADER};
+pub use hub_ops::{HubOp, HubOpError, HUB_OP_HEADER};
 pub use limits::AbuseLimits;
 pub use queue_owner::QUEUE_OWNER_ID;
 pub use queues::{

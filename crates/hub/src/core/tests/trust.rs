@@ -2,7 +2,7 @@
 //! names kept for the hub, and open requests bounded per agent.
 
 use super::*;
-use crate::core::{HubOp, HUB_OP_HEADER};
+use crate::core::{HubOp, HubOpError, HUB_OP_HEADER};
 
 /// `agentwire_hub_dropped_messages_total{reason}` as the core counted it.
 pub(super) fn dropped(sim: &Sim, reason: &str) -> u64 {
@@ -412,7 +412,10 @@ fn only_admins_ask_the_hub_for_operations() {
     sim.core.answer_hub_op(
         &conn,
         request,
-        Err("disk gone".into()),
+        Err(HubOpError::failed(
+            "reading the access file",
+            std::io::Error::other("disk gone"),
+        )),
         None,
         sim.now,
         &mut sim.actions,
@@ -420,6 +423,11 @@ fn only_admins_ask_the_hub_for_operations() {
     sim.take_actions();
     let got = sim.drain(&ops);
     assert_eq!(error_code(got[0].envelope()), Some(ErrorCode::Internal));
+    let text = String::from_utf8_lossy(&got[0].envelope().body).into_owned();
+    assert!(
+        text.contains("reading the access file: disk gone"),
+        "{text}"
+    );
 }
 
 /// Without an access file nobody may ask the hub for operations.
