@@ -18,15 +18,52 @@ pub(crate) fn cert(a: CertArgs) -> Result<()> {
     } else {
         a.names.clone()
     };
-    let bundle = tls::generate(&names).context("generating certificates")?;
-    let files = tls::write_cert_dir(&out, &bundle, a.force)?;
-    let identity = HubIdentity::from_dir(&out)?;
-    println!("CA certificate:  {}", files.ca_cert.display());
-    println!("CA key:          {}", files.ca_key.display());
-    println!("hub certificate: {}", files.hub_cert.display());
-    println!("hub key:         {}", files.hub_key.display());
-    println!("hub names:       {}", names.join(", "));
-    println!("hub key pin:     {}", identity.spki_pin()?);
+    let ca = tls::CertFiles::in_dir(&out);
+    // With --webtransport, a directory that has its CA keeps it (and its hub certificate).
+    let has_ca = ca.ca_cert.exists() && ca.ca_key.exists();
+    if !(a.webtransport && has_ca) {
+        let bundle = tls::generate(&names).context("generating certificates")?;
+        let force = a.force && !a.webtransport;
+        let files = tls::write_cert_dir(&out, &bundle, force)?;
+        let identity = HubIdentity::from_dir(&out)?;
+        println!("CA certificate:  {}", files.ca_cert.display());
+        println!("CA key:          {}", files.ca_key.display());
+        println!("hub certificate: {}", files.hub_cert.display());
+        println!("hub key:         {}", files.hub_key.display());
+        println!("hub names:       {}", names.join(", "));
+        println!("hub key pin:     {}", identity.spki_pin()?);
+    }
+    if a.webtransport {
+        cert_webtransport(&out, &ca, &names, a.days, a.force)?;
+    }
+    Ok(())
+}
+
+/// `agentwire cert --webtransport`: a certificate browsers accept by its SHA-256.
+fn cert_webtransport(
+    out: &std::path::Path,
+    ca: &tls::CertFiles,
+    names: &[String],
+    days: u32,
+    force: bool,
+) -> Result<()> {
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+    };
+    let (ca_cert, ca_key) = (read(&ca.ca_cert)?, read(&ca.ca_key)?);
+    let wt = tls::issue_webtransport_cert(&ca_cert, &ca_key, names, days)?;
+    let files = tls::write_webtransport_cert(out, &wt, force)?;
+    let hash = hex::encode(wt.sha256);
+    println!("WebTransport certificate: {}", files.cert.display());
+    println!("WebTransport key:         {}", files.key.display());
+    println!(
+        "valid for:                {days} days (browsers accept at most 14; rotate with --force)"
+    );
+    println!("sha-256:                  {hash}");
+    println!(
+        "in a page: serverCertificateHashes: [{{ algorithm: \"sha-256\", value: \
+         Uint8Array.from(\"{hash}\".match(/../g), (h) => parseInt(h, 16)) }}]"
+    );
     Ok(())
 }
 

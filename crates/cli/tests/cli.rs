@@ -4,6 +4,7 @@
 mod common;
 
 use std::path::Path;
+use std::process::Output;
 
 use common::{fails_with, run, spawn, text, wait_for};
 
@@ -369,4 +370,65 @@ fn hub_on_every_transport_and_agents_on_each() {
         "500",
     ]);
     wait_for(&auto_out, "agent roamer connected over http2");
+}
+
+/// `cert --webtransport`: a certificate browsers accept by hash, issued by the directory's CA
+/// (made first when there is none), its printed SHA-256 that of the file, rotated only with
+/// --force, and never valid for more than 13 days.
+#[test]
+fn cert_webtransport_issues_and_rotates_a_certificate_for_browsers() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let certs_s = certs.to_str().unwrap();
+    let printed_hash = |out: &Output| {
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("sha-256:").map(|h| h.trim().to_owned()))
+            .expect("the hash is printed")
+    };
+    let file_hash = || {
+        let pem = std::fs::read_to_string(certs.join("webtransport.pem")).unwrap();
+        hex::encode(agentwire::tls::check_webtransport_cert(&pem).unwrap().0)
+    };
+    // A fresh directory: the CA and hub certificate first, then the browsers' one.
+    let out = run(&["cert", "--out", certs_s, "--webtransport"]);
+    let first = printed_hash(&out);
+    assert!(text(&out.stdout).contains("hub key pin:"));
+    assert_eq!(first, file_hash());
+    let ca = std::fs::read_to_string(certs.join("ca.pem")).unwrap();
+    // Again without --force: refused, the certificate in place kept.
+    fails_with(
+        &["cert", "--out", certs_s, "--webtransport"],
+        "already exists",
+    );
+    assert_eq!(first, file_hash());
+    // Rotated: a new certificate from the same CA, the hub's own files untouched.
+    let out = run(&[
+        "cert",
+        "--out",
+        certs_s,
+        "--webtransport",
+        "--force",
+        "--days",
+        "2",
+    ]);
+    let second = printed_hash(&out);
+    assert_ne!(first, second);
+    assert_eq!(second, file_hash());
+    assert!(!text(&out.stdout).contains("hub key pin:"));
+    assert_eq!(std::fs::read_to_string(certs.join("ca.pem")).unwrap(), ca);
+    fails_with(
+        &[
+            "cert",
+            "--out",
+            certs_s,
+            "--webtransport",
+            "--force",
+            "--days",
+            "14",
+        ],
+        "1 to 13 days",
+    );
+    assert_eq!(second, file_hash());
 }

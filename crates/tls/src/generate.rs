@@ -67,19 +67,11 @@ pub(crate) fn random_hex(len: usize) -> Result<String, TlsError> {
 pub fn generate(hub_names: &[String]) -> Result<CertBundle, TlsError> {
     use rcgen::{
         date_time_ymd, BasicConstraints, CertificateParams, DistinguishedName, DnType,
-        ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
-        PKCS_ECDSA_P256_SHA256,
+        ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
     };
 
     let names: Vec<String> = hub_names.iter().map(|n| n.trim().to_string()).collect();
-    if names.is_empty() {
-        return Err(TlsError::Generate(
-            "at least one hub name (DNS name or IP address) is required".into(),
-        ));
-    }
-    if names.iter().any(|n| n.is_empty()) {
-        return Err(TlsError::Generate("a hub name is empty".into()));
-    }
+    let sans = hub_san_names(&names)?;
 
     let year = current_year();
     let not_before = date_time_ymd(year - 1, 1, 1);
@@ -113,21 +105,8 @@ pub fn generate(hub_names: &[String]) -> Result<CertBundle, TlsError> {
 
     // Hub
     let hub_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(gen_err)?;
-    let mut hub_params = CertificateParams::new(names.clone())
-        .map_err(|e| TlsError::Generate(format!("invalid hub name in {names:?}: {e}")))?;
-    // Be explicit about the SAN types (rcgen already does this, but the
-    // contract is ours).
-    hub_params.subject_alt_names = names
-        .iter()
-        .map(|n| match n.parse::<IpAddr>() {
-            Ok(ip) => Ok(SanType::IpAddress(ip)),
-            Err(_) => n
-                .clone()
-                .try_into()
-                .map(SanType::DnsName)
-                .map_err(|e| TlsError::Generate(format!("invalid hub DNS name {n:?}: {e}"))),
-        })
-        .collect::<Result<_, _>>()?;
+    let mut hub_params = CertificateParams::default();
+    hub_params.subject_alt_names = sans;
     let mut hub_dn = DistinguishedName::new();
     if let Some(first) = names.first() {
         hub_dn.push(DnType::CommonName, first.as_str());
@@ -148,6 +127,32 @@ pub fn generate(hub_names: &[String]) -> Result<CertBundle, TlsError> {
         hub_cert_pem: hub_cert.pem(),
         hub_key_pem: hub_key.serialize_pem(),
     })
+}
+
+#[cfg(feature = "generate")]
+/// The subjectAltNames of a hub certificate: each name that parses as an IP address an IP SAN,
+/// any other a DNS SAN; at least one, none empty.
+pub(crate) fn hub_san_names(hub_names: &[String]) -> Result<Vec<rcgen::SanType>, TlsError> {
+    let names: Vec<&str> = hub_names.iter().map(|n| n.trim()).collect();
+    if names.is_empty() {
+        return Err(TlsError::Generate(
+            "at least one hub name (DNS name or IP address) is required".into(),
+        ));
+    }
+    if names.iter().any(|n| n.is_empty()) {
+        return Err(TlsError::Generate("a hub name is empty".into()));
+    }
+    names
+        .iter()
+        .map(|n| match n.parse::<IpAddr>() {
+            Ok(ip) => Ok(rcgen::SanType::IpAddress(ip)),
+            Err(_) => n
+                .to_string()
+                .try_into()
+                .map(rcgen::SanType::DnsName)
+                .map_err(|e| TlsError::Generate(format!("invalid hub DNS name {n:?}: {e}"))),
+        })
+        .collect()
 }
 
 /// Default hub names for a local hub: `localhost`, `127.0.0.1` and `::1`.

@@ -15,6 +15,8 @@
 //! * agent certificates for mutual TLS ([`issue_agent_cert`], [`ClientCa`],
 //!   [`certified_agent_id`]; in `agent_certs`), and the hub config that requires them
 //!   ([`server_config_for_agents`]);
+//! * certificates browsers accept by their hash for WebTransport ([`issue_webtransport_cert`],
+//!   [`check_webtransport_cert`]; in `webtransport_cert`);
 //! * turning handshake failures into sentences a person can act on
 //!   ([`describe_tls_error`]; [`RecordingVerifier`] keeps the rustls error for transports
 //!   that report a failed handshake only as text).
@@ -80,6 +82,7 @@ mod provider;
 mod server;
 mod trust;
 mod verify;
+mod webtransport_cert;
 pub use cert_dir::*;
 pub use client::*;
 pub use describe::*;
@@ -91,6 +94,7 @@ pub use provider::*;
 pub use server::*;
 pub use trust::*;
 pub use verify::*;
+pub use webtransport_cert::*;
 
 #[cfg(all(test, feature = "generate"))]
 mod tests;

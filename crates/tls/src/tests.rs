@@ -475,3 +475,81 @@ async fn quinn_accepts_configs_and_does_0rtt() {
     client.wait_idle().await;
     server_task.abort();
 }
+
+/// A certificate for browsers: ECDSA P-256, under 14 days from notBefore to notAfter (the rule
+/// browsers apply to `serverCertificateHashes`), signed by the directory's CA, and a hub serving
+/// it completes a real handshake with a client trusting that CA.
+#[test]
+fn webtransport_certificates_meet_the_browsers_rules() {
+    let bundle = local_bundle();
+    let names = default_hub_names();
+    for days in [1, WEBTRANSPORT_MAX_DAYS] {
+        let wt =
+            issue_webtransport_cert(&bundle.ca_cert_pem, &bundle.ca_key_pem, &names, days).unwrap();
+        let (sha256, not_after) = check_webtransport_cert(&wt.cert_pem).unwrap();
+        assert_eq!(sha256, wt.sha256);
+        let der = CertificateDer::from_pem_slice(wt.cert_pem.as_bytes()).unwrap();
+        assert_eq!(certificate_sha256(&der), sha256);
+        let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+        let v = cert.validity();
+        let span = v.not_after.timestamp() - v.not_before.timestamp();
+        assert!(span < 14 * 86_400, "{span} s");
+        assert!(span >= i64::from(days) * 86_400, "{span} s for {days} days");
+        let left = not_after
+            .duration_since(std::time::SystemTime::now())
+            .unwrap();
+        assert!(left > std::time::Duration::from_secs(u64::from(days) * 86_400 - 60));
+        let hub = HubIdentity::from_pem(&wt.cert_pem, &wt.key_pem).unwrap();
+        let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).unwrap();
+        let server = server_config(&hub, &[ALPN_AGENTWIRE]).unwrap();
+        let out = handshake(client_for(&trust), server, "127.0.0.1");
+        assert!(out.ok(), "{:?} / {:?}", out.client_err, out.server_err);
+    }
+    for days in [0, WEBTRANSPORT_MAX_DAYS + 1] {
+        let err = issue_webtransport_cert(&bundle.ca_cert_pem, &bundle.ca_key_pem, &names, days)
+            .unwrap_err();
+        assert!(err.to_string().contains("1 to 13 days"), "{err}");
+    }
+    // The ten-year hub certificate is not one a browser takes by its hash.
+    let err = check_webtransport_cert(&bundle.hub_cert_pem).unwrap_err();
+    assert!(err.to_string().contains("at most 14"), "{err}");
+    let err = check_webtransport_cert("not a certificate").unwrap_err();
+    assert!(err.to_string().contains("not a PEM certificate"), "{err}");
+}
+
+#[test]
+fn webtransport_certificates_are_written_whole_and_not_over_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = local_bundle();
+    let issue = || {
+        issue_webtransport_cert(
+            &bundle.ca_cert_pem,
+            &bundle.ca_key_pem,
+            &["localhost".into()],
+            13,
+        )
+        .unwrap()
+    };
+    let first = issue();
+    let files = write_webtransport_cert(tmp.path(), &first, false).unwrap();
+    assert_eq!(files, WebTransportCertFiles::in_dir(tmp.path()));
+    let err = write_webtransport_cert(tmp.path(), &issue(), false).unwrap_err();
+    assert!(matches!(err, TlsError::AlreadyExists(_)), "{err:?}");
+    assert_eq!(fs::read_to_string(&files.cert).unwrap(), first.cert_pem);
+    let second = issue();
+    write_webtransport_cert(tmp.path(), &second, true).unwrap();
+    assert_eq!(fs::read_to_string(&files.cert).unwrap(), second.cert_pem);
+    assert_eq!(fs::read_to_string(&files.key).unwrap(), second.key_pem);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&files.key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    let mut left: Vec<_> = fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["webtransport.key", "webtransport.pem"]);
+}

@@ -16,9 +16,19 @@ pub struct CertArgs {
     /// Default: localhost, 127.0.0.1, ::1.
     #[arg(long = "name")]
     pub names: Vec<String>,
-    /// Overwrite existing files.
+    /// Overwrite existing files (with --webtransport: the WebTransport certificate only).
     #[arg(long)]
     pub force: bool,
+    /// Also issue webtransport.pem and webtransport.key: an ECDSA P-256 certificate for the
+    /// hub names, signed by the directory's CA (made first if the directory has none), valid
+    /// for --days, which a web page accepts by its SHA-256 (`serverCertificateHashes`; browsers
+    /// take at most 14 days). Prints the SHA-256. Run again with --force to rotate it; a
+    /// running hub takes the new one on SIGHUP or a reload.
+    #[arg(long)]
+    pub webtransport: bool,
+    /// Days the WebTransport certificate stays valid (1 to 13).
+    #[arg(long, default_value_t = 13, requires = "webtransport")]
+    pub days: u32,
 }
 
 #[derive(Subcommand, Debug)]
