@@ -61,6 +61,10 @@ pub use client_ca::{
 /// ALPN protocol identifier spoken by agentwire peers over QUIC.
 pub const ALPN_AGENTWIRE: &[u8] = b"agentwire/1";
 
+/// ALPN protocol identifier of HTTP/3, which WebTransport sessions (browser agents) use on
+/// the hub's QUIC port.
+pub const ALPN_H3: &[u8] = b"h3";
+
 /// File name of the CA certificate inside a cert directory.
 pub const CA_CERT_FILE: &str = "ca.pem";
 /// File name of the CA private key inside a cert directory.

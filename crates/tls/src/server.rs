@@ -45,7 +45,10 @@ pub fn server_config_for_agents(
         Some(ca) => builder.with_client_cert_verifier(ca.verifier()?),
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_cert_resolver(Arc::new(ServedCert(identity.served.clone())));
+    let mut config = builder.with_cert_resolver(Arc::new(ServedCert {
+        main: identity.served.clone(),
+        browsers: None,
+    }));
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     config.session_storage =
         rustls::server::ServerSessionMemoryCache::new(SERVER_SESSION_CACHE_SIZE);
@@ -53,15 +56,54 @@ pub fn server_config_for_agents(
     Ok(config)
 }
 
-/// The certificate a hub serves, replaceable while it runs ([`HubIdentity::serve_instead`]).
+/// [`server_config_for_agents`] that also serves `browsers`' certificate to clients offering
+/// ALPN `h3` and not `agentwire/1` (WebTransport from a web page, which accepts a certificate
+/// by its hash only when it is short-lived: [`issue_webtransport_cert`]). Both stay
+/// replaceable while the hub runs ([`HubIdentity::serve_instead`]).
+pub fn server_config_for_agents_and_browsers(
+    identity: &HubIdentity,
+    browsers: &HubIdentity,
+    alpn: &[&[u8]],
+    clients: Option<&ClientCa>,
+) -> Result<rustls::ServerConfig, TlsError> {
+    let mut config = server_config_for_agents(identity, alpn, clients)?;
+    config.cert_resolver = Arc::new(ServedCert {
+        main: identity.served.clone(),
+        browsers: Some(browsers.served.clone()),
+    });
+    Ok(config)
+}
+
+type Slot = Arc<std::sync::RwLock<Arc<rustls::sign::CertifiedKey>>>;
+
+/// The certificates a hub serves, each replaceable while it runs
+/// ([`HubIdentity::serve_instead`]): its own, and optionally one for browsers (ALPN `h3`).
 #[derive(Debug)]
-pub(crate) struct ServedCert(Arc<std::sync::RwLock<Arc<rustls::sign::CertifiedKey>>>);
+pub(crate) struct ServedCert {
+    main: Slot,
+    browsers: Option<Slot>,
+}
 
 impl rustls::server::ResolvesServerCert for ServedCert {
     fn resolve(
         &self,
-        _: rustls::server::ClientHello<'_>,
+        hello: rustls::server::ClientHello<'_>,
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        Some(self.0.read_or_recover().clone())
+        let slot = match &self.browsers {
+            Some(browsers) if is_browser(hello.alpn()) => browsers,
+            _ => &self.main,
+        };
+        Some(slot.read_or_recover().clone())
     }
+}
+
+/// Whether a client's ALPN offer is a browser's WebTransport (`h3`, without `agentwire/1`).
+fn is_browser<'a>(alpn: Option<impl Iterator<Item = &'a [u8]>>) -> bool {
+    let Some(offered) = alpn else { return false };
+    let (mut h3, mut ours) = (false, false);
+    for protocol in offered {
+        h3 |= protocol == ALPN_H3;
+        ours |= protocol == ALPN_AGENTWIRE;
+    }
+    h3 && !ours
 }

@@ -31,6 +31,8 @@ struct Outcome {
     server_err: Option<rustls::Error>,
     alpn: Option<Vec<u8>>,
     suite: Option<rustls::CipherSuite>,
+    /// The end-entity certificate the server presented.
+    peer_cert: Option<Vec<u8>>,
 }
 
 impl Outcome {
@@ -52,6 +54,7 @@ fn handshake(client: rustls::ClientConfig, server: rustls::ServerConfig, name: &
         server_err: None,
         alpn: None,
         suite: None,
+        peer_cert: None,
     };
     for _ in 0..20 {
         let a = match pump(&mut c, &mut s) {
@@ -73,6 +76,10 @@ fn handshake(client: rustls::ClientConfig, server: rustls::ServerConfig, name: &
         if a == 0 && b == 0 && !c.is_handshaking() && !s.is_handshaking() {
             out.alpn = c.alpn_protocol().map(|p| p.to_vec());
             out.suite = c.negotiated_cipher_suite().map(|s| s.suite());
+            out.peer_cert = c
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .map(|der| der.to_vec());
             assert_eq!(s.alpn_protocol(), c.alpn_protocol());
             return out;
         }
@@ -552,4 +559,39 @@ fn webtransport_certificates_are_written_whole_and_not_over_others() {
         .collect();
     left.sort();
     assert_eq!(left, ["webtransport.key", "webtransport.pem"]);
+}
+
+/// One hub, two certificates: a client offering `h3` alone (a browser's WebTransport) gets the
+/// browsers' certificate, any other client the hub's own; each replaceable while it runs.
+#[test]
+fn browsers_get_their_certificate_and_agents_the_hubs() {
+    let bundle = local_bundle();
+    let names = default_hub_names();
+    let wt = issue_webtransport_cert(&bundle.ca_cert_pem, &bundle.ca_key_pem, &names, 13).unwrap();
+    let hub = identity(&bundle);
+    let browsers = HubIdentity::from_pem(&wt.cert_pem, &wt.key_pem).unwrap();
+    let config = || {
+        server_config_for_agents_and_browsers(&hub, &browsers, &[ALPN_AGENTWIRE, ALPN_H3], None)
+            .unwrap()
+    };
+    let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).unwrap();
+    let served = |offer: &[&[u8]]| {
+        let client = client_config(&trust, offer).unwrap();
+        let out = handshake(client, config(), "localhost");
+        assert!(out.ok(), "{:?} / {:?}", out.client_err, out.server_err);
+        out.peer_cert.expect("the hub presented a certificate")
+    };
+    let wt_der = CertificateDer::from_pem_slice(wt.cert_pem.as_bytes()).unwrap();
+    assert_eq!(served(&[ALPN_H3]), wt_der.to_vec());
+    assert_eq!(served(&[ALPN_AGENTWIRE]), hub.cert_chain[0].to_vec());
+    assert_eq!(
+        served(&[ALPN_AGENTWIRE, ALPN_H3]),
+        hub.cert_chain[0].to_vec()
+    );
+    // A rotated browsers' certificate is served from the next handshake on.
+    let next = issue_webtransport_cert(&bundle.ca_cert_pem, &bundle.ca_key_pem, &names, 2).unwrap();
+    browsers.serve_instead(&HubIdentity::from_pem(&next.cert_pem, &next.key_pem).unwrap());
+    let next_der = CertificateDer::from_pem_slice(next.cert_pem.as_bytes()).unwrap();
+    assert_eq!(served(&[ALPN_H3]), next_der.to_vec());
+    assert_eq!(served(&[ALPN_AGENTWIRE]), hub.cert_chain[0].to_vec());
 }
