@@ -117,7 +117,15 @@ pub(crate) async fn hub(a: HubArgs) -> Result<()> {
         })?),
         None => None,
     };
-    let config: HubConfig = a.hub_config()?;
+    let mut config: HubConfig = a.hub_config()?;
+    let browsers = match (&mut config.webtransport, &a.cert_dir) {
+        (Some(wt), Some(dir)) => {
+            let loaded = reload::load_browsers_certificate(dir)?;
+            wt.identity = loaded.as_ref().map(|(identity, _)| identity.clone());
+            loaded
+        }
+        _ => None,
+    };
     let urls = a
         .listen
         .iter()
@@ -163,8 +171,17 @@ pub(crate) async fn hub(a: HubArgs) -> Result<()> {
     if let Some(identity) = &identity {
         println!("hub key pin: {}", identity.spki_pin()?);
     }
+    match &browsers {
+        Some((_, sha256)) => println!("webtransport sha-256: {}", hex::encode(sha256)),
+        None if a.webtransport => println!(
+            "webtransport: browsers are served the hub certificate, which a page accepts only \
+             if a CA it trusts signed it (for serverCertificateHashes: `agentwire cert \
+             --webtransport --out CERT_DIR`)"
+        ),
+        None => {}
+    }
     let stats = a.stats_interval.map(Duration::from_secs);
-    let reloader = reload::Reloader::new(&a, identity.as_ref());
+    let reloader = reload::Reloader::new(&a, identity.as_ref(), browsers.map(|(b, _)| b));
     let reloads = reloader.as_ref().and_then(|r| {
         r.serve_hub_ops(&hub);
         r.on_sighup(&hub)

@@ -2,7 +2,7 @@
 //! asks (`agentwire reload`, a `$hub` request with `hub-op: reload`).
 //!
 //! This module owns what is reloaded and the report of it: the access file, the client CA
-//! with the revoked serials, the hub certificate. Each part on its own: a file that cannot be
+//! with the revoked serials, the hub certificate, the certificate served to browsers. Each part on its own: a file that cannot be
 //! read or is not valid leaves its part as it was and is reported as an error. It must not
 //! decide whom to close (the hub does, against what is now in force).
 
@@ -19,6 +19,33 @@ pub struct Reloader {
     access: Option<PathBuf>,
     client_ca: bool,
     served: Option<(HubIdentity, PathBuf)>,
+    /// The certificate served to browsers (WebTransport), from the same directory.
+    browsers: Option<(HubIdentity, PathBuf)>,
+}
+
+/// Loads CERT_DIR/webtransport.pem and .key when they exist, checked against the rules
+/// browsers apply to a certificate named by its hash; returns it and its SHA-256.
+pub fn load_browsers_certificate(
+    dir: &std::path::Path,
+) -> anyhow::Result<Option<(HubIdentity, [u8; 32])>> {
+    use anyhow::Context;
+    let files = agentwire::tls::WebTransportCertFiles::in_dir(dir);
+    if !files.cert.exists() {
+        return Ok(None);
+    }
+    let pem = std::fs::read_to_string(&files.cert)
+        .with_context(|| format!("reading {}", files.cert.display()))?;
+    let (sha256, not_after) = agentwire::tls::check_webtransport_cert(&pem)
+        .with_context(|| format!("checking {}", files.cert.display()))?;
+    if not_after <= std::time::SystemTime::now() {
+        anyhow::bail!(
+            "{} has expired; issue another with `agentwire cert --webtransport --force --out {}`",
+            files.cert.display(),
+            dir.display()
+        );
+    }
+    let identity = HubIdentity::load(&files.cert, &files.key)?;
+    Ok(Some((identity, sha256)))
 }
 
 /// What one reload did.
@@ -32,11 +59,16 @@ pub struct Report {
 
 impl Reloader {
     /// `None` when the hub was started with nothing to reload.
-    pub fn new(a: &HubArgs, identity: Option<&HubIdentity>) -> Option<Arc<Reloader>> {
+    pub fn new(
+        a: &HubArgs,
+        identity: Option<&HubIdentity>,
+        browsers: Option<HubIdentity>,
+    ) -> Option<Arc<Reloader>> {
         let r = Reloader {
             access: a.access_file.clone(),
             client_ca: a.client_ca.is_some(),
             served: identity.cloned().zip(a.cert_dir.clone()),
+            browsers: browsers.zip(a.cert_dir.clone()),
         };
         (r.access.is_some() || r.client_ca || r.served.is_some()).then(|| Arc::new(r))
     }
@@ -80,6 +112,22 @@ impl Reloader {
                 Err(e) => report
                     .errors
                     .push(format!("{e}; the hub certificate in force stays as it was")),
+            }
+        }
+        if let Some((identity, dir)) = &self.browsers {
+            let kept = "the certificate served to browsers stays as it was";
+            match load_browsers_certificate(dir) {
+                Ok(Some((new, sha256))) => {
+                    identity.serve_instead(&new);
+                    report.reloaded.push(format!(
+                        "webtransport certificate reloaded: sha-256 {}",
+                        hex::encode(sha256)
+                    ));
+                }
+                Ok(None) => report
+                    .errors
+                    .push(format!("{} is gone; {kept}", dir.display())),
+                Err(e) => report.errors.push(format!("{e:#}; {kept}")),
             }
         }
         report

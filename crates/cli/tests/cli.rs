@@ -8,6 +8,11 @@ use std::process::Output;
 
 use common::{fails_with, run, spawn, text, wait_for};
 
+fn webtransport_hash(certs: &Path) -> String {
+    let pem = std::fs::read_to_string(certs.join("webtransport.pem")).unwrap();
+    hex::encode(agentwire::tls::check_webtransport_cert(&pem).unwrap().0)
+}
+
 #[test]
 fn hub_and_two_agents_exchange_messages_from_the_cli() {
     let dir = tempfile::tempdir().unwrap();
@@ -387,10 +392,7 @@ fn cert_webtransport_issues_and_rotates_a_certificate_for_browsers() {
             .find_map(|l| l.strip_prefix("sha-256:").map(|h| h.trim().to_owned()))
             .expect("the hash is printed")
     };
-    let file_hash = || {
-        let pem = std::fs::read_to_string(certs.join("webtransport.pem")).unwrap();
-        hex::encode(agentwire::tls::check_webtransport_cert(&pem).unwrap().0)
-    };
+    let file_hash = || webtransport_hash(&certs);
     // A fresh directory: the CA and hub certificate first, then the browsers' one.
     let out = run(&["cert", "--out", certs_s, "--webtransport"]);
     let first = printed_hash(&out);
@@ -431,4 +433,58 @@ fn cert_webtransport_issues_and_rotates_a_certificate_for_browsers() {
         "1 to 13 days",
     );
     assert_eq!(second, file_hash());
+}
+
+/// `hub --webtransport`: prints the hash of the certificate it serves to browsers, takes a
+/// rotated one on SIGHUP, and refuses --allow-origin patterns that are not origins.
+#[test]
+fn hub_webtransport_serves_the_browsers_certificate_and_takes_a_new_one_on_sighup() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let certs_s = certs.to_str().unwrap();
+    assert!(run(&["cert", "--out", certs_s, "--webtransport"])
+        .status
+        .success());
+    let (hub, hub_out) = spawn(&[
+        "hub",
+        "--listen",
+        "quic://127.0.0.1:0",
+        "--cert-dir",
+        certs_s,
+        "--webtransport",
+        "--allow-origin",
+        "http://localhost:*",
+    ]);
+    let first = webtransport_hash(&certs);
+    wait_for(&hub_out, &format!("webtransport sha-256: {first}"));
+    assert!(
+        run(&["cert", "--out", certs_s, "--webtransport", "--force"])
+            .status
+            .success()
+    );
+    let second = webtransport_hash(&certs);
+    assert_ne!(first, second);
+    assert!(std::process::Command::new("kill")
+        .args(["-HUP", &hub.0.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    wait_for(
+        &hub_out,
+        &format!("webtransport certificate reloaded: sha-256 {second}"),
+    );
+    drop(hub);
+    fails_with(
+        &[
+            "hub",
+            "--listen",
+            "quic://127.0.0.1:0",
+            "--cert-dir",
+            certs_s,
+            "--webtransport",
+            "--allow-origin",
+            "app.example.com/path",
+        ],
+        "is not an origin pattern",
+    );
 }

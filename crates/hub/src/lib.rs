@@ -115,6 +115,33 @@ pub struct HubConfig {
     /// are then refused; Unix-socket ones are let through (the socket file's mode guards
     /// them; an access file can still ask them for tokens).
     pub client_ca: Option<agentwire_tls::ClientCa>,
+    /// WebTransport sessions for agents in web pages, on every QUIC listener (ALPN `h3`
+    /// beside `agentwire/1`); `None`: off. Not with `client_ca` (pages show no client
+    /// certificate).
+    pub webtransport: Option<WebTransportConfig>,
+}
+
+/// The hub's WebTransport: which pages may open a session, and the certificate they are served.
+#[derive(Clone, Default)]
+pub struct WebTransportConfig {
+    /// The pages allowed (`--allow-origin`); a session from any other is answered 403.
+    pub origins: agentwire_transport::wt::OriginPolicy,
+    /// The certificate served to browsers (one they accept by its hash: at most 14 days,
+    /// `agentwire cert --webtransport`); `None`: the hub's own. Replaceable while the hub runs
+    /// ([`HubIdentity::serve_instead`]).
+    pub identity: Option<HubIdentity>,
+}
+
+impl std::fmt::Debug for WebTransportConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebTransportConfig")
+            .field("origins", &self.origins)
+            .field(
+                "identity",
+                &self.identity.as_ref().map(|_| "<browsers' certificate>"),
+            )
+            .finish()
+    }
 }
 
 impl Default for HubConfig {
@@ -144,6 +171,7 @@ impl Default for HubConfig {
             max_open_requests: DEFAULT_MAX_OPEN_REQUESTS,
             accept: agentwire_transport::accept_gate::AcceptLimits::default(),
             client_ca: None,
+            webtransport: None,
         }
     }
 }
@@ -476,11 +504,26 @@ impl Hub {
         identity: &HubIdentity,
     ) -> Result<QuicListener, TransportError> {
         let config = &self.inner.config;
-        let tls = agentwire_tls::server_config_for_agents(
-            identity,
-            &[agentwire_tls::ALPN_AGENTWIRE],
-            config.client_ca.as_ref(),
-        )
+        let webtransport = config.webtransport.as_ref();
+        if webtransport.is_some() && config.client_ca.is_some() {
+            return Err(ConnectError::Config(
+                "WebTransport sessions come from web pages, which show no client certificate: \
+                 a hub with a client CA cannot take them (drop one of the two)"
+                    .into(),
+            )
+            .into());
+        }
+        let alpn: &[&[u8]] = match webtransport {
+            Some(_) => &[agentwire_tls::ALPN_AGENTWIRE, agentwire_tls::ALPN_H3],
+            None => &[agentwire_tls::ALPN_AGENTWIRE],
+        };
+        let clients = config.client_ca.as_ref();
+        let tls = match webtransport.and_then(|w| w.identity.as_ref()) {
+            Some(browsers) => agentwire_tls::server_config_for_agents_and_browsers(
+                identity, browsers, alpn, clients,
+            ),
+            None => agentwire_tls::server_config_for_agents(identity, alpn, clients),
+        }
         .map_err(|e| ConnectError::Config(e.to_string()))?;
         let (listen, handle) = QuicListen::bind(
             addr,
@@ -489,7 +532,12 @@ impl Hub {
             config.stream_mapping,
             config.handshake_timeout,
         )?;
-        let listen = listen.with_accept_limits(config.accept);
+        let mut listen = listen.with_accept_limits(config.accept);
+        if let Some(wt) = webtransport {
+            listen = listen.with_webtransport(agentwire_transport::wt::WtOptions {
+                origins: wt.origins.clone(),
+            });
+        }
         let task = self.spawn_listener(listen);
         tracing::info!(local_addr = %handle.local_addr, socket_buffers = ?handle.socket_buffers, "hub listening on QUIC");
         Ok(QuicListener {

@@ -20,6 +20,8 @@ pub enum TransportKind {
     WebSocket,
     /// Unix domain socket (same host, no TLS).
     Unix,
+    /// WebTransport (HTTP/3, ALPN `h3`) on the hub's QUIC port: agents in web pages.
+    WebTransport,
     /// Not a transport agents dial: an agent connected to another hub of the same cluster,
     /// stood in for on this hub (agentwire-cluster, over NATS). Its own hub checked its
     /// credentials and permissions.
@@ -42,6 +44,7 @@ impl TransportKind {
             TransportKind::Http2 => "http2",
             TransportKind::WebSocket => "websocket",
             TransportKind::Unix => "unix",
+            TransportKind::WebTransport => "webtransport",
             TransportKind::Cluster => "cluster",
         }
     }

@@ -14,6 +14,8 @@ use super::quic::{QuicReceiver, QuicSender};
 use super::stream::{StreamReceiver, StreamSender};
 #[cfg(feature = "ws")]
 use super::ws::{WsReceiver, WsSender};
+#[cfg(feature = "wt")]
+use super::wt::{WtReceiver, WtSender};
 use super::{
     ConnectionStats, FrameReceiver, FrameSender, SendClass, TransportError, TransportKind,
 };
@@ -33,6 +35,9 @@ pub enum AnySender {
     /// WebSocket.
     #[cfg(feature = "ws")]
     Ws(WsSender),
+    /// WebTransport.
+    #[cfg(feature = "wt")]
+    Wt(WtSender),
 }
 
 /// The receiving half of a connection on any transport.
@@ -49,6 +54,9 @@ pub enum AnyReceiver {
     /// WebSocket.
     #[cfg(feature = "ws")]
     Ws(WsReceiver),
+    /// WebTransport.
+    #[cfg(feature = "wt")]
+    Wt(WtReceiver),
 }
 
 macro_rules! each_sender {
@@ -62,6 +70,8 @@ macro_rules! each_sender {
             AnySender::H2($s) => $body,
             #[cfg(feature = "ws")]
             AnySender::Ws($s) => $body,
+            #[cfg(feature = "wt")]
+            AnySender::Wt($s) => $body,
         }
     };
 }
@@ -77,6 +87,8 @@ macro_rules! each_receiver {
             AnyReceiver::H2($r) => $body,
             #[cfg(feature = "ws")]
             AnyReceiver::Ws($r) => $body,
+            #[cfg(feature = "wt")]
+            AnyReceiver::Wt($r) => $body,
         }
     };
 }

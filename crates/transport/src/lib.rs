@@ -31,7 +31,7 @@ pub mod any;
 #[doc(hidden)]
 pub mod clock;
 pub mod dial;
-#[cfg(any(feature = "ws", feature = "unix"))]
+#[cfg(any(feature = "ws", feature = "unix", feature = "wt"))]
 pub mod frame_writer;
 #[cfg(feature = "h2")]
 pub mod h2;
@@ -55,7 +55,7 @@ mod quic_streams_read;
 pub mod rate;
 pub mod read_ahead;
 pub mod settings;
-#[cfg(any(feature = "ws", feature = "unix"))]
+#[cfg(any(feature = "ws", feature = "unix", feature = "wt"))]
 pub mod stream;
 #[cfg(any(feature = "h2", feature = "ws", feature = "unix"))]
 pub mod stream_listen;
@@ -67,6 +67,8 @@ pub mod url;
 mod write_through;
 #[cfg(feature = "ws")]
 pub mod ws;
+#[cfg(feature = "wt")]
+pub mod wt;
 
 pub use agentwire_transport_api::{
     check_outgoing, error_chain, ConnectError, ConnectionControl, ConnectionStats, ErrorSource,

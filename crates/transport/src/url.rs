@@ -161,6 +161,8 @@ impl HubUrl {
             (TransportKind::WebSocket, true) => "wss",
             (TransportKind::WebSocket, false) => "ws",
             (TransportKind::Unix, _) => "unix",
+            // A page's session URL (`https://host:port/agentwire`); not parsed as a hub URL.
+            (TransportKind::WebTransport, _) => "https",
             // Never parsed from a URL: a hub URL names a transport agents dial.
             (TransportKind::Cluster, _) => "cluster",
         }

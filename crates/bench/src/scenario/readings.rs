@@ -71,7 +71,7 @@ pub fn hub_socket_tables(url: &str) -> Vec<NetTable> {
         return NetTable::ALL.to_vec();
     };
     let (v4, v6) = match url.transport {
-        TransportKind::Quic => (NetTable::Udp, NetTable::Udp6),
+        TransportKind::Quic | TransportKind::WebTransport => (NetTable::Udp, NetTable::Udp6),
         TransportKind::Http2 | TransportKind::WebSocket => (NetTable::Tcp, NetTable::Tcp6),
         // A hub URL never names the cluster link.
         TransportKind::Unix | TransportKind::Cluster => return Vec::new(),

@@ -142,6 +142,19 @@ pub struct HubArgs {
     /// CA and the hub certificate, and closes agents whose certificate is no longer accepted.
     #[arg(long, requires = "client_ca")]
     pub revoked_serials: Option<PathBuf>,
+    /// Take WebTransport sessions (agents in web pages) on every quic:// listener: ALPN h3
+    /// beside agentwire/1 on the same UDP port, the session at /agentwire. Browsers are served
+    /// CERT_DIR/webtransport.pem when it exists (`agentwire cert --webtransport`: a page
+    /// accepts it by its SHA-256, which the hub prints); SIGHUP or a reload takes a new one.
+    /// Not with --client-ca (pages show no client certificate).
+    #[arg(long, conflicts_with = "client_ca")]
+    pub webtransport: bool,
+    /// A page allowed to open a WebTransport session, as an origin pattern:
+    /// https://app.example.com, https://*.example.com, http://localhost:* (`*` alone: any
+    /// page); repeatable. A session from any other page is answered 403; one that names no
+    /// page (not from a browser) goes on to its hello's credentials.
+    #[arg(long = "allow-origin", requires = "webtransport")]
+    pub allow_origin: Vec<String>,
     /// Join a cluster of hubs through NATS: agents of every hub reach each other, topics and
     /// `$presence` span them (comma-separated or repeated: nats://HOST:PORT).
     #[arg(long, value_delimiter = ',')]
@@ -356,6 +369,13 @@ impl HubArgs {
         if let Some(path) = &self.access_file {
             let policy = agentwire::hub::AccessPolicy::from_file(path)?;
             config.access = Some(std::sync::Arc::new(policy));
+        }
+        if self.webtransport {
+            config.webtransport = Some(agentwire::hub::WebTransportConfig {
+                origins: agentwire::transport::wt::OriginPolicy::new(self.allow_origin.clone())?,
+                // The browsers' certificate is loaded with the hub's own (`hub_cmd`).
+                identity: None,
+            });
         }
         if let Some(path) = &self.client_ca {
             let ca = agentwire::tls::ClientCa::from_file(path)?;

@@ -19,6 +19,9 @@ pub struct QuicListen {
     pub(super) retries: Arc<std::sync::atomic::AtomicU64>,
     /// Handshakes going on, in all and per address, counted before any cryptography.
     pub(super) gate: crate::accept_gate::AcceptGate,
+    /// WebTransport sessions (ALPN `h3`) accepted beside agentwire connections, when on.
+    #[cfg(feature = "wt")]
+    pub(super) webtransport: Option<Arc<crate::wt::WtOptions>>,
 }
 
 /// What the owner of a [`QuicListen`] keeps: where it is bound, and a way to close it.
@@ -173,6 +176,8 @@ impl QuicListen {
             attempts: (std::time::Instant::now(), 0),
             retries,
             gate: crate::accept_gate::AcceptGate::new(Default::default()),
+            #[cfg(feature = "wt")]
+            webtransport: None,
         };
         Ok((listen, handle))
     }
@@ -217,11 +222,22 @@ impl QuicListen {
     }
 }
 
-impl Listen for QuicListen {
-    type Sender = QuicSender;
-    type Receiver = QuicReceiver;
+#[cfg(feature = "wt")]
+impl QuicListen {
+    /// Also accepts WebTransport sessions (browser agents) on this endpoint: connections that
+    /// choose ALPN `h3` (which the TLS configuration must offer) are set up as sessions at
+    /// [`WT_PATH`](crate::wt::WT_PATH) for the pages `options` allows.
+    pub fn with_webtransport(mut self, options: crate::wt::WtOptions) -> Self {
+        self.webtransport = Some(Arc::new(options));
+        self
+    }
+}
 
-    async fn accept(&mut self) -> Option<Setup<QuicSender, QuicReceiver>> {
+impl Listen for QuicListen {
+    type Sender = AnySender;
+    type Receiver = AnyReceiver;
+
+    async fn accept(&mut self) -> Option<Setup<AnySender, AnyReceiver>> {
         let (incoming, pass) = loop {
             // At the limit of set-ups going on, or of set-ups per second, wait (quinn holds
             // the next ones, up to INCOMING_QUEUE).
@@ -263,16 +279,36 @@ impl Listen for QuicListen {
         let settings = self.settings.clone();
         let mapping = self.mapping;
         let timeout = self.handshake_timeout;
+        #[cfg(feature = "wt")]
+        let webtransport = self.webtransport.clone();
+        #[cfg(not(feature = "wt"))]
+        let webtransport = None;
         Some(Box::pin(async move {
-            let set_up =
-                accept_connection(incoming, &config, &settings, mapping, admission, timeout).await;
+            let set_up = accept_connection(
+                incoming,
+                &config,
+                &settings,
+                mapping,
+                admission,
+                timeout,
+                webtransport,
+            )
+            .await;
             drop(pass);
             set_up
         }))
     }
 }
 
-/// Takes one incoming connection to the point where its control stream is open.
+/// What the listener accepts besides agentwire connections (WebTransport sessions, with the
+/// `wt` feature).
+#[cfg(feature = "wt")]
+type Sessions = Option<Arc<crate::wt::WtOptions>>;
+#[cfg(not(feature = "wt"))]
+type Sessions = Option<std::convert::Infallible>;
+
+/// Takes one incoming connection to the point where its control stream (or, for a
+/// WebTransport session, the agent's stream) is open.
 pub(super) async fn accept_connection(
     incoming: quinn::Incoming,
     config: &quinn::ServerConfig,
@@ -280,7 +316,8 @@ pub(super) async fn accept_connection(
     mapping: StreamMapping,
     admission: Option<Admission>,
     timeout: std::time::Duration,
-) -> Result<Accepted<QuicSender, QuicReceiver>, AcceptFailed> {
+    webtransport: Sessions,
+) -> Result<Accepted<AnySender, AnyReceiver>, AcceptFailed> {
     let failed = |error: TransportError| AcceptFailed {
         stage: "quic",
         error,
@@ -299,6 +336,13 @@ pub(super) async fn accept_connection(
     let (conn, handshake_done) = connecting.into_0rtt().map_err(|_| {
         failed(ConnectError::Config("the QUIC handshake could not start".into()).into())
     })?;
+    #[cfg(feature = "wt")]
+    if let Some(options) = webtransport.filter(|_| crate::wt::is_h3(&conn)) {
+        let window = settings.receive_window;
+        return accept_session(conn, handshake_done, &options, window, admission, timeout).await;
+    }
+    #[cfg(not(feature = "wt"))]
+    let _ = webtransport;
     let setup = async {
         tokio::pin!(handshake_done);
         let (control, early) = tokio::select! {
@@ -354,12 +398,71 @@ pub(super) async fn accept_connection(
             .store(settings.receive_window, Ordering::Relaxed),
     }
     Ok(Accepted {
-        sender,
-        receiver,
+        sender: AnySender::Quic(sender),
+        receiver: AnyReceiver::Quic(receiver),
         zero_rtt,
         certificate,
         // QUIC bounds what a peer may send before its hello by the connection window
         // (PRE_HELLO_WINDOW); the receiver takes no frame over a hello's size before it.
         hello_gate: None,
     })
+}
+
+/// How long a refused WebTransport session's connection stays open for its peer to read why.
+#[cfg(feature = "wt")]
+const REFUSAL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A connection that chose ALPN `h3`: once its handshake is complete (a session takes no
+/// 0-RTT), the WebTransport session and the agent's stream, within `timeout`.
+#[cfg(feature = "wt")]
+async fn accept_session(
+    conn: Connection,
+    handshake_done: quinn::ZeroRttAccepted,
+    options: &crate::wt::WtOptions,
+    window_after_hello: u64,
+    admission: Option<Admission>,
+    timeout: std::time::Duration,
+) -> Result<Accepted<AnySender, AnyReceiver>, AcceptFailed> {
+    let failed = |error: TransportError| AcceptFailed {
+        stage: "webtransport",
+        error,
+    };
+    let set_up = async {
+        let _ = handshake_done.await;
+        if let Some(reason) = conn.close_reason() {
+            return Err(map_connection_error(&reason));
+        }
+        crate::wt::accept(conn.clone(), options, window_after_hello, admission).await
+    };
+    match tokio::time::timeout(timeout, set_up).await {
+        Ok(Ok((sender, receiver))) => Ok(Accepted {
+            sender: AnySender::Wt(sender),
+            receiver: AnyReceiver::Wt(receiver),
+            zero_rtt: false,
+            certificate: None,
+            // As for QUIC: the connection window bounds what comes before the hello.
+            hello_gate: None,
+        }),
+        Ok(Err(e)) => {
+            let code = match &e {
+                TransportError::Closed { code: Some(c), .. } => *c,
+                _ => ErrorCode::ProtocolViolation,
+            };
+            // The refusal (403, 404) is on its way to the peer: close once it has read it
+            // and gone, or after a grace period, not under it.
+            let reason = e.to_string();
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(REFUSAL_GRACE, conn.closed()).await;
+                conn.close(VarInt::from_u32(code.code()), reason.as_bytes());
+            });
+            Err(failed(e))
+        }
+        Err(_) => {
+            conn.close(
+                VarInt::from_u32(ErrorCode::HandshakeTimeout.code()),
+                b"no WebTransport session in time",
+            );
+            Err(failed(TransportError::Timeout(timeout)))
+        }
+    }
 }

@@ -25,6 +25,7 @@ use bytes::Bytes;
 use quinn::{Connection, RecvStream, SendStream, VarInt};
 use tokio::sync::Mutex;
 
+use super::any::{AnyReceiver, AnySender};
 use super::listen::{AcceptFailed, Accepted, Listen, Setup};
 use super::quic_backlog::{Backlog, DEFAULT_MAX_UNREAD_BYTES};
 use super::quic_budget::{Admission, ReceiveBudget};

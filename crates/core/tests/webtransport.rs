@@ -1,0 +1,209 @@
+//! WebTransport sessions on the hub's QUIC port, over real sockets: a session opened as a
+//! browser opens one (HTTP/3, extended CONNECT, the page's Origin) does the agentwire handshake
+//! and reaches a QUIC agent; the browsers' certificate is served to `h3` alone; another path,
+//! a page the hub does not allow, and a hub with a client CA are refused.
+#![cfg(feature = "hub")]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire::hub::{Hub, HubConfig, WebTransportConfig};
+use agentwire::metrics::HubMetrics;
+use agentwire::tls::{self, CertBundle, ClientCa, HubIdentity, HubTrust};
+use agentwire::transport::wt::{self, OriginPolicy, WtReceiver, WtSender};
+use agentwire::transport::{FrameReceiver, FrameSender, SendClass, TransportError};
+use agentwire::{Agent, AgentOptions, Codec, Destination, Envelope, Kind};
+use agentwire_proto::{Frame, FrameType, Hello};
+
+const PAGE: &str = "https://app.example.com";
+const WAIT: Duration = Duration::from_secs(10);
+
+struct Rig {
+    _hub: Hub,
+    addr: SocketAddr,
+    quic_url: String,
+    bundle: CertBundle,
+    /// The certificate served to browsers.
+    browsers: tls::WebTransportCert,
+    _listener: agentwire::hub::Listener,
+}
+
+async fn rig(origins: &[&str]) -> Rig {
+    common::init_logs();
+    let bundle = tls::generate(&tls::default_hub_names()).unwrap();
+    let browsers = tls::issue_webtransport_cert(
+        &bundle.ca_cert_pem,
+        &bundle.ca_key_pem,
+        &tls::default_hub_names(),
+        13,
+    )
+    .unwrap();
+    let config = HubConfig {
+        webtransport: Some(WebTransportConfig {
+            origins: OriginPolicy::new(origins.iter().copied()).unwrap(),
+            identity: Some(HubIdentity::from_pem(&browsers.cert_pem, &browsers.key_pem).unwrap()),
+        }),
+        ..HubConfig::default()
+    };
+    let hub = Hub::new(config, HubMetrics::new());
+    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
+    let listener = hub
+        .listen(
+            &agentwire::HubUrl::parse("quic://127.0.0.1:0").unwrap(),
+            Some(&identity),
+        )
+        .await
+        .unwrap();
+    let addr = match listener.bound {
+        agentwire::hub::BoundAddr::Net(a) => a,
+        _ => unreachable!(),
+    };
+    Rig {
+        quic_url: listener.url.to_string(),
+        _hub: hub,
+        addr,
+        bundle,
+        browsers,
+        _listener: listener,
+    }
+}
+
+/// A QUIC connection offering ALPN `h3` alone, as a browser's WebTransport does, trusting the
+/// hub's CA; returns it and the certificate the hub presented.
+async fn h3_connection(r: &Rig) -> (quinn::Connection, Vec<u8>) {
+    let trust = HubTrust::ca_pem(&r.bundle.ca_cert_pem).unwrap();
+    let tls = tls::client_config(&trust, &[tls::ALPN_H3]).unwrap();
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    let conn = endpoint
+        .connect(r.addr, "localhost")
+        .unwrap()
+        .await
+        .unwrap();
+    let presented = conn
+        .peer_identity()
+        .unwrap()
+        .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+        .unwrap()[0]
+        .to_vec();
+    (conn, presented)
+}
+
+async fn session(r: &Rig, origin: Option<&str>) -> Result<(WtSender, WtReceiver), TransportError> {
+    let (conn, _) = h3_connection(r).await;
+    wt::connect(conn, "localhost", origin).await
+}
+
+async fn echo_agent(r: &Rig) -> tokio::task::JoinHandle<()> {
+    let trust = HubTrust::ca_pem(&r.bundle.ca_cert_pem).unwrap();
+    let opts = AgentOptions::new("echo", &r.quic_url, trust);
+    let mut agent = Agent::connect(opts).await.unwrap();
+    tokio::spawn(async move {
+        while let Some(msg) = agent.recv().await {
+            let body = msg.envelope.body.clone();
+            let _ = msg.reply(body).await;
+        }
+    })
+}
+
+/// The agentwire handshake over a session, as the browser SDK will do it.
+async fn hello(tx: &WtSender, rx: &mut WtReceiver, id: &str) {
+    let hello = Frame::Hello(Hello::new(id, "page"))
+        .encode(Codec::MsgPack)
+        .unwrap();
+    tx.send_frame(hello, SendClass::Control).await.unwrap();
+    let welcome = tokio::time::timeout(WAIT, rx.recv_frame())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(welcome.type_byte, FrameType::Welcome as u8);
+    rx.set_max_frame_size(agentwire_proto::Limits::default().max_frame_size);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_session_reaches_a_quic_agent() {
+    let r = rig(&[PAGE]).await;
+    let _echo = echo_agent(&r).await;
+    // The browsers' certificate is the one served to `h3`.
+    let (_, presented) = h3_connection(&r).await;
+    let expected = tls::certificate_sha256(&presented);
+    assert_eq!(expected, r.browsers.sha256);
+
+    let (tx, mut rx) = session(&r, Some(PAGE)).await.unwrap();
+    hello(&tx, &mut rx, "page-1").await;
+    for i in 0..100u64 {
+        let body = format!("question {i}");
+        let env = Envelope::new(i + 1, "page-1", Destination::agent("echo"), Kind::Request)
+            .with_body(body.clone());
+        let frame = Frame::encode_envelope(&env, Codec::MsgPack).unwrap();
+        tx.send_frame(frame, SendClass::Message(env.priority))
+            .await
+            .unwrap();
+        let answer = tokio::time::timeout(WAIT, rx.recv_frame())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let answer = Codec::MsgPack.decode_envelope(&answer.payload).unwrap();
+        assert_eq!(answer.kind, Kind::Response);
+        assert_eq!(answer.correlation, Some(i + 1));
+        assert_eq!(&answer.body[..], body.as_bytes());
+    }
+    assert_eq!(tx.kind().name(), "webtransport");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_from_other_pages_and_paths_are_refused() {
+    let r = rig(&["https://*.example.com"]).await;
+    let err = session(&r, Some("https://evil.example.net"))
+        .await
+        .err()
+        .expect("a page the hub does not allow");
+    let chain = agentwire::transport::error_chain(&err);
+    assert!(chain.contains("403"), "{chain}");
+    let (conn, _) = h3_connection(&r).await;
+    let err = wt::connect_at(
+        conn,
+        "localhost",
+        "/elsewhere",
+        Some("https://app.example.com"),
+    )
+    .await
+    .err()
+    .expect("another path");
+    let chain = agentwire::transport::error_chain(&err);
+    assert!(chain.contains("404"), "{chain}");
+    // A request that names no page (not a browser) goes on to its hello.
+    let (tx, mut rx) = session(&r, None).await.unwrap();
+    hello(&tx, &mut rx, "native").await;
+    // Allowed by the wildcard.
+    let (tx, mut rx) = session(&r, Some("https://app.example.com")).await.unwrap();
+    hello(&tx, &mut rx, "page-2").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_with_a_client_ca_takes_no_sessions() {
+    common::init_logs();
+    let bundle = tls::generate(&tls::default_hub_names()).unwrap();
+    let config = HubConfig {
+        client_ca: Some(ClientCa::from_pem(&bundle.ca_cert_pem).unwrap()),
+        webtransport: Some(WebTransportConfig::default()),
+        ..HubConfig::default()
+    };
+    let hub = Hub::new(config, HubMetrics::new());
+    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
+    let err = hub
+        .listen(
+            &agentwire::HubUrl::parse("quic://127.0.0.1:0").unwrap(),
+            Some(&identity),
+        )
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("client certificate"), "{err}");
+}
