@@ -130,7 +130,7 @@ async fn a_page_session_reaches_a_quic_agent() {
     let r = rig(&[PAGE]).await;
     let _echo = echo_agent(&r).await;
     // The browsers' certificate is the one served to `h3`.
-    let (_, presented) = h3_connection(&r).await;
+    let (first, presented) = h3_connection(&r).await;
     let expected = tls::certificate_sha256(&presented);
     assert_eq!(expected, r.browsers.sha256);
 
@@ -155,6 +155,9 @@ async fn a_page_session_reaches_a_quic_agent() {
         assert_eq!(&answer.body[..], body.as_bytes());
     }
     assert_eq!(tx.kind().name(), "webtransport");
+    // No address-validation tokens, although web-transport-quinn turns on quinn's `bloom`
+    // (whose default sends two per connection).
+    assert_eq!(first.stats().frame_rx.new_token, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -155,6 +155,8 @@ pub fn start(config: ServeConfig) -> Result<ServerHandle> {
     let quic_crypto = quinn::crypto::rustls::QuicServerConfig::try_from(quic_tls)
         .map_err(|e| anyhow!("the TLS configuration does not suit QUIC: {e}"))?;
     let mut quic_config = quinn::ServerConfig::with_crypto(Arc::new(quic_crypto));
+    // As the hub: no NEW_TOKEN frames and no token filter, whatever quinn's features.
+    quic_config.validation_token = agentwire_transport::quic::no_validation_tokens();
     quic_config.transport_config(Arc::new(crate::client::quic_transport(
         2 * 1024 * 1024,
         32 * 1024 * 1024,

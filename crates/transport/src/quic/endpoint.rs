@@ -18,6 +18,16 @@ pub struct ServerEndpoint {
     pub more: Vec<quinn::Endpoint>,
 }
 
+/// The hub sends no address-validation tokens (NEW_TOKEN) and keeps no log of them, whatever
+/// quinn's features: with `bloom` (which web-transport-quinn turns on) quinn's default sends
+/// two per connection and keeps a 10 MiB filter of used ones; agentwire validates addresses
+/// with Retry under a flood instead (`QuicSettings::retry_above_per_sec`).
+pub fn no_validation_tokens() -> quinn::ValidationTokenConfig {
+    let mut tokens = quinn::ValidationTokenConfig::default();
+    tokens.log(Arc::new(quinn::NoneTokenLog)).sent(0);
+    tokens
+}
+
 /// Builds a quinn server endpoint bound to `addr`.
 pub fn server_endpoint(
     addr: SocketAddr,
@@ -34,6 +44,7 @@ pub fn server_endpoint(
         .max_incoming(INCOMING_QUEUE)
         .incoming_buffer_size(INCOMING_QUEUE_BYTES / 16)
         .incoming_buffer_size_total(INCOMING_QUEUE_BYTES);
+    config.validation_token = no_validation_tokens();
     config.transport_config(Arc::new(
         settings
             .transport_config()
