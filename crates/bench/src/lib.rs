@@ -187,7 +187,7 @@ impl BenchConfig {
     pub fn quick() -> Self {
         BenchConfig {
             preset: "quick".into(),
-            transports: BenchTransport::ALL.to_vec(),
+            transports: BenchTransport::PRESET.to_vec(),
             scenarios: vec![
                 scenario(10, 1024, "0ms", true),
                 scenario(100, 10240, "0ms", false),

@@ -353,7 +353,10 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
     let bundle = tls::generate(&names).context("generating certificates")?;
     let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).context("trusting the generated CA")?;
     let listen = match spec.transport {
-        BenchTransport::Quic | BenchTransport::QuicLanes => format!("quic://{}:0", spec.host),
+        // WebTransport sessions come in on the QUIC port (`hub --webtransport`).
+        BenchTransport::Quic | BenchTransport::QuicLanes | BenchTransport::Wt => {
+            format!("quic://{}:0", spec.host)
+        }
         BenchTransport::H2 => format!("h2://{}:0", spec.host),
         BenchTransport::Wss => format!("wss://{}:0", spec.host),
         BenchTransport::Unix => format!("unix://{}", dir.join("hub.sock").display()),
@@ -365,6 +368,8 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
             let config = HubConfig {
                 stream_mapping: spec.transport.mapping(),
                 handshake_timeout: START_TIMEOUT,
+                webtransport: (spec.transport == BenchTransport::Wt)
+                    .then(agentwire::hub::WebTransportConfig::default),
                 ..HubConfig::default()
             };
             let mut config = config;
@@ -379,7 +384,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 }
             };
             let ready = ServerReady {
-                url: listener.url.to_string(),
+                url: agent_url(spec.transport, &listener.url.to_string()),
                 trust,
                 hub_pid: None,
             };
@@ -434,6 +439,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 .arg("--cert-dir")
                 .arg(&certs)
                 .args(["--mapping", mapping])
+                .args((spec.transport == BenchTransport::Wt).then_some("--webtransport"))
                 // A thousand agents connecting at once over an emulated 100 ms path on two
                 // cores can take longer than the default 10 s; the bench measures how long.
                 .args(["--handshake-timeout-ms", "60000"])
@@ -481,7 +487,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
             match url {
                 Some(url) if !url.is_empty() => {
                     let ready = ServerReady {
-                        url,
+                        url: agent_url(spec.transport, &url),
                         trust,
                         hub_pid: hub.pid(),
                     };
@@ -497,6 +503,15 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 }
             }
         }
+    }
+}
+
+/// The URL agents dial for `transport`, from the one the hub listens on (WebTransport: the
+/// QUIC port, `wt://`).
+fn agent_url(transport: BenchTransport, listening: &str) -> String {
+    match transport {
+        BenchTransport::Wt => listening.replacen("quic://", "wt://", 1),
+        _ => listening.to_owned(),
     }
 }
 

@@ -97,6 +97,7 @@ fn tiny_run(transport: BenchTransport) {
         BenchTransport::H2 => "h2://127.0.0.1:",
         BenchTransport::Wss => "wss://127.0.0.1:",
         BenchTransport::Unix => "unix://",
+        BenchTransport::Wt => "wt://127.0.0.1:",
     };
     assert!(
         cell.hub_url.starts_with(expected_scheme),
@@ -161,6 +162,11 @@ fn tiny_run_unix() {
     tiny_run(BenchTransport::Unix);
 }
 
+#[test]
+fn tiny_run_wt() {
+    tiny_run(BenchTransport::Wt);
+}
+
 /// All transports in one run: cells in order, each on its own transport.
 #[test]
 fn tiny_run_all_transports_in_order() {
@@ -170,7 +176,7 @@ fn tiny_run_all_transports_in_order() {
     config.open_loop_ms = 0;
     config.priority_probe_ms = 0;
     let (report, events) = run_collecting(&config);
-    assert_eq!(events.len(), 10);
+    assert_eq!(events.len(), 2 * BenchTransport::ALL.len());
     let got: Vec<BenchTransport> = report.cells.iter().map(|c| c.config.transport).collect();
     assert_eq!(got, BenchTransport::ALL.to_vec());
     for c in report.cells.iter().flat_map(|s| &s.runs) {

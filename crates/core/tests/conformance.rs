@@ -36,6 +36,8 @@ struct Rig {
 
 async fn rig(f: Flavor, mut config: HubConfig) -> Rig {
     config.stream_mapping = f.mapping;
+    // WebTransport sessions come in on the QUIC listener (`wt://` is its port).
+    config.webtransport = Some(agentwire::hub::WebTransportConfig::default());
     common::init_logs();
     let bundle = tls::generate(&tls::default_hub_names()).unwrap();
     let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
@@ -54,6 +56,10 @@ async fn rig(f: Flavor, mut config: HubConfig) -> Rig {
 
 impl Rig {
     fn url(&self, kind: TransportKind) -> String {
+        if kind == TransportKind::WebTransport {
+            let quic = self.url(TransportKind::Quic);
+            return quic.replacen("quic://", "wt://", 1);
+        }
         self.listeners
             .iter()
             .find(|l| l.transport == kind)
@@ -631,6 +637,7 @@ conformance! {
     http2 => flavor(TransportKind::Http2, StreamMapping::PerMessage),
     websocket => flavor(TransportKind::WebSocket, StreamMapping::PerMessage),
     unix => flavor(TransportKind::Unix, StreamMapping::PerMessage),
+    webtransport => flavor(TransportKind::WebTransport, StreamMapping::PerMessage),
 }
 
 /// Agents on different transports reach each other through one hub.

@@ -1,5 +1,5 @@
 //! An agent built with only some transports (agentwire's cargo features `quic`, `h2`, `ws`,
-//! `unix`) names the one left out when a hub address needs it, and tries the others as
+//! `unix`, `wt`) names the one left out when a hub address needs it, and tries the others as
 //! before. Under the default features every transport is built in; CI also runs this file
 //! with one transport alone:
 //! `cargo test -p agentwire --no-default-features --features quic --test transports_built_in`.
@@ -15,6 +15,7 @@ async fn a_transport_left_out_of_the_build_is_named_and_the_others_are_tried() {
         ("h2://127.0.0.1:9", "h2", cfg!(feature = "h2")),
         ("wss://127.0.0.1:9", "ws", cfg!(feature = "ws")),
         ("ws://127.0.0.1:9", "ws", cfg!(feature = "ws")),
+        ("wt://127.0.0.1:9", "wt", cfg!(feature = "wt")),
         (
             "unix:///nonexistent/agentwire.sock",
             "unix",

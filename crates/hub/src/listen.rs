@@ -191,6 +191,11 @@ impl Hub {
                     socket_file: None,
                 })
             }
+            (_, TransportKind::WebTransport) => Err(ConnectError::Config(format!(
+                "{url}: WebTransport sessions come in on a quic:// listener of a hub with \
+                 WebTransport on (`hub --webtransport`), not on a listener of their own"
+            ))
+            .into()),
             _ => {
                 Err(ConnectError::Config(format!("{url}: this transport cannot listen yet")).into())
             }

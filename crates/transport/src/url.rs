@@ -60,6 +60,8 @@ impl HubUrl {
             "wss" => (TransportKind::WebSocket, true),
             "ws" => (TransportKind::WebSocket, false),
             "unix" => (TransportKind::Unix, false),
+            // A WebTransport session on the hub's QUIC port, as a page opens one.
+            "wt" => (TransportKind::WebTransport, true),
             "auto" => return Err(UrlError::Several { url: owned() }),
             other => {
                 return Err(UrlError::Scheme {
@@ -161,8 +163,7 @@ impl HubUrl {
             (TransportKind::WebSocket, true) => "wss",
             (TransportKind::WebSocket, false) => "ws",
             (TransportKind::Unix, _) => "unix",
-            // A page's session URL (`https://host:port/agentwire`); not parsed as a hub URL.
-            (TransportKind::WebTransport, _) => "https",
+            (TransportKind::WebTransport, _) => "wt",
             // Never parsed from a URL: a hub URL names a transport agents dial.
             (TransportKind::Cluster, _) => "cluster",
         }
@@ -200,7 +201,9 @@ fn parse_authority(url: &str, rest: &str) -> Result<(String, u16), UrlError> {
 #[non_exhaustive]
 pub enum UrlError {
     /// No `scheme://`.
-    #[error("hub URL {url:?} has no scheme (expected quic://, h2://, wss://, ws:// or unix://)")]
+    #[error(
+        "hub URL {url:?} has no scheme (expected quic://, h2://, wss://, ws://, wt:// or unix://)"
+    )]
     NoScheme {
         /// The URL.
         url: String,
@@ -213,7 +216,7 @@ pub enum UrlError {
     },
     /// A scheme agentwire does not speak.
     #[error(
-        "hub URL {url:?}: unsupported scheme {scheme:?} (expected quic, h2, wss, ws, unix or auto)"
+        "hub URL {url:?}: unsupported scheme {scheme:?} (expected quic, h2, wss, ws, wt, unix or auto)"
     )]
     Scheme {
         /// The URL.

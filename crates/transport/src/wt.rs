@@ -22,6 +22,9 @@ use web_transport_quinn::proto::ConnectRequest;
 
 use agentwire_sync::LockExt;
 
+use super::any::{AnyReceiver, AnySender};
+use super::dial::{Dial, DialTarget, Dialed, ZeroRtt};
+use super::quic::QuicDial;
 use super::quic_budget::Admission;
 use super::stream::{split_stream, StreamReceiver, StreamSender};
 use super::{
@@ -351,6 +354,42 @@ pub async fn connect_at(
         Some(remote),
     );
     Ok((WtSender::new(sender, session, 0, None), receiver))
+}
+
+/// An agent's WebTransport dialer (`wt://` URLs): a QUIC client endpoint offering ALPN `h3`,
+/// one session per connection, the first frame written on the session's stream. It sends no
+/// Origin (it is not a page).
+pub struct WtDial(QuicDial);
+
+impl WtDial {
+    /// A client endpoint bound to `bind` with `settings`, checking hubs' certificates with
+    /// `verifier`, presenting `identity` to hubs that ask.
+    pub fn new(
+        bind: std::net::SocketAddr,
+        settings: &crate::settings::QuicSettings,
+        verifier: Arc<dyn rustls::client::danger::ServerCertVerifier>,
+        identity: Option<&agentwire_tls::AgentIdentity>,
+    ) -> Result<WtDial, TransportError> {
+        QuicDial::with_alpn(bind, settings, verifier, identity, agentwire_tls::ALPN_H3).map(WtDial)
+    }
+}
+
+impl Dial for WtDial {
+    async fn dial(
+        &self,
+        target: &DialTarget,
+        first_frame: Bytes,
+    ) -> Result<Dialed, TransportError> {
+        let conn = self.0.handshake_with(target).await?;
+        let (sender, receiver) = connect(conn, &target.server_name, None).await?;
+        sender.send_frame(first_frame, SendClass::Control).await?;
+        Ok(Dialed {
+            sender: AnySender::Wt(sender),
+            receiver: AnyReceiver::Wt(receiver),
+            zero_rtt: ZeroRtt::NotTried,
+            socket_buffers: self.0.socket_buffers(),
+        })
+    }
 }
 
 /// The QUIC connection `conn` chose ALPN `h3` (a WebTransport session, not an agentwire one).

@@ -40,6 +40,7 @@ fn missing_feature(kind: TransportKind) -> Option<&'static str> {
         TransportKind::Http2 => ("h2", cfg!(feature = "h2")),
         TransportKind::WebSocket => ("ws", cfg!(feature = "ws")),
         TransportKind::Unix => ("unix", cfg!(feature = "unix")),
+        TransportKind::WebTransport => ("wt", cfg!(feature = "wt")),
         _ => return None,
     };
     (!built).then_some(feature)
@@ -76,6 +77,8 @@ impl QuicEndpointHandle {
 pub struct Connector {
     #[cfg(feature = "quic")]
     quic: tokio::sync::OnceCell<QuicDial>,
+    #[cfg(feature = "wt")]
+    wt: tokio::sync::OnceCell<agentwire_transport::wt::WtDial>,
     zero_rtt_accepted: Arc<AtomicU64>,
     zero_rtt_rejected: Arc<AtomicU64>,
 }
@@ -87,6 +90,8 @@ impl Connector {
         Ok(Connector {
             #[cfg(feature = "quic")]
             quic: tokio::sync::OnceCell::new(),
+            #[cfg(feature = "wt")]
+            wt: tokio::sync::OnceCell::new(),
             zero_rtt_accepted: Arc::default(),
             zero_rtt_rejected: Arc::default(),
         })
@@ -100,6 +105,27 @@ impl Connector {
                 let verifier = agentwire_tls::server_verifier(&opts.trust)?;
                 QuicDial::with_identity(bind, &opts.quic, verifier, opts.identity.as_ref())
                     .map_err(AgentError::Connect)
+            })
+            .await
+    }
+
+    #[cfg(feature = "wt")]
+    async fn wt_dial(
+        &self,
+        opts: &AgentOptions,
+        url: &HubUrl,
+    ) -> Result<&agentwire_transport::wt::WtDial, AgentError> {
+        self.wt
+            .get_or_try_init(|| async {
+                let bind = opts.bind.unwrap_or_else(|| url.default_bind());
+                let verifier = agentwire_tls::server_verifier(&opts.trust)?;
+                agentwire_transport::wt::WtDial::new(
+                    bind,
+                    &opts.quic,
+                    verifier,
+                    opts.identity.as_ref(),
+                )
+                .map_err(AgentError::Connect)
             })
             .await
     }
@@ -257,6 +283,11 @@ impl Connector {
             (TransportKind::Quic, HubEndpoint::Net { .. }) => {
                 let dial = self.quic_dial(opts, url).await?;
                 (dial.dial(&target, hello).await, Some(dial.endpoint()))
+            }
+            #[cfg(feature = "wt")]
+            (TransportKind::WebTransport, HubEndpoint::Net { .. }) => {
+                let dial = self.wt_dial(opts, url).await?;
+                (dial.dial(&target, hello).await, None)
             }
             #[cfg(feature = "unix")]
             (TransportKind::Unix, HubEndpoint::Path(_)) => {

@@ -65,13 +65,27 @@ impl QuicDial {
         verifier: Arc<dyn rustls::client::danger::ServerCertVerifier>,
         identity: Option<&agentwire_tls::AgentIdentity>,
     ) -> Result<QuicDial, TransportError> {
-        let recorder = Arc::new(agentwire_tls::RecordingVerifier::new(verifier));
-        let tls = agentwire_tls::client_config_with_verifier_as(
-            recorder.clone(),
-            &[agentwire_tls::ALPN_AGENTWIRE],
+        Self::with_alpn(
+            bind,
+            settings,
+            verifier,
             identity,
+            agentwire_tls::ALPN_AGENTWIRE,
         )
-        .map_err(|e| ConnectError::Config(e.to_string()))?;
+    }
+
+    /// [`with_identity`](Self::with_identity) offering ALPN `alpn` (WebTransport's `h3`).
+    pub(crate) fn with_alpn(
+        bind: SocketAddr,
+        settings: &QuicSettings,
+        verifier: Arc<dyn rustls::client::danger::ServerCertVerifier>,
+        identity: Option<&agentwire_tls::AgentIdentity>,
+        alpn: &[u8],
+    ) -> Result<QuicDial, TransportError> {
+        let recorder = Arc::new(agentwire_tls::RecordingVerifier::new(verifier));
+        let tls =
+            agentwire_tls::client_config_with_verifier_as(recorder.clone(), &[alpn], identity)
+                .map_err(|e| ConnectError::Config(e.to_string()))?;
         let client_config = client_config(settings, tls)?;
         let (endpoint, socket_buffers) = client_endpoint(bind, settings)?;
         Ok(QuicDial {
@@ -134,6 +148,32 @@ impl Attempt<'_> {
             .into(),
             other => other,
         }
+    }
+}
+
+impl QuicDial {
+    /// A connection to `target` with its handshake complete (no 0-RTT).
+    pub(crate) async fn handshake_with(
+        &self,
+        target: &crate::dial::DialTarget,
+    ) -> Result<Connection, TransportError> {
+        let addr = target.addr()?;
+        let config = client_config_for(&self.client_config, &self.settings, addr, &target.agent_id);
+        let connecting = self
+            .endpoint
+            .connect_with(config, addr, &target.server_name)
+            .map_err(|e| ConnectError::Config(format!("cannot connect to {addr}: {e}")))?;
+        let attempt = Attempt {
+            addr,
+            server_name: &target.server_name,
+            recorder: &self.recorder,
+        };
+        attempt.handshake(connecting).await
+    }
+
+    /// The UDP socket buffers the kernel granted.
+    pub(crate) fn socket_buffers(&self) -> SocketBuffers {
+        self.socket_buffers
     }
 }
 
