@@ -80,8 +80,8 @@ pub fn issue_agent_cert(
     days: u32,
 ) -> Result<AgentCert, TlsError> {
     use rcgen::{
-        CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-        KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
+        CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+        KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
     };
 
     check_agent_id(agent_id)?;
@@ -90,10 +90,7 @@ pub fn issue_agent_cert(
             "a certificate must be valid for at least one day".into(),
         ));
     }
-    let ca_key = KeyPair::from_pem(ca_key_pem)
-        .map_err(|e| TlsError::Generate(format!("the CA key is not usable: {e}")))?;
-    let issuer = Issuer::from_ca_cert_pem(ca_cert_pem, ca_key)
-        .map_err(|e| TlsError::Generate(format!("the CA certificate is not usable: {e}")))?;
+    let issuer = super::ca_issuer(ca_cert_pem, ca_key_pem)?;
 
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(gen_err)?;
     let mut params = CertificateParams::default();

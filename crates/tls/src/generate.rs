@@ -130,6 +130,18 @@ pub fn generate(hub_names: &[String]) -> Result<CertBundle, TlsError> {
 }
 
 #[cfg(feature = "generate")]
+/// The CA of `agentwire cert` (its certificate and key, PEM), ready to sign certificates.
+pub(crate) fn ca_issuer(
+    ca_cert_pem: &str,
+    ca_key_pem: &str,
+) -> Result<rcgen::Issuer<'static, rcgen::KeyPair>, TlsError> {
+    let ca_key = rcgen::KeyPair::from_pem(ca_key_pem)
+        .map_err(|e| TlsError::Generate(format!("the CA key is not usable: {e}")))?;
+    rcgen::Issuer::from_ca_cert_pem(ca_cert_pem, ca_key)
+        .map_err(|e| TlsError::Generate(format!("the CA certificate is not usable: {e}")))
+}
+
+#[cfg(feature = "generate")]
 /// The subjectAltNames of a hub certificate: each name that parses as an IP address an IP SAN,
 /// any other a DNS SAN; at least one, none empty.
 pub(crate) fn hub_san_names(hub_names: &[String]) -> Result<Vec<rcgen::SanType>, TlsError> {

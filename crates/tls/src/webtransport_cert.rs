@@ -121,8 +121,8 @@ pub fn issue_webtransport_cert(
     days: u32,
 ) -> Result<WebTransportCert, TlsError> {
     use rcgen::{
-        CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-        KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
+        CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+        KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
     };
     if !(1..=WEBTRANSPORT_MAX_DAYS).contains(&days) {
         return Err(TlsError::Generate(format!(
@@ -131,10 +131,7 @@ pub fn issue_webtransport_cert(
         )));
     }
     let names = hub_san_names(hub_names)?;
-    let ca_key = KeyPair::from_pem(ca_key_pem)
-        .map_err(|e| TlsError::Generate(format!("the CA key is not usable: {e}")))?;
-    let issuer = Issuer::from_ca_cert_pem(ca_cert_pem, ca_key)
-        .map_err(|e| TlsError::Generate(format!("the CA certificate is not usable: {e}")))?;
+    let issuer = super::ca_issuer(ca_cert_pem, ca_key_pem)?;
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(gen_err)?;
     let mut params = CertificateParams::default();
     params.subject_alt_names = names;

@@ -152,11 +152,11 @@ impl Attempt<'_> {
 }
 
 impl QuicDial {
-    /// A connection to `target` with its handshake complete (no 0-RTT).
-    pub(crate) async fn handshake_with(
-        &self,
-        target: &crate::dial::DialTarget,
-    ) -> Result<Connection, TransportError> {
+    /// Starts a connection to `target`: the handshake under way, and how to tell why it failed.
+    fn start<'a>(
+        &'a self,
+        target: &'a crate::dial::DialTarget,
+    ) -> Result<(quinn::Connecting, Attempt<'a>), TransportError> {
         let addr = target.addr()?;
         let config = client_config_for(&self.client_config, &self.settings, addr, &target.agent_id);
         let connecting = self
@@ -168,10 +168,21 @@ impl QuicDial {
             server_name: &target.server_name,
             recorder: &self.recorder,
         };
+        Ok((connecting, attempt))
+    }
+
+    /// A connection to `target` with its handshake complete (no 0-RTT).
+    #[cfg(feature = "wt")]
+    pub(crate) async fn handshake_with(
+        &self,
+        target: &crate::dial::DialTarget,
+    ) -> Result<Connection, TransportError> {
+        let (connecting, attempt) = self.start(target)?;
         attempt.handshake(connecting).await
     }
 
     /// The UDP socket buffers the kernel granted.
+    #[cfg(feature = "wt")]
     pub(crate) fn socket_buffers(&self) -> SocketBuffers {
         self.socket_buffers
     }
@@ -184,17 +195,7 @@ impl crate::dial::Dial for QuicDial {
         first_frame: Bytes,
     ) -> Result<crate::dial::Dialed, TransportError> {
         use crate::dial::ZeroRtt;
-        let addr = target.addr()?;
-        let config = client_config_for(&self.client_config, &self.settings, addr, &target.agent_id);
-        let connecting = self
-            .endpoint
-            .connect_with(config, addr, &target.server_name)
-            .map_err(|e| ConnectError::Config(format!("cannot connect to {addr}: {e}")))?;
-        let attempt = Attempt {
-            addr,
-            server_name: &target.server_name,
-            recorder: &self.recorder,
-        };
+        let (connecting, attempt) = self.start(target)?;
         let (conn, early) = if target.zero_rtt {
             match connecting.into_0rtt() {
                 Ok((conn, accepted)) => (conn, Some(accepted)),
