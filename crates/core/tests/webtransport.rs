@@ -210,3 +210,37 @@ async fn a_hub_with_a_client_ca_takes_no_sessions() {
         .expect("refused");
     assert!(err.to_string().contains("client certificate"), "{err}");
 }
+
+/// A session's hello is held to the hub's credentials like any agent's: without the hub's
+/// token it is rejected (`unauthorized`) and no agent is registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_without_the_hubs_token_is_rejected() {
+    common::init_logs();
+    let bundle = tls::generate(&tls::default_hub_names()).unwrap();
+    let mut config = HubConfig {
+        webtransport: Some(WebTransportConfig::default()),
+        ..HubConfig::default()
+    };
+    config.policy.auth_token = Some("s3cret".into());
+    let hub = Hub::new(config, HubMetrics::new());
+    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
+    let listener = hub
+        .listen(
+            &agentwire::HubUrl::parse("quic://127.0.0.1:0").unwrap(),
+            Some(&identity),
+        )
+        .await
+        .unwrap();
+    let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).unwrap();
+    let url = listener.url.to_string().replacen("quic://", "wt://", 1);
+    let err = Agent::connect(AgentOptions::new("no-token", url.clone(), trust.clone()))
+        .await
+        .err()
+        .expect("rejected without the token");
+    assert!(err.to_string().contains("unauthorized"), "{err}");
+    assert!(hub.agents().is_empty());
+    let mut opts = AgentOptions::new("with-token", url, trust);
+    opts.auth_token = Some("s3cret".into());
+    let agent = Agent::connect(opts).await.unwrap();
+    assert_eq!(agent.transport().name(), "webtransport");
+}
