@@ -76,25 +76,40 @@ const contains = (hay, needle) => {{
     await wt.ready;
     const bidi = await wt.createBidirectionalStream();
     const w = bidi.writable.getWriter();
-    const r = bidi.readable.getReader();
-    let buf = new Uint8Array(0);
-    const frame = async () => {{
+    // Frames from every stream the hub sends on (the control stream, and a stream per
+    // message), in arrival order.
+    const frames = [];
+    let wake = null;
+    const readFrames = async (reader) => {{
+      let buf = new Uint8Array(0);
       for (;;) {{
-        if (buf.length >= 4) {{
-          const len = new DataView(buf.buffer, buf.byteOffset).getUint32(0);
-          if (buf.length >= 4 + len) {{
-            const f = buf.slice(4, 4 + len);
-            buf = buf.slice(4 + len);
-            return f;
-          }}
-        }}
-        const {{ value, done }} = await r.read();
-        if (done) throw new Error("the hub ended the stream");
+        const {{ value, done }} = await reader.read();
+        if (done) return;
         const more = new Uint8Array(buf.length + value.length);
         more.set(buf);
         more.set(value, buf.length);
         buf = more;
+        while (buf.length >= 4) {{
+          const len = new DataView(buf.buffer, buf.byteOffset).getUint32(0);
+          if (buf.length < 4 + len) break;
+          frames.push(buf.slice(4, 4 + len));
+          buf = buf.slice(4 + len);
+          if (wake) {{ wake(); wake = null; }}
+        }}
       }}
+    }};
+    readFrames(bidi.readable.getReader());
+    (async () => {{
+      const streams = wt.incomingUnidirectionalStreams.getReader();
+      for (;;) {{
+        const {{ value, done }} = await streams.read();
+        if (done) return;
+        readFrames(value.getReader());
+      }}
+    }})();
+    const frame = async () => {{
+      while (frames.length === 0) await new Promise((r) => (wake = r));
+      return frames.shift();
     }};
     await w.write(hex(HELLO));
     const welcome = await frame();
@@ -182,7 +197,7 @@ async fn rig(origins: &[&str]) -> Rig {
 
 /// Opens `html` (a file, so the page's origin is opaque: "null") in headless `browser` and
 /// returns what the page reported.
-async fn run_page(browser: String, html: String) -> String {
+async fn run_page(name: &str, browser: String, html: String) -> String {
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("page.html");
     std::fs::write(&page, html).unwrap();
@@ -222,7 +237,7 @@ async fn run_page(browser: String, html: String) -> String {
     .unwrap()
     .expect("the page reported within 60 s");
     eprintln!(
-        "chromium: {result} ({:.1} s)",
+        "chromium, {name}: {result} ({:.1} s)",
         started.elapsed().as_secs_f64()
     );
     result
@@ -248,7 +263,7 @@ async fn chromium_asks_a_quic_agent_over_webtransport() {
     };
     let r = rig(&["*"]).await;
     let url = format!("https://127.0.0.1:{}/agentwire", r.port);
-    let result = run_page(browser, page(&url, &r.browsers.sha256)).await;
+    let result = run_page("answered", browser, page(&url, &r.browsers.sha256)).await;
     assert!(result.starts_with(&format!("ok {QUESTIONS} ")), "{result}");
 }
 
@@ -270,7 +285,7 @@ async fn chromium_refuses_a_hub_whose_certificate_is_not_the_one_named() {
         13,
     )
     .unwrap();
-    let result = run_page(browser, page(&url, &other.sha256)).await;
+    let result = run_page("another hash", browser, page(&url, &other.sha256)).await;
     assert!(result.starts_with("error"), "{result}");
     assert!(r.hub.agents().iter().all(|a| a.id != "browser-1"));
 }
@@ -283,7 +298,7 @@ async fn a_page_from_an_origin_the_hub_does_not_allow_is_refused() {
     };
     let r = rig(&["https://app.example.com"]).await;
     let url = format!("https://127.0.0.1:{}/agentwire", r.port);
-    let result = run_page(browser, page(&url, &r.browsers.sha256)).await;
+    let result = run_page("origin", browser, page(&url, &r.browsers.sha256)).await;
     assert!(result.starts_with("error"), "{result}");
     assert!(r.hub.agents().iter().all(|a| a.id != "browser-1"));
 }

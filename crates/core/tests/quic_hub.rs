@@ -177,7 +177,22 @@ async fn duplicate_ids_follow_the_policy() {
 
 #[tokio::test]
 async fn zero_rtt_is_accepted_on_reconnect() {
-    let t = start_hub(HubConfig::default()).await;
+    zero_rtt_on_reconnect(HubConfig::default()).await;
+}
+
+/// With WebTransport on, the listener reads each connection's ALPN before taking it at
+/// 0.5-RTT: QUIC agents' 0-RTT still comes through.
+#[tokio::test]
+async fn zero_rtt_is_accepted_on_reconnect_with_webtransport_on() {
+    zero_rtt_on_reconnect(HubConfig {
+        webtransport: Some(agentwire::hub::WebTransportConfig::default()),
+        ..HubConfig::default()
+    })
+    .await;
+}
+
+async fn zero_rtt_on_reconnect(config: HubConfig) {
+    let t = start_hub(config).await;
     let _echo = t.echo_agent("echo").await;
     let mut opts = t.opts("resumer");
     opts.zero_rtt = true;

@@ -2,41 +2,34 @@
 //! agents in web pages: the session at [`WT_PATH`], the page's Origin checked against an
 //! [`OriginPolicy`], then the agent's frames.
 //!
-//! The HTTP/3 layer (SETTINGS, the CONNECT request, stream and datagram headers, both the
-//! draft-02 and the later settings browsers send) is web-transport-quinn's, on the
-//! `quinn::Connection` the QUIC listener accepted with ALPN `h3`. The first mapping of frames is
-//! the simplest: all of them ride the first bidirectional stream the agent opens, framed as on a
-//! Unix socket ([`split_stream`]); per-message streams, priority lanes and datagrams are still
-//! to come (issue 43). This module owns the session's set-up and that mapping; it must not run
-//! the agentwire handshake (the hub does) or decide credentials.
+//! The HTTP/3 layer (SETTINGS and the CONNECT request, both the draft-02 and the later settings
+//! browsers send) is web-transport-quinn's, on the `quinn::Connection` the QUIC listener
+//! accepted with ALPN `h3`. Inside the session, frames are mapped as on QUIC
+//! ([`split_session`]): the agent's first bidirectional stream is the control stream, every
+//! message gets a stream of its own (or a lane per priority), each stream opened with the
+//! session's signal ([`signal`]). Heartbeats ride the control stream (no datagrams yet). This
+//! module owns the session's set-up; it must not run the agentwire handshake (the hub does)
+//! or decide credentials.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use agentwire_proto::{ErrorCode, Priority};
 use bytes::Bytes;
-use quinn::VarInt;
 use web_transport_quinn::http::{header, StatusCode};
 use web_transport_quinn::proto::ConnectRequest;
 
-use agentwire_sync::LockExt;
-
 use super::any::{AnyReceiver, AnySender};
 use super::dial::{Dial, DialTarget, Dialed, ZeroRtt};
-use super::quic::QuicDial;
+use super::quic::signal::{self, SessionSignal};
+use super::quic::{split_session, QuicDial, QuicReceiver, QuicSender};
 use super::quic_budget::Admission;
-use super::stream::{split_stream, StreamReceiver, StreamSender};
 use super::{
     ConnectError, ConnectionStats, FrameSender, ReplySlot, SendClass, TransportError, TransportKind,
 };
+use crate::settings::{QuicSettings, StreamMapping};
 
 /// The path of the agentwire session; a CONNECT to any other path is answered 404.
 pub const WT_PATH: &str = "/agentwire";
-
-/// How long a closed session waits for its peer to read the goodbye before the QUIC
-/// connection is closed under it.
-const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// Which web pages may open a session: the `Origin` a browser sends with the CONNECT request
 /// must match one of the patterns (`--allow-origin`). A pattern is an origin as browsers write
@@ -141,43 +134,19 @@ pub struct WtOptions {
     pub origins: OriginPolicy,
 }
 
-/// The sending half of a WebTransport session: frames on the session's stream, and the QUIC
-/// connection under it for its window, its statistics and its end.
+/// The sending half of a WebTransport session: agentwire's QUIC mapping inside the session
+/// (a control stream, a stream per message or per lane, each opened with the session's
+/// signal), holding the session for as long as it lives.
 #[derive(Clone)]
 pub struct WtSender {
-    inner: StreamSender,
-    session: Arc<web_transport_quinn::Session>,
-    /// The connection's receive window once the hello is accepted (0: leave it), or its
-    /// share of the listener's receive budget.
-    after_hello: Arc<AfterHello>,
-}
-
-/// What the hello's acceptance raises the connection's window to.
-struct AfterHello {
-    window: AtomicU64,
-    admission: std::sync::Mutex<Option<Admission>>,
+    inner: QuicSender,
+    /// Held for the session's life: its task reads the CONNECT stream and ends the
+    /// connection with it.
+    _session: Arc<web_transport_quinn::Session>,
 }
 
 /// The receiving half of a WebTransport session.
-pub type WtReceiver = StreamReceiver;
-
-impl WtSender {
-    fn new(
-        inner: StreamSender,
-        session: web_transport_quinn::Session,
-        window: u64,
-        admission: Option<Admission>,
-    ) -> Self {
-        WtSender {
-            inner,
-            session: Arc::new(session),
-            after_hello: Arc::new(AfterHello {
-                window: AtomicU64::new(window),
-                admission: std::sync::Mutex::new(admission),
-            }),
-        }
-    }
-}
+pub type WtReceiver = QuicReceiver;
 
 impl FrameSender for WtSender {
     async fn send_frame(&self, frame: Bytes, class: SendClass) -> Result<(), TransportError> {
@@ -188,11 +157,9 @@ impl FrameSender for WtSender {
         &self,
         frame: Bytes,
         priority: Priority,
-        _slot: ReplySlot,
+        slot: ReplySlot,
     ) -> Result<(), TransportError> {
-        self.inner
-            .send_frame(frame, SendClass::Message(priority))
-            .await
+        self.inner.send_reply(frame, priority, slot).await
     }
 
     async fn feed_frame(&self, frame: Bytes, class: SendClass) -> Result<(), TransportError> {
@@ -203,34 +170,24 @@ impl FrameSender for WtSender {
         FrameSender::flush(&self.inner).await
     }
 
+    async fn delivered(&self) {
+        self.inner.delivered().await
+    }
+
     fn set_peer_max_frame_size(&self, max: u32) {
         self.inner.set_peer_max_frame_size(max);
     }
 
+    fn count_streams_in_goodbye(&self) {
+        FrameSender::count_streams_in_goodbye(&self.inner);
+    }
+
     fn hello_accepted(&self) {
-        let conn: &quinn::Connection = &self.session;
-        let mut admission = self.after_hello.admission.lock_or_recover();
-        match admission.as_mut() {
-            Some(admission) => admission.register(conn),
-            None => {
-                let window = self.after_hello.window.swap(0, Ordering::Relaxed);
-                if window > 0 {
-                    conn.set_receive_window(VarInt::from_u64(window).unwrap_or(VarInt::MAX));
-                }
-            }
-        }
+        FrameSender::hello_accepted(&self.inner);
     }
 
     fn close(&self, code: ErrorCode, reason: &str) {
         FrameSender::close(&self.inner, code, reason);
-        // The goodbye is on its way on the session's stream; the connection goes once the
-        // peer has closed it, or after a grace period.
-        let session = Arc::clone(&self.session);
-        let reason = reason.to_owned();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(CLOSE_GRACE, session.closed()).await;
-            session.close(code.code(), reason.as_bytes());
-        });
     }
 
     async fn closed(&self) -> TransportError {
@@ -238,16 +195,8 @@ impl FrameSender for WtSender {
     }
 
     fn stats(&self) -> ConnectionStats {
-        let conn: &quinn::Connection = &self.session;
-        let quic = conn.stats();
         ConnectionStats {
-            rtt_us: u64::try_from(conn.rtt().as_micros()).unwrap_or(u64::MAX),
-            cwnd_bytes: quic.path.cwnd,
-            lost_packets: quic.path.lost_packets,
-            lost_bytes: quic.path.lost_bytes,
-            sent_packets: quic.path.sent_packets,
-            mtu: quic.path.current_mtu,
-            congestion_events: quic.path.congestion_events,
+            transport: TransportKind::WebTransport.name(),
             ..FrameSender::stats(&self.inner)
         }
     }
@@ -262,17 +211,23 @@ fn refused(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> Tra
     ConnectError::refused(format!("WebTransport: {what}"), e).into()
 }
 
+/// What the hub sets a session up with.
+pub(crate) struct HubSide<'a> {
+    pub(crate) options: &'a WtOptions,
+    pub(crate) settings: &'a QuicSettings,
+    pub(crate) mapping: StreamMapping,
+}
+
 /// Hub side: runs the HTTP/3 and CONNECT exchange on `conn` (a connection that chose ALPN
-/// `h3`), answers 404 for another path and 403 for a page `options` does not allow, then waits
-/// for the agent's stream. The caller bounds the whole in time.
+/// `h3`), answers 404 for another path and 403 for a page the options do not allow, then
+/// takes the agent's control stream (the session's first bidirectional stream, whose signal
+/// names the session). The caller bounds the whole in time.
 pub(crate) async fn accept(
     conn: quinn::Connection,
-    options: &WtOptions,
-    window_after_hello: u64,
+    hub: HubSide<'_>,
     admission: Option<Admission>,
 ) -> Result<(WtSender, WtReceiver), TransportError> {
-    let remote = conn.remote_address();
-    let request = web_transport_quinn::Request::accept(conn)
+    let request = web_transport_quinn::Request::accept(conn.clone())
         .await
         .map_err(|e| refused("the HTTP/3 session request failed", e))?;
     let path = request.url.path().to_owned();
@@ -287,7 +242,7 @@ pub(crate) async fn accept(
         .headers
         .get(header::ORIGIN)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    if !options.origins.allows(origin.as_deref()) {
+    if !hub.options.origins.allows(origin.as_deref()) {
         let _ = request.reject(StatusCode::FORBIDDEN).await;
         return Err(TransportError::Closed {
             code: Some(ErrorCode::Unauthorized),
@@ -301,21 +256,53 @@ pub(crate) async fn accept(
         .ok()
         .await
         .map_err(|e| refused("answering the session request failed", e))?;
-    let (send, recv) = session
+    let (send, mut recv) = conn
         .accept_bi()
         .await
         .map_err(|e| refused("the agent opened no stream", e))?;
-    let (sender, receiver) = split_stream(
-        tokio::io::join(recv, send),
-        TransportKind::WebTransport,
-        Some(remote),
-    );
-    let sender = WtSender::new(sender, session, window_after_hello, admission);
+    let session_id = read_signal(&mut recv).await?;
+    let signal = SessionSignal::new(session_id);
+    let max_in = agentwire_proto::MAX_HELLO_FRAME;
+    let (sender, receiver) = split_session(conn, (send, recv), hub.mapping, max_in, signal);
+    crate::quic::before_hello(&sender, &receiver, hub.settings, admission);
+    let sender = WtSender {
+        inner: sender,
+        _session: Arc::new(session),
+    };
     Ok((sender, receiver))
 }
 
+/// Reads a bidirectional stream's WebTransport signal (`0x41`, then the session id).
+async fn read_signal(recv: &mut quinn::RecvStream) -> Result<u64, TransportError> {
+    let mut head = Vec::new();
+    loop {
+        let mut byte = [0u8; 1];
+        recv.read_exact(&mut byte)
+            .await
+            .map_err(|e| refused("the agent's stream ended in its signal", e))?;
+        head.push(byte[0]);
+        let mut rest = &head[..];
+        if let Some(kind) = signal::get_varint(&mut rest) {
+            if kind != signal::WT_BIDI_SIGNAL {
+                return Err(TransportError::Closed {
+                    code: Some(ErrorCode::ProtocolViolation),
+                    reason: format!("the session's first stream opened with 0x{kind:x}, not 0x41"),
+                });
+            }
+            if let Some(session) = signal::get_varint(&mut rest) {
+                return Ok(session);
+            }
+        }
+    }
+}
+
+/// The session id of the first session on a fresh connection: its CONNECT is the client's
+/// first bidirectional stream (id 0), as browsers and [`connect`] open it.
+const FIRST_SESSION: u64 = 0;
+
 /// Agent side: opens a session at `https://{server_name}:{port}{WT_PATH}` over `conn` (a new
-/// QUIC connection that chose ALPN `h3`), sending `origin` as a page would, and its stream.
+/// QUIC connection that chose ALPN `h3`), sending `origin` as a page would, then its control
+/// stream, frames mapped as on QUIC (a stream per message).
 pub async fn connect(
     conn: quinn::Connection,
     server_name: &str,
@@ -331,8 +318,32 @@ pub async fn connect_at(
     path: &str,
     origin: Option<&str>,
 ) -> Result<(WtSender, WtReceiver), TransportError> {
-    let remote = conn.remote_address();
-    let port = remote.port();
+    let (session, control, signal) = open_session(&conn, server_name, path, origin).await?;
+    let max_in = agentwire_proto::Limits::default().max_frame_size;
+    let (sender, receiver) =
+        split_session(conn, control, StreamMapping::PerMessage, max_in, signal);
+    let sender = WtSender {
+        inner: sender,
+        _session: Arc::new(session),
+    };
+    Ok((sender, receiver))
+}
+
+/// The session and its control stream, the signal written on it.
+async fn open_session(
+    conn: &quinn::Connection,
+    server_name: &str,
+    path: &str,
+    origin: Option<&str>,
+) -> Result<
+    (
+        web_transport_quinn::Session,
+        (quinn::SendStream, quinn::RecvStream),
+        SessionSignal,
+    ),
+    TransportError,
+> {
+    let port = conn.remote_address().port();
     let url = format!("https://{server_name}:{port}{path}");
     let url = url::Url::parse(&url).map_err(|e| refused(&format!("bad URL {url}"), e))?;
     let mut request = ConnectRequest::new(url);
@@ -341,24 +352,23 @@ pub async fn connect_at(
             .map_err(|e| refused(&format!("bad Origin {origin:?}"), e))?;
         request = request.with_header(header::ORIGIN, value);
     }
-    let session = web_transport_quinn::Session::connect(conn, request)
+    let session = web_transport_quinn::Session::connect(conn.clone(), request)
         .await
         .map_err(|e| refused("the hub refused the session", e))?;
-    let (send, recv) = session
+    let signal = SessionSignal::new(FIRST_SESSION);
+    let (mut send, recv) = conn
         .open_bi()
         .await
         .map_err(|e| refused("opening the session's stream failed", e))?;
-    let (sender, receiver) = split_stream(
-        tokio::io::join(recv, send),
-        TransportKind::WebTransport,
-        Some(remote),
-    );
-    Ok((WtSender::new(sender, session, 0, None), receiver))
+    send.write_chunk(signal.bidi.clone())
+        .await
+        .map_err(|e| refused("writing the session's stream failed", e))?;
+    Ok((session, (send, recv), signal))
 }
 
 /// An agent's WebTransport dialer (`wt://` URLs): a QUIC client endpoint offering ALPN `h3`,
-/// one session per connection, the first frame written on the session's stream. It sends no
-/// Origin (it is not a page).
+/// one session per connection, agentwire's QUIC mapping inside it. It sends no Origin (it
+/// is not a page).
 pub struct WtDial(QuicDial);
 
 impl WtDial {
@@ -366,7 +376,7 @@ impl WtDial {
     /// `verifier`, presenting `identity` to hubs that ask.
     pub fn new(
         bind: std::net::SocketAddr,
-        settings: &crate::settings::QuicSettings,
+        settings: &QuicSettings,
         verifier: Arc<dyn rustls::client::danger::ServerCertVerifier>,
         identity: Option<&agentwire_tls::AgentIdentity>,
     ) -> Result<WtDial, TransportError> {
@@ -381,7 +391,13 @@ impl Dial for WtDial {
         first_frame: Bytes,
     ) -> Result<Dialed, TransportError> {
         let conn = self.0.handshake_with(target).await?;
-        let (sender, receiver) = connect(conn, &target.server_name, None).await?;
+        let (session, control, signal) =
+            open_session(&conn, &target.server_name, WT_PATH, None).await?;
+        let (sender, receiver) = self.0.split_session(conn, control, target.mapping, signal);
+        let sender = WtSender {
+            inner: sender,
+            _session: Arc::new(session),
+        };
         sender.send_frame(first_frame, SendClass::Control).await?;
         Ok(Dialed {
             sender: AnySender::Wt(sender),
@@ -392,10 +408,10 @@ impl Dial for WtDial {
     }
 }
 
-/// The QUIC connection `conn` chose ALPN `h3` (a WebTransport session, not an agentwire one).
-pub(crate) fn is_h3(conn: &quinn::Connection) -> bool {
-    conn.handshake_data()
-        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
-        .and_then(|d| d.protocol)
+/// The handshake data of a connection being accepted says it chose ALPN `h3` (a
+/// WebTransport session, not an agentwire connection).
+pub(crate) fn chose_h3(data: &dyn std::any::Any) -> bool {
+    data.downcast_ref::<quinn::crypto::rustls::HandshakeData>()
+        .and_then(|d| d.protocol.as_deref())
         .is_some_and(|p| p == agentwire_tls::ALPN_H3)
 }

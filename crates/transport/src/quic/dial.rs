@@ -186,6 +186,22 @@ impl QuicDial {
     pub(crate) fn socket_buffers(&self) -> SocketBuffers {
         self.socket_buffers
     }
+
+    /// The agent's halves of a WebTransport session on `conn`, its control stream open.
+    #[cfg(feature = "wt")]
+    pub(crate) fn split_session(
+        &self,
+        conn: Connection,
+        control: (SendStream, RecvStream),
+        mapping: StreamMapping,
+        signal: super::signal::SessionSignal,
+    ) -> (QuicSender, QuicReceiver) {
+        let max_in = Limits::default().max_frame_size;
+        let (sender, receiver) = split_session(conn, control, mapping, max_in, signal);
+        sender.keep_sent_streams();
+        receiver.set_max_unread_bytes(self.settings.max_unread_bytes);
+        (sender, receiver)
+    }
 }
 
 impl crate::dial::Dial for QuicDial {

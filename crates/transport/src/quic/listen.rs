@@ -327,8 +327,32 @@ pub(super) async fn accept_connection(
         .map_or(settings.pre_hello_window, Admission::window)
         .min(settings.pre_hello_window)
         .min(settings.receive_window);
-    let connecting = accept_incoming(incoming, config, settings, Some(window))
+    #[allow(unused_mut)]
+    let mut connecting = accept_incoming(incoming, config, settings, Some(window))
         .map_err(|e| failed(map_connection_error(&e)))?;
+    // With WebTransport on, the ALPN decides the path. It is read from the handshake data,
+    // which the server has once it has read the ClientHello; the connection's own copy
+    // (`Connection::handshake_data`) arrives later, through its driver, and at 0.5-RTT was
+    // sometimes not there yet (a browser's session then waited out the timeout on the
+    // agentwire path).
+    #[cfg(feature = "wt")]
+    if let Some(options) = webtransport {
+        let h3 = match tokio::time::timeout(timeout, connecting.handshake_data()).await {
+            Ok(Ok(data)) => crate::wt::chose_h3(&*data),
+            Ok(Err(e)) => return Err(failed(map_connection_error(&e))),
+            Err(_) => return Err(failed(TransportError::Timeout(timeout))),
+        };
+        if h3 {
+            let session = crate::wt::HubSide {
+                options: &options,
+                settings,
+                mapping,
+            };
+            return accept_session(connecting, session, admission, timeout).await;
+        }
+    }
+    #[cfg(not(feature = "wt"))]
+    let _ = webtransport;
     // Take the connection at 0.5-RTT so that a control stream sent as 0-RTT data can be seen
     // arriving before the handshake completes (that is how the hub counts accepted 0-RTT),
     // but hand on nothing until the handshake has completed: a replayed 0-RTT flight never
@@ -336,13 +360,6 @@ pub(super) async fn accept_connection(
     let (conn, handshake_done) = connecting.into_0rtt().map_err(|_| {
         failed(ConnectError::Config("the QUIC handshake could not start".into()).into())
     })?;
-    #[cfg(feature = "wt")]
-    if let Some(options) = webtransport.filter(|_| crate::wt::is_h3(&conn)) {
-        let window = settings.receive_window;
-        return accept_session(conn, handshake_done, &options, window, admission, timeout).await;
-    }
-    #[cfg(not(feature = "wt"))]
-    let _ = webtransport;
     let setup = async {
         tokio::pin!(handshake_done);
         let (control, early) = tokio::select! {
@@ -383,8 +400,27 @@ pub(super) async fn accept_connection(
     // to the agreed one then).
     let max_in = agentwire_proto::MAX_HELLO_FRAME;
     let (sender, receiver) = split_connection(conn, control, mapping, settings.datagrams, max_in);
-    // The window, and what partly received frames may hold, stay small until the hello is
-    // accepted (`hello_accepted`).
+    before_hello(&sender, &receiver, settings, admission);
+    Ok(Accepted {
+        sender: AnySender::Quic(sender),
+        receiver: AnyReceiver::Quic(receiver),
+        zero_rtt,
+        certificate,
+        // QUIC bounds what a peer may send before its hello by the connection window
+        // (PRE_HELLO_WINDOW); the receiver takes no frame over a hello's size before it.
+        hello_gate: None,
+    })
+}
+
+/// A hub's side of a new connection until its hello is accepted: the window, and what partly
+/// received frames may hold, stay small (raised by `hello_accepted`); the connection holds its
+/// place in the receive budget, if there is one.
+pub(crate) fn before_hello(
+    sender: &QuicSender,
+    receiver: &QuicReceiver,
+    settings: &QuicSettings,
+    admission: Option<Admission>,
+) {
     sender.inner.reader.max_buffered.store(
         usize::try_from(settings.pre_hello_window).unwrap_or(usize::MAX),
         Ordering::Relaxed,
@@ -397,15 +433,6 @@ pub(super) async fn accept_connection(
             .window_after_hello
             .store(settings.receive_window, Ordering::Relaxed),
     }
-    Ok(Accepted {
-        sender: AnySender::Quic(sender),
-        receiver: AnyReceiver::Quic(receiver),
-        zero_rtt,
-        certificate,
-        // QUIC bounds what a peer may send before its hello by the connection window
-        // (PRE_HELLO_WINDOW); the receiver takes no frame over a hello's size before it.
-        hello_gate: None,
-    })
 }
 
 /// How long a refused WebTransport session's connection stays open for its peer to read why.
@@ -416,10 +443,8 @@ const REFUSAL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// 0-RTT), the WebTransport session and the agent's stream, within `timeout`.
 #[cfg(feature = "wt")]
 async fn accept_session(
-    conn: Connection,
-    handshake_done: quinn::ZeroRttAccepted,
-    options: &crate::wt::WtOptions,
-    window_after_hello: u64,
+    connecting: quinn::Connecting,
+    hub: crate::wt::HubSide<'_>,
     admission: Option<Admission>,
     timeout: std::time::Duration,
 ) -> Result<Accepted<AnySender, AnyReceiver>, AcceptFailed> {
@@ -427,13 +452,12 @@ async fn accept_session(
         stage: "webtransport",
         error,
     };
-    let set_up = async {
-        let _ = handshake_done.await;
-        if let Some(reason) = conn.close_reason() {
-            return Err(map_connection_error(&reason));
-        }
-        crate::wt::accept(conn.clone(), options, window_after_hello, admission).await
+    let conn = match tokio::time::timeout(timeout, connecting).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => return Err(failed(map_connection_error(&e))),
+        Err(_) => return Err(failed(TransportError::Timeout(timeout))),
     };
+    let set_up = crate::wt::accept(conn.clone(), hub, admission);
     match tokio::time::timeout(timeout, set_up).await {
         Ok(Ok((sender, receiver))) => Ok(Accepted {
             sender: AnySender::Wt(sender),

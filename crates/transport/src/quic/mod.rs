@@ -40,6 +40,7 @@ use crate::qlog::QlogRole;
 use crate::settings::{QuicSettings, SocketBuffers, StreamMapping};
 
 mod endpoint;
+pub mod signal;
 pub use endpoint::*;
 mod error;
 pub use error::*;
@@ -90,6 +91,31 @@ pub fn split_connection(
     datagrams: bool,
     max_in: u32,
 ) -> (QuicSender, QuicReceiver) {
+    split(conn, control, mapping, datagrams, max_in, None)
+}
+
+/// [`split_connection`] for a WebTransport session on `conn`: every stream this side opens
+/// starts with the session's signal, every stream the peer opens must (others, such as a
+/// browser's QPACK streams, are kept open and drained); no datagrams. `control` is the
+/// session's first bidirectional stream, its signal already read or written.
+pub fn split_session(
+    conn: Connection,
+    control: (SendStream, RecvStream),
+    mapping: StreamMapping,
+    max_in: u32,
+    signal: signal::SessionSignal,
+) -> (QuicSender, QuicReceiver) {
+    split(conn, control, mapping, false, max_in, Some(signal))
+}
+
+fn split(
+    conn: Connection,
+    control: (SendStream, RecvStream),
+    mapping: StreamMapping,
+    datagrams: bool,
+    max_in: u32,
+    signal: Option<signal::SessionSignal>,
+) -> (QuicSender, QuicReceiver) {
     let (control_send, control_recv) = control;
     let _ = control_send.set_priority(quic_priority(SendClass::Control));
     let limits = Limits::default();
@@ -105,6 +131,7 @@ pub fn split_connection(
         tx: tx.clone(),
         streams: streams.clone(),
         backlog: backlog.clone(),
+        session: signal.as_ref().map(|s| s.session_id),
     };
     tokio::spawn(
         reader
@@ -129,6 +156,7 @@ pub fn split_connection(
             window_after_hello: AtomicU64::new(0),
             sent: std::sync::OnceLock::new(),
             count_goodbye: std::sync::atomic::AtomicBool::new(false),
+            signal,
         }),
     };
     let receiver = QuicReceiver {

@@ -45,6 +45,8 @@ pub(super) struct SenderInner {
     pub(super) sent: std::sync::OnceLock<std::sync::Mutex<SentStreams>>,
     /// The peer understands counted goodbyes: this side's goodbye names its message streams.
     pub(super) count_goodbye: std::sync::atomic::AtomicBool,
+    /// Inside a WebTransport session: what opens every stream this side opens.
+    pub(super) signal: Option<super::signal::SessionSignal>,
 }
 
 /// Finished message streams whose acknowledgement may still be outstanding. Those already
@@ -122,6 +124,13 @@ impl QuicSender {
                 .map_err(|e| map_connection_error(&e))?;
             let _ = stream.set_priority(quic_priority(class));
             inner.streams_opened.fetch_add(1, Ordering::Relaxed);
+            let mut stream = stream;
+            if let Some(signal) = &inner.signal {
+                stream
+                    .write_chunk(signal.uni.clone())
+                    .await
+                    .map_err(map_write_error)?;
+            }
             Ok::<_, TransportError>(stream)
         };
         match (inner.mapping, class) {
@@ -134,6 +143,12 @@ impl QuicSender {
                 let _ = stream.set_priority(quic_priority(class));
                 inner.streams_opened.fetch_add(1, Ordering::Relaxed);
                 inner.request_streams.fetch_add(1, Ordering::Relaxed);
+                if let Some(signal) = &inner.signal {
+                    stream
+                        .write_chunk(signal.bidi.clone())
+                        .await
+                        .map_err(map_write_error)?;
+                }
                 // The answer comes back on the other direction of this stream.
                 tokio::spawn(inner.reader.clone().pump(
                     answers,

@@ -20,7 +20,13 @@ pub(super) struct StreamReader {
     pub(super) streams: Arc<StreamsRead>,
     /// Frames read and not yet consumed.
     pub(super) backlog: Arc<Backlog>,
+    /// Inside a WebTransport session: its id, whose signal opens every stream the peer opens
+    /// for it.
+    pub(super) session: Option<u64>,
 }
+
+/// The most bytes a stream's opening may take before it is known (two 8-byte varints).
+const OPENING_MAX: usize = 16;
 
 /// What a frame counts in a connection's [`Backlog`].
 pub(super) fn backlog_len(frame: &RawFrame) -> usize {
@@ -42,7 +48,74 @@ impl StreamReader {
     /// at 10 × 1 KiB. Anything else (bytes still to come, a full queue, not exactly one
     /// frame) goes to a [`pump`](Self::pump) task with the bytes read so far, and ends
     /// exactly as if that task had read them.
-    pub(super) fn start(&self, mut stream: RecvStream, reply: Option<SendStream>, ticket: Ticket) {
+    pub(super) fn start(&self, stream: RecvStream, reply: Option<SendStream>, ticket: Ticket) {
+        match self.session {
+            None => self.start_message(stream, reply, ticket),
+            Some(session) => {
+                tokio::spawn(
+                    self.clone()
+                        .open_session_stream(stream, reply, ticket, session),
+                );
+            }
+        }
+    }
+
+    /// A stream the peer opened inside a WebTransport session: its signal read (and dropped),
+    /// then its frames as any message stream's. A unidirectional stream of another kind (a
+    /// browser's QPACK streams) is kept open and drained, uncounted; a bidirectional one is
+    /// refused.
+    async fn open_session_stream(
+        self,
+        mut stream: RecvStream,
+        mut reply: Option<SendStream>,
+        ticket: Ticket,
+        session: u64,
+    ) {
+        let mut head = Vec::new();
+        let mut rest = Vec::new();
+        loop {
+            let chunk = match stream.read_chunk(usize::MAX, true).await {
+                Ok(Some(chunk)) => chunk.bytes,
+                // Ended or reset before saying what it is: nothing to read.
+                Ok(None) | Err(_) => return,
+            };
+            head.extend_from_slice(&chunk[..chunk.len().min(OPENING_MAX)]);
+            rest.push(chunk);
+            match signal::opening(&head, reply.is_some(), session) {
+                signal::Opening::Short if head.len() < OPENING_MAX => continue,
+                signal::Opening::Ours(mut skip) => {
+                    // Drop the signal's bytes from the chunks read.
+                    let mut read = Vec::with_capacity(rest.len());
+                    for mut chunk in rest {
+                        let cut = skip.min(chunk.len());
+                        skip -= cut;
+                        let _ = chunk.split_to(cut);
+                        if !chunk.is_empty() {
+                            read.push(chunk);
+                        }
+                    }
+                    self.streams.started();
+                    return self
+                        .pump(stream, reply, Some(ticket), read, Counted::Yes)
+                        .await;
+                }
+                signal::Opening::Other { .. } | signal::Opening::Short => {
+                    if let Some(mut refused) = reply.take() {
+                        let _ =
+                            refused.reset(VarInt::from_u32(ErrorCode::ProtocolViolation.code()));
+                        let _ = stream.stop(VarInt::from_u32(ErrorCode::ProtocolViolation.code()));
+                        return;
+                    }
+                    // Kept open (closing an HTTP/3 stream of the connection is an error), its
+                    // bytes dropped as they come.
+                    while let Ok(Some(_)) = stream.read_chunk(usize::MAX, true).await {}
+                    return;
+                }
+            }
+        }
+    }
+
+    fn start_message(&self, mut stream: RecvStream, reply: Option<SendStream>, ticket: Ticket) {
         use futures_util::FutureExt;
         self.streams.started();
         let mut read = Vec::new();
