@@ -34,8 +34,7 @@ pub enum BenchTransport {
     /// Unix domain socket in a temporary directory (`unix://`).
     Unix,
     /// WebTransport sessions on the hub's QUIC port (`wt://`), as agents in web pages use;
-    /// hub and echo workers on it too. Not in the presets yet: its first mapping puts every
-    /// frame on one stream (issue 43).
+    /// hub and echo workers on it too, frames mapped as on QUIC. Not in the presets yet.
     Wt,
 }
 
