@@ -16,10 +16,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentwire::hub::{Hub, HubConfig, WebTransportConfig};
-use agentwire::metrics::HubMetrics;
 use agentwire::tls::{self, HubIdentity, HubTrust};
 use agentwire::transport::wt::OriginPolicy;
-use agentwire::{Agent, AgentOptions, Codec, Destination, Envelope, HubUrl, Kind};
+use agentwire::{Agent, AgentOptions, Codec, Destination, Envelope, Kind};
 use agentwire_proto::{Frame, FrameType, Hello};
 
 const QUESTIONS: u64 = 50;
@@ -163,15 +162,8 @@ async fn rig(origins: &[&str]) -> Rig {
         }),
         ..HubConfig::default()
     };
-    let hub = Hub::new(config, HubMetrics::new());
-    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
-    let listener = hub
-        .listen(
-            &HubUrl::parse("quic://127.0.0.1:0").unwrap(),
-            Some(&identity),
-        )
-        .await
-        .unwrap();
+    let (hub, listener) = common::hub_on_quic(config, &bundle).await;
+    let listener = listener.unwrap();
     let port = match listener.bound {
         agentwire::hub::BoundAddr::Net(a) => a.port(),
         _ => unreachable!(),

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire::hub::{Hub, HubConfig, WebTransportConfig};
-use agentwire::metrics::HubMetrics;
 use agentwire::tls::{self, CertBundle, ClientCa, HubIdentity, HubTrust};
 use agentwire::transport::wt::{self, OriginPolicy, WtReceiver, WtSender};
 use agentwire::transport::{FrameReceiver, FrameSender, SendClass, TransportError};
@@ -48,15 +47,8 @@ async fn rig(origins: &[&str]) -> Rig {
         }),
         ..HubConfig::default()
     };
-    let hub = Hub::new(config, HubMetrics::new());
-    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
-    let listener = hub
-        .listen(
-            &agentwire::HubUrl::parse("quic://127.0.0.1:0").unwrap(),
-            Some(&identity),
-        )
-        .await
-        .unwrap();
+    let (hub, listener) = common::hub_on_quic(config, &bundle).await;
+    let listener = listener.unwrap();
     let addr = match listener.bound {
         agentwire::hub::BoundAddr::Net(a) => a,
         _ => unreachable!(),
@@ -198,16 +190,8 @@ async fn a_hub_with_a_client_ca_takes_no_sessions() {
         webtransport: Some(WebTransportConfig::default()),
         ..HubConfig::default()
     };
-    let hub = Hub::new(config, HubMetrics::new());
-    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
-    let err = hub
-        .listen(
-            &agentwire::HubUrl::parse("quic://127.0.0.1:0").unwrap(),
-            Some(&identity),
-        )
-        .await
-        .err()
-        .expect("refused");
+    let (_hub, listener) = common::hub_on_quic(config, &bundle).await;
+    let err = listener.err().expect("refused");
     assert!(err.to_string().contains("client certificate"), "{err}");
 }
 
@@ -222,15 +206,8 @@ async fn a_session_without_the_hubs_token_is_rejected() {
         ..HubConfig::default()
     };
     config.policy.auth_token = Some("s3cret".into());
-    let hub = Hub::new(config, HubMetrics::new());
-    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
-    let listener = hub
-        .listen(
-            &agentwire::HubUrl::parse("quic://127.0.0.1:0").unwrap(),
-            Some(&identity),
-        )
-        .await
-        .unwrap();
+    let (hub, listener) = common::hub_on_quic(config, &bundle).await;
+    let listener = listener.unwrap();
     let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).unwrap();
     let url = listener.url.to_string().replacen("quic://", "wt://", 1);
     let err = Agent::connect(AgentOptions::new("no-token", url.clone(), trust.clone()))

@@ -126,3 +126,19 @@ pub async fn listen_everywhere(
     }
     listeners
 }
+
+/// A hub with `config` and `bundle`'s hub certificate, listening on QUIC at 127.0.0.1 (any
+/// port): the hub, and its listener or why it could not listen.
+pub async fn hub_on_quic(
+    config: HubConfig,
+    bundle: &CertBundle,
+) -> (
+    Hub,
+    Result<agentwire::hub::Listener, agentwire::transport::TransportError>,
+) {
+    let hub = Hub::new(config, HubMetrics::new());
+    let identity = HubIdentity::from_pem(&bundle.hub_cert_pem, &bundle.hub_key_pem).unwrap();
+    let url = agentwire::HubUrl::parse("quic://127.0.0.1:0").unwrap();
+    let listener = hub.listen(&url, Some(&identity)).await;
+    (hub, listener)
+}
