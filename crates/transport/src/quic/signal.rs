@@ -63,7 +63,7 @@ pub enum Opening {
 /// let s = SessionSignal::new(0);
 /// let mut stream = s.uni.to_vec();
 /// stream.extend_from_slice(b"frame");
-/// assert_eq!(opening(&stream, false, 0), Opening::Ours(2));
+/// assert_eq!(opening(&stream, false, 0), Opening::Ours(3)); // 0x54 takes two bytes as a varint
 /// assert_eq!(opening(&[0x02], false, 0), Opening::Other { kind: 2 });
 /// assert_eq!(opening(&[0x54], false, 0), Opening::Short);
 /// assert_eq!(opening(&s.uni, false, 4), Opening::Other { kind: 0x54 });
