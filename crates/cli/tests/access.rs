@@ -369,14 +369,7 @@ fn sighup_reloads_the_access_file_and_revokes_removed_credentials() {
     write(true);
     let site = Site::start(dir.path(), &access, &worker_token);
     let url = site.url.clone();
-    let hangup = || {
-        let pid = site.hub.0.id().to_string();
-        assert!(std::process::Command::new("kill")
-            .args(["-HUP", &pid])
-            .status()
-            .unwrap()
-            .success());
-    };
+    let hangup = || site.hub.hang_up();
     // A broken file: the rules in force stay, the worker stays.
     std::fs::write(&access, "{not json").unwrap();
     hangup();
@@ -459,11 +452,7 @@ fn sighup_revokes_an_agent_certificate_by_its_serial() {
     let (_worker, worker_out) = worker("worker-1");
     wait_for(&worker_out, "agent worker-1 connected");
     std::fs::write(&revoked, format!("{serial}  # lost laptop\n")).unwrap();
-    assert!(std::process::Command::new("kill")
-        .args(["-HUP", &hub.0.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
+    hub.hang_up();
     wait_for(&hub_out, "1 serial(s) revoked, 1 agent(s) closed");
     wait_for(&worker_out, "revoked");
     let out = run(&[

@@ -464,11 +464,7 @@ fn hub_webtransport_serves_the_browsers_certificate_and_takes_a_new_one_on_sighu
     );
     let second = webtransport_hash(&certs);
     assert_ne!(first, second);
-    assert!(std::process::Command::new("kill")
-        .args(["-HUP", &hub.0.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
+    hub.hang_up();
     wait_for(
         &hub_out,
         &format!("webtransport certificate reloaded: sha-256 {second}"),

@@ -15,9 +15,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agentwire::hub::{Hub, HubConfig, WebTransportConfig};
-use agentwire::tls::{self, HubIdentity, HubTrust};
-use agentwire::transport::wt::OriginPolicy;
+use agentwire::tls::{self, HubTrust};
 use agentwire::{Agent, AgentOptions, Codec, Destination, Envelope, Kind};
 use agentwire_proto::{Frame, FrameType, Hello};
 
@@ -141,35 +139,10 @@ const contains = (hay, needle) => {{
 
 /// A hub with WebTransport on for `origins`, serving a browsers' certificate, and a QUIC echo
 /// agent.
-struct Rig {
-    hub: Hub,
-    port: u16,
-    bundle: tls::CertBundle,
-    browsers: tls::WebTransportCert,
-    _listener: agentwire::hub::Listener,
-}
-
-async fn rig(origins: &[&str]) -> Rig {
-    common::init_logs();
-    let names = tls::default_hub_names();
-    let bundle = tls::generate(&names).unwrap();
-    let browsers =
-        tls::issue_webtransport_cert(&bundle.ca_cert_pem, &bundle.ca_key_pem, &names, 13).unwrap();
-    let config = HubConfig {
-        webtransport: Some(WebTransportConfig {
-            origins: OriginPolicy::new(origins.iter().copied()).unwrap(),
-            identity: Some(HubIdentity::from_pem(&browsers.cert_pem, &browsers.key_pem).unwrap()),
-        }),
-        ..HubConfig::default()
-    };
-    let (hub, listener) = common::hub_on_quic(config, &bundle).await;
-    let listener = listener.unwrap();
-    let port = match listener.bound {
-        agentwire::hub::BoundAddr::Net(a) => a.port(),
-        _ => unreachable!(),
-    };
-    let trust = HubTrust::ca_pem(&bundle.ca_cert_pem).unwrap();
-    let mut echo = Agent::connect(AgentOptions::new("echo", listener.url.to_string(), trust))
+async fn rig(origins: &[&str]) -> common::WebTransportHub {
+    let r = common::webtransport_hub(origins).await;
+    let trust = HubTrust::ca_pem(&r.bundle.ca_cert_pem).unwrap();
+    let mut echo = Agent::connect(AgentOptions::new("echo", r.listener.url.to_string(), trust))
         .await
         .unwrap();
     tokio::spawn(async move {
@@ -178,13 +151,7 @@ async fn rig(origins: &[&str]) -> Rig {
             let _ = msg.reply(body).await;
         }
     });
-    Rig {
-        hub,
-        port,
-        bundle,
-        browsers,
-        _listener: listener,
-    }
+    r
 }
 
 /// Opens `html` (a file, so the page's origin is opaque: "null") in headless `browser` and
@@ -254,7 +221,7 @@ async fn chromium_asks_a_quic_agent_over_webtransport() {
         return;
     };
     let r = rig(&["*"]).await;
-    let url = format!("https://127.0.0.1:{}/agentwire", r.port);
+    let url = format!("https://127.0.0.1:{}/agentwire", r.addr.port());
     let result = run_page("answered", browser, page(&url, &r.browsers.sha256)).await;
     assert!(result.starts_with(&format!("ok {QUESTIONS} ")), "{result}");
 }
@@ -269,7 +236,7 @@ async fn chromium_refuses_a_hub_whose_certificate_is_not_the_one_named() {
         return;
     };
     let r = rig(&["*"]).await;
-    let url = format!("https://127.0.0.1:{}/agentwire", r.port);
+    let url = format!("https://127.0.0.1:{}/agentwire", r.addr.port());
     let other = tls::issue_webtransport_cert(
         &r.bundle.ca_cert_pem,
         &r.bundle.ca_key_pem,
@@ -289,7 +256,7 @@ async fn a_page_from_an_origin_the_hub_does_not_allow_is_refused() {
         return;
     };
     let r = rig(&["https://app.example.com"]).await;
-    let url = format!("https://127.0.0.1:{}/agentwire", r.port);
+    let url = format!("https://127.0.0.1:{}/agentwire", r.addr.port());
     let result = run_page("origin", browser, page(&url, &r.browsers.sha256)).await;
     assert!(result.starts_with("error"), "{result}");
     assert!(r.hub.agents().iter().all(|a| a.id != "browser-1"));

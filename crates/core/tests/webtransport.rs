@@ -6,13 +6,12 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire::hub::{Hub, HubConfig, WebTransportConfig};
-use agentwire::tls::{self, CertBundle, ClientCa, HubIdentity, HubTrust};
-use agentwire::transport::wt::{self, OriginPolicy, WtReceiver, WtSender};
+use agentwire::hub::{HubConfig, WebTransportConfig};
+use agentwire::tls::{self, ClientCa, HubTrust};
+use agentwire::transport::wt::{self, WtReceiver, WtSender};
 use agentwire::transport::{FrameReceiver, FrameSender, SendClass, TransportError};
 use agentwire::{Agent, AgentOptions, Codec, Destination, Envelope, Kind};
 use agentwire_proto::{Frame, FrameType, Hello};
@@ -20,47 +19,10 @@ use agentwire_proto::{Frame, FrameType, Hello};
 const PAGE: &str = "https://app.example.com";
 const WAIT: Duration = Duration::from_secs(10);
 
-struct Rig {
-    _hub: Hub,
-    addr: SocketAddr,
-    quic_url: String,
-    bundle: CertBundle,
-    /// The certificate served to browsers.
-    browsers: tls::WebTransportCert,
-    _listener: agentwire::hub::Listener,
-}
+type Rig = common::WebTransportHub;
 
 async fn rig(origins: &[&str]) -> Rig {
-    common::init_logs();
-    let bundle = tls::generate(&tls::default_hub_names()).unwrap();
-    let browsers = tls::issue_webtransport_cert(
-        &bundle.ca_cert_pem,
-        &bundle.ca_key_pem,
-        &tls::default_hub_names(),
-        13,
-    )
-    .unwrap();
-    let config = HubConfig {
-        webtransport: Some(WebTransportConfig {
-            origins: OriginPolicy::new(origins.iter().copied()).unwrap(),
-            identity: Some(HubIdentity::from_pem(&browsers.cert_pem, &browsers.key_pem).unwrap()),
-        }),
-        ..HubConfig::default()
-    };
-    let (hub, listener) = common::hub_on_quic(config, &bundle).await;
-    let listener = listener.unwrap();
-    let addr = match listener.bound {
-        agentwire::hub::BoundAddr::Net(a) => a,
-        _ => unreachable!(),
-    };
-    Rig {
-        quic_url: listener.url.to_string(),
-        _hub: hub,
-        addr,
-        bundle,
-        browsers,
-        _listener: listener,
-    }
+    common::webtransport_hub(origins).await
 }
 
 /// A QUIC connection offering ALPN `h3` alone, as a browser's WebTransport does, trusting the
@@ -92,7 +54,7 @@ async fn session(r: &Rig, origin: Option<&str>) -> Result<(WtSender, WtReceiver)
 
 async fn echo_agent(r: &Rig) -> tokio::task::JoinHandle<()> {
     let trust = HubTrust::ca_pem(&r.bundle.ca_cert_pem).unwrap();
-    let opts = AgentOptions::new("echo", &r.quic_url, trust);
+    let opts = AgentOptions::new("echo", r.listener.url.to_string(), trust);
     let mut agent = Agent::connect(opts).await.unwrap();
     tokio::spawn(async move {
         while let Some(msg) = agent.recv().await {

@@ -105,11 +105,6 @@ impl OriginPolicy {
             .iter()
             .any(|p| p == "*" || glob_matches(p.as_bytes(), origin.as_bytes()))
     }
-
-    /// Whether any page at all may open a session.
-    pub fn is_empty(&self) -> bool {
-        self.patterns.is_empty()
-    }
 }
 
 /// `*` in `pattern` matches any run of bytes other than `/`; everything else matches itself

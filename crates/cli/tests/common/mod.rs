@@ -14,6 +14,18 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_agentwire");
 /// Kills the child process when dropped, so a failing test leaves nothing running.
 pub struct Running(pub Child);
 
+impl Running {
+    /// Sends the process SIGHUP (a hub reloads its files on it).
+    pub fn hang_up(&self) {
+        let pid = self.0.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success());
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.0.kill();

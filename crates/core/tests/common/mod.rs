@@ -142,3 +142,43 @@ pub async fn hub_on_quic(
     let listener = hub.listen(&url, Some(&identity)).await;
     (hub, listener)
 }
+
+/// A hub taking WebTransport sessions from the pages `origins` allows, serving browsers a
+/// certificate of their own, listening on QUIC at 127.0.0.1.
+pub struct WebTransportHub {
+    pub hub: Hub,
+    pub listener: agentwire::hub::Listener,
+    /// Where the QUIC listener is bound.
+    pub addr: std::net::SocketAddr,
+    pub bundle: CertBundle,
+    /// The certificate served to browsers.
+    pub browsers: tls::WebTransportCert,
+}
+
+pub async fn webtransport_hub(origins: &[&str]) -> WebTransportHub {
+    init_logs();
+    let names = tls::default_hub_names();
+    let bundle = tls::generate(&names).unwrap();
+    let browsers =
+        tls::issue_webtransport_cert(&bundle.ca_cert_pem, &bundle.ca_key_pem, &names, 13).unwrap();
+    let config = HubConfig {
+        webtransport: Some(agentwire::hub::WebTransportConfig {
+            origins: agentwire::transport::wt::OriginPolicy::new(origins.iter().copied()).unwrap(),
+            identity: Some(HubIdentity::from_pem(&browsers.cert_pem, &browsers.key_pem).unwrap()),
+        }),
+        ..HubConfig::default()
+    };
+    let (hub, listener) = hub_on_quic(config, &bundle).await;
+    let listener = listener.unwrap();
+    let addr = match listener.bound {
+        agentwire::hub::BoundAddr::Net(a) => a,
+        _ => unreachable!("a QUIC listener is bound to a network address"),
+    };
+    WebTransportHub {
+        hub,
+        listener,
+        addr,
+        bundle,
+        browsers,
+    }
+}
