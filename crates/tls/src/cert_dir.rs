@@ -72,6 +72,21 @@ pub(crate) fn write_file(
         .map_err(|e| io_err(path, e))
 }
 
+/// The first of `paths` that exists, as [`TlsError::AlreadyExists`] (or why it could not be
+/// looked at); `Ok` when none does.
+pub(crate) fn refuse_existing<'a>(
+    paths: impl IntoIterator<Item = &'a Path>,
+) -> Result<(), TlsError> {
+    for path in paths {
+        match fs::symlink_metadata(path) {
+            Ok(_) => return Err(TlsError::AlreadyExists(path.to_path_buf())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(path, e)),
+        }
+    }
+    Ok(())
+}
+
 /// Writes `bundle` into `dir` as `ca.pem`, `ca.key`, `hub.pem`, `hub.key`.
 ///
 /// Creates `dir` (and parents) if needed. Private keys are written with mode
@@ -91,13 +106,7 @@ pub fn write_cert_dir(
         (&files.hub_key, &bundle.hub_key_pem, true),
     ];
     if !overwrite {
-        for (path, _, _) in &plan {
-            match fs::symlink_metadata(path) {
-                Ok(_) => return Err(TlsError::AlreadyExists(path.to_path_buf())),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err(path, e)),
-            }
-        }
+        refuse_existing(plan.iter().map(|(path, _, _)| path.as_path()))?;
     }
     for (path, contents, private) in plan {
         write_file(path, contents, private, overwrite)?;

@@ -193,13 +193,7 @@ pub fn write_webtransport_cert(
     fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
     let files = WebTransportCertFiles::in_dir(dir);
     if !overwrite {
-        for path in [&files.cert, &files.key] {
-            match fs::symlink_metadata(path) {
-                Ok(_) => return Err(TlsError::AlreadyExists(path.clone())),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err(path, e)),
-            }
-        }
+        refuse_existing([files.cert.as_path(), files.key.as_path()])?;
     }
     for (path, contents, private) in [
         (&files.key, &cert.key_pem, true),
