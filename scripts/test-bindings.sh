@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the Python and Node bindings from source and runs their tests against real hubs on
-# loopback, then the polyglot example (a Python coordinator, workers in TypeScript and Rust).
+# Builds the Python, Node and web bindings from source and runs their tests against real hubs
+# on loopback (the web one in headless Chromium), then the polyglot example (a Python
+# coordinator, workers in TypeScript and Rust).
 # CI runs it after `cargo test --workspace`.
 #
 # usage: scripts/test-bindings.sh          env: PROFILE=dev|release (dev), VENV (target/bindings-venv)
@@ -21,6 +22,15 @@ echo "--- Node: npm ci, build the addon ($PROFILE build), node --test"
   npm ci --no-audit --no-fund --silent
   if [ "$PROFILE" = release ]; then npm run --silent build; else npm run --silent build:debug; fi
   npm test --silent
+)
+
+echo "--- Web: npm ci, tsc, node --test (the codec against docs/vectors; the SDK in headless Chromium over the DevTools protocol)"
+cargo build --locked -q -p agentwire-cli
+(
+  cd bindings/web
+  npm ci --no-audit --no-fund --silent
+  npm run --silent build
+  AGENTWIRE_BIN="$PWD/../../target/debug/agentwire" npm test --silent
 )
 
 echo "--- example: a Python coordinator hands tasks to workers in TypeScript and Rust"

@@ -200,19 +200,23 @@ test('a certificate hash that is not the hub\'s is refused', { skip }, async () 
   assert.equal(r, 'ConnectError');
 });
 
-test('a page from an origin the hub does not allow gets no session', { skip }, async () => {
+test('a page from an origin the hub does not allow gets no session, over either transport', { skip }, async () => {
   const other = await rig.startHub({ certs, token: TOKEN, origins: ['https://app.example.com'] });
   try {
     await browser.open(pageUrl);
-    const r = await browser.run(async ({ hub, token, hashes }) => {
+    const r = await browser.run(async ({ quic, wss, token, hashes }) => {
       try {
-        await agentwire.connect({ hub, id: 'page-origin', token, serverCertificateHashes: hashes, connectTimeoutMs: 5000 });
+        await agentwire.connect({ hub: [`wt://127.0.0.1:${quic}`, `wss://127.0.0.1:${wss}`], id: 'page-origin', token,
+          serverCertificateHashes: hashes, connectTimeoutMs: 5000 });
         return 'connected';
       } catch (e) {
         return `${e.constructor.name}: ${e.message}`;
       }
-    }, wt(other));
+    }, { ...other.ports, token: TOKEN, hashes: [certs.sha256] });
     assert.match(r, /^ConnectError/);
+    assert.match(r, /webtransport\).*websocket\)/, 'both transports were tried and refused');
+    // The hub says why, for the WebSocket upgrade (WebTransport's CONNECT answer is a 403 too).
+    await other.proc.wait(/403/, 5000).catch(() => {});
   } finally {
     await other.proc.stop();
   }

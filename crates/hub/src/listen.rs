@@ -170,7 +170,7 @@ impl Hub {
                     addr,
                     tls,
                     config.handshake_timeout,
-                    config.websocket,
+                    config.websocket.clone(),
                     config.accept,
                 )
                 .await?;

@@ -168,7 +168,7 @@ impl Dial for WsDial {
             Some(config) => Some((config.clone(), target.tls_name()?)),
             None => None,
         };
-        let (s, r) = ws::connect(target.addr()?, &target.host, tls, self.options).await?;
+        let (s, r) = ws::connect(target.addr()?, &target.host, tls, self.options.clone()).await?;
         send_first(AnySender::Ws(s), AnyReceiver::Ws(r), first_frame).await
     }
 }

@@ -37,6 +37,7 @@ pub mod frame_writer;
 pub mod h2;
 pub mod hello_gate;
 pub mod listen;
+pub mod origin;
 #[cfg(feature = "quic")]
 pub mod qlog;
 pub mod queue;

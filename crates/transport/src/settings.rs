@@ -120,14 +120,18 @@ pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(10);
 /// Default time without any message from the peer after which the connection is dead.
 pub const DEFAULT_PONG_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Liveness settings of a WebSocket connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Liveness settings of a WebSocket connection, and the pages a hub lets upgrade.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WsOptions {
     /// Time between two Pings this side sends; zero disables pings.
     pub ping_interval: Duration,
     /// The connection ends if no message at all (Pong included) arrives for this long.
     /// Must be comfortably larger than the peer's and our `ping_interval`.
     pub pong_timeout: Duration,
+    /// Server side: the pages (by the upgrade's `Origin` header) that may upgrade; any other
+    /// is answered 403. `None`: any page. A request without an `Origin` (not from a browser)
+    /// always goes on to its hello's credentials.
+    pub origins: Option<std::sync::Arc<crate::origin::OriginPolicy>>,
 }
 
 impl Default for WsOptions {
@@ -135,6 +139,7 @@ impl Default for WsOptions {
         WsOptions {
             ping_interval: DEFAULT_PING_INTERVAL,
             pong_timeout: DEFAULT_PONG_TIMEOUT,
+            origins: None,
         }
     }
 }

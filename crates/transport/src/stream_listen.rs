@@ -122,7 +122,7 @@ mod tcp {
                             continue;
                         }
                         let tls = self.tls.clone();
-                        let (timeout, websocket) = (self.timeout, self.websocket);
+                        let (timeout, websocket) = (self.timeout, self.websocket.clone());
                         return Some(Box::pin(async move {
                             let ready = tcp_setup(stream, remote, tls, timeout, websocket).await;
                             drop(pass);

@@ -48,7 +48,7 @@ use tokio::sync::{mpsc, watch, Mutex};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::error::{CapacityError, ProtocolError};
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::http::{self, StatusCode};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
@@ -447,32 +447,59 @@ where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let io: Io = Box::new(io);
-    let wrong_path = Arc::new(StdMutex::new(None::<String>));
-    let seen = wrong_path.clone();
+    let refused = Arc::new(StdMutex::new(None::<Refusal>));
+    let seen = refused.clone();
+    let origins = options.origins.clone();
     // The signature is tungstenite's `Callback`; its error type is an HTTP response.
     #[allow(clippy::result_large_err)]
     let callback = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
-        if req.uri().path() == WS_PATH {
-            return Ok(resp);
-        }
+        let refusal = if req.uri().path() != WS_PATH {
+            Refusal::Path(req.uri().path().to_string())
+        } else {
+            let origin = req
+                .headers()
+                .get(http::header::ORIGIN)
+                .map(|o| String::from_utf8_lossy(o.as_bytes()).into_owned());
+            match &origins {
+                Some(p) if !p.allows(origin.as_deref()) => {
+                    Refusal::Origin(origin.unwrap_or_default())
+                }
+                _ => return Ok(resp),
+            }
+        };
+        let (status, body) = match &refusal {
+            Refusal::Path(_) => (
+                StatusCode::NOT_FOUND,
+                format!("agentwire speaks WebSocket at {WS_PATH} only\n"),
+            ),
+            Refusal::Origin(_) => (
+                StatusCode::FORBIDDEN,
+                "this page may not reach the hub\n".to_string(),
+            ),
+        };
         if let Ok(mut seen) = seen.lock() {
-            *seen = Some(req.uri().path().to_string());
+            *seen = Some(refusal);
         }
-        let mut refusal = ErrorResponse::new(Some(format!(
-            "agentwire speaks WebSocket at {WS_PATH} only\n"
-        )));
-        *refusal.status_mut() = StatusCode::NOT_FOUND;
-        Err(refusal)
+        let mut response = ErrorResponse::new(Some(body));
+        *response.status_mut() = status;
+        Err(response)
     };
     let ws = tokio_tungstenite::accept_hdr_async_with_config(io, callback, Some(ws_config()))
         .await
         .map_err(|e| {
-            let path = wrong_path.lock().ok().and_then(|p| p.clone());
-            match (path, e) {
-                (Some(path), e) => ConnectError::refused(
+            let refusal = refused.lock().ok().and_then(|p| p.clone());
+            match (refusal, e) {
+                (Some(Refusal::Path(path)), e) => ConnectError::refused(
                     format!(
                         "WebSocket upgrade refused with HTTP 404: the client asked for path \
                          {path:?}, agentwire is at {WS_PATH}"
+                    ),
+                    e,
+                ),
+                (Some(Refusal::Origin(origin)), e) => ConnectError::refused(
+                    format!(
+                        "WebSocket upgrade refused with HTTP 403: a page from {origin:?}, \
+                         which --allow-origin does not list"
                     ),
                     e,
                 ),
@@ -485,6 +512,15 @@ where
     // Nothing bigger than a hello until the hub has read the hello: the read loop starts
     // now, before the hub holds the receiver.
     Ok(start(ws, remote, options, agentwire_proto::MAX_HELLO_FRAME))
+}
+
+/// Why an upgrade was refused.
+#[derive(Debug, Clone)]
+enum Refusal {
+    /// A path other than [`WS_PATH`].
+    Path(String),
+    /// A page the hub's origin policy does not list.
+    Origin(String),
 }
 
 /// Client side: connects TCP to `addr`, TLS with `tls` = Some((client_config, server_name))
@@ -974,6 +1010,43 @@ mod tests {
         );
     }
 
+    /// A page the hub's policy does not list is answered 403 and gets no connection; a listed
+    /// page, and a client that names no page, upgrade.
+    #[tokio::test]
+    async fn a_page_the_origin_policy_does_not_list_is_refused_with_403() {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let policy = crate::origin::OriginPolicy::new(["https://app.example.com"]).unwrap();
+        let options = WsOptions {
+            origins: Some(Arc::new(policy)),
+            ..fast()
+        };
+        let upgrade = |origin: Option<&'static str>| {
+            let options = options.clone();
+            async move {
+                let (addr, server) = serve(None, options).await;
+                let mut req = format!("ws://{addr}{WS_PATH}")
+                    .into_client_request()
+                    .unwrap();
+                if let Some(origin) = origin {
+                    req.headers_mut()
+                        .insert(http::header::ORIGIN, origin.parse().unwrap());
+                }
+                let tcp = TcpStream::connect(addr).await.unwrap();
+                let client = tokio_tungstenite::client_async(req, tcp).await;
+                (client.map(|_| ()), server.await.unwrap().map(|_| ()))
+            }
+        };
+        let (client, server) = upgrade(Some("https://evil.example.net")).await;
+        let err = client.expect_err("the upgrade is refused");
+        assert!(err.to_string().contains("403"), "{err}");
+        let server = server.expect_err("no connection");
+        assert!(server.to_string().contains("evil.example.net"), "{server}");
+        let (client, server) = upgrade(Some("https://app.example.com")).await;
+        assert!(client.is_ok() && server.is_ok());
+        let (client, server) = upgrade(None).await;
+        assert!(client.is_ok() && server.is_ok());
+    }
+
     #[tokio::test]
     async fn close_code_reaches_the_peer() {
         let ((c_tx, mut c_rx), (s_tx, mut s_rx)) = ws_pair().await;
@@ -1148,6 +1221,7 @@ mod tests {
         let options = WsOptions {
             ping_interval: Duration::from_millis(50),
             pong_timeout: Duration::from_millis(200),
+            ..WsOptions::default()
         };
         let (tx, mut rx) = connect(addr, "127.0.0.1", None, options).await.unwrap();
         let why = tokio::time::timeout(Duration::from_secs(5), tx.closed())
@@ -1169,8 +1243,9 @@ mod tests {
         let quick = WsOptions {
             ping_interval: Duration::from_millis(50),
             pong_timeout: Duration::from_millis(300),
+            ..WsOptions::default()
         };
-        let (addr, server) = serve(None, quick).await;
+        let (addr, server) = serve(None, quick.clone()).await;
         let (c_tx, _c_rx) = connect(addr, "127.0.0.1", None, quick).await.unwrap();
         let (_s_tx, mut s_rx) = server.await.unwrap().unwrap();
         let frames = CHANNEL_CAPACITY + 8;
@@ -1201,6 +1276,7 @@ mod tests {
         let options = WsOptions {
             ping_interval: Duration::from_millis(20),
             pong_timeout: Duration::from_secs(30),
+            ..WsOptions::default()
         };
         let (tx, _rx) = connect(addr, "127.0.0.1", None, options).await.unwrap();
         let _server = server.await.unwrap().unwrap();

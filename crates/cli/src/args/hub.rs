@@ -149,11 +149,12 @@ pub struct HubArgs {
     /// Not with --client-ca (pages show no client certificate).
     #[arg(long, conflicts_with = "client_ca")]
     pub webtransport: bool,
-    /// A page allowed to open a WebTransport session, as an origin pattern:
+    /// A page allowed to reach the hub over WebTransport or WebSocket, as an origin pattern:
     /// https://app.example.com, https://*.example.com, http://localhost:* (`*` alone: any
-    /// page); repeatable. A session from any other page is answered 403; one that names no
-    /// page (not from a browser) goes on to its hello's credentials.
-    #[arg(long = "allow-origin", requires = "webtransport")]
+    /// page); repeatable. A session or upgrade from any other page is answered 403; one that
+    /// names no page (not from a browser) goes on to its hello's credentials. With neither
+    /// this nor --webtransport, any page may upgrade to WebSocket.
+    #[arg(long = "allow-origin")]
     pub allow_origin: Vec<String>,
     /// Join a cluster of hubs through NATS: agents of every hub reach each other, topics and
     /// `$presence` span them (comma-separated or repeated: nats://HOST:PORT).
@@ -370,9 +371,16 @@ impl HubArgs {
             let policy = agentwire::hub::AccessPolicy::from_file(path)?;
             config.access = Some(std::sync::Arc::new(policy));
         }
+        let origins = agentwire::transport::origin::OriginPolicy::new(self.allow_origin.clone())?;
+        // The pages a hub lets in over WebTransport may not take the WebSocket fallback
+        // around the policy either; a hub naming no page in either way lets any page upgrade,
+        // as before.
+        if self.webtransport || !self.allow_origin.is_empty() {
+            config.websocket.origins = Some(std::sync::Arc::new(origins.clone()));
+        }
         if self.webtransport {
             config.webtransport = Some(agentwire::hub::WebTransportConfig {
-                origins: agentwire::transport::wt::OriginPolicy::new(self.allow_origin.clone())?,
+                origins,
                 // The browsers' certificate is loaded with the hub's own (`hub_cmd`).
                 identity: None,
             });

@@ -314,7 +314,7 @@ impl Connector {
                 } else {
                     None
                 };
-                let options = opts.websocket;
+                let options = opts.websocket.clone();
                 (WsDial { tls, options }.dial(&target, hello).await, None)
             }
             _ => {
