@@ -1,0 +1,28 @@
+// Opens the demo page in headless Chromium (over the DevTools protocol, with the web SDK's
+// test rig), waits until it has `count` answers, and saves the page as a PNG.
+//
+// usage: node examples/browser/screenshot.mjs URL PNG COUNT   (run.sh --screenshot calls it)
+import { writeFileSync } from 'node:fs';
+import { startBrowser } from '../../bindings/web/test/browser/rig.js';
+
+const [url, png, count] = process.argv.slice(2);
+const browser = await startBrowser([]);
+try {
+  await browser.client.Emulation.setDeviceMetricsOverride({ width: 900, height: 760, deviceScaleFactor: 1, mobile: false });
+  await browser.client.Page.navigate({ url });
+  const until = Date.now() + 60_000;
+  let done = null;
+  while (done !== count) {
+    if (Date.now() > until) throw new Error(`the page did not finish ${count} questions in 60 s`);
+    await new Promise((r) => setTimeout(r, 100));
+    done = await browser.eval('document.body?.dataset.done ?? null');
+  }
+  const summary = await browser.eval(
+    `[...document.querySelectorAll('#status, .stat')].map((e) => e.innerText.replace(/\\s+/g, ' ')).join(' | ')`,
+  );
+  const { data } = await browser.client.Page.captureScreenshot({ format: 'png' });
+  writeFileSync(png, Buffer.from(data, 'base64'));
+  console.log(`${png}: ${summary}`);
+} finally {
+  await browser.close();
+}
