@@ -286,6 +286,7 @@ export class Agent implements AsyncIterable<Message> {
   private heartbeat: ReturnType<typeof setInterval> | null = null;
   private lastSent = Date.now();
   private beats = 0;
+  private datagramBeats = 0;
   private ended = false;
   private markClosed!: () => void;
   private readonly counts = { sent: 0, received: 0, requests: 0, answers: 0 };
@@ -329,7 +330,13 @@ export class Agent implements AsyncIterable<Message> {
     this.heartbeat = setInterval(() => {
       if (Date.now() - this.lastSent >= every / 2) {
         this.beats += 1;
-        void this.control(heartbeatFrame(this.beats, Date.now() * 1000)).catch(() => {});
+        this.lastSent = Date.now();
+        this.link.heartbeat(heartbeatFrame(this.beats, Date.now() * 1000)).then(
+          (datagram) => {
+            if (datagram) this.datagramBeats += 1;
+          },
+          () => {},
+        );
       }
     }, every / 2);
   }
@@ -612,6 +619,7 @@ export class Agent implements AsyncIterable<Message> {
       waiting: this.pending.size,
       unread: this.inbox.length,
       heartbeats: this.beats,
+      heartbeatDatagrams: this.datagramBeats,
     };
   }
 

@@ -34,6 +34,12 @@ export interface Link {
   start(inbound: Inbound): void;
   /** A control frame (hello, subscribe, heartbeat, …), in order with the other control frames. */
   control(frame: Uint8Array): Promise<void>;
+  /**
+   * A heartbeat frame: on a datagram where the transport has them (lost now and then, which
+   * the hub's miss limit allows for), else as a control frame. Resolves to whether it went
+   * as a datagram.
+   */
+  heartbeat(frame: Uint8Array): Promise<boolean>;
   /** An envelope frame; `request`: its answer may come back on the same stream. */
   message(frame: Uint8Array, priority: Priority, request: boolean): Promise<void>;
   /** The frame limit the handshake agreed on. */
@@ -80,6 +86,7 @@ export class WebTransportLink implements Link {
   readonly transport = 'webtransport';
   private maxFrameSize: number;
   private readonly writer: WritableStreamDefaultWriter<Uint8Array>;
+  private datagrams: WritableStreamDefaultWriter<Uint8Array> | null = null;
   private inbound: Inbound | null = null;
   private ended = false;
 
@@ -119,6 +126,7 @@ export class WebTransportLink implements Link {
     this.read(this.controlStream.readable);
     void this.acceptUni();
     void this.acceptBidi();
+    void this.drainDatagrams();
     this.wt.closed.then(
       (info) => this.end(info.closeCode ?? null, info.reason ?? 'session closed'),
       (e: unknown) => this.end(null, String((e as Error)?.message ?? e)),
@@ -127,6 +135,22 @@ export class WebTransportLink implements Link {
 
   control(frame: Uint8Array): Promise<void> {
     return this.writer.write(frame);
+  }
+
+  async heartbeat(frame: Uint8Array): Promise<boolean> {
+    const d = this.wt.datagrams as DatagramDuplex | undefined;
+    // The browser puts the session's quarter stream id in front; the hub reads past it.
+    if (d !== undefined && (d.maxDatagramSize ?? 0) >= frame.length) {
+      try {
+        this.datagrams ??= (typeof d.createWritable === 'function' ? d.createWritable() : d.writable).getWriter();
+        await this.datagrams.write(frame);
+        return true;
+      } catch {
+        this.datagrams = null;
+      }
+    }
+    await this.control(frame);
+    return false;
   }
 
   async message(frame: Uint8Array, priority: Priority, request: boolean): Promise<void> {
@@ -164,6 +188,17 @@ export class WebTransportLink implements Link {
       }
       // Anything else is the stream being reset or the session ending: `closed` says which.
     });
+  }
+
+  /** Reads and drops the hub's datagrams (heartbeats: any frame is a sign of life). */
+  private async drainDatagrams(): Promise<void> {
+    const d = this.wt.datagrams as DatagramDuplex | undefined;
+    if (d === undefined) return;
+    const r = d.readable.getReader();
+    for (;;) {
+      const { done } = await r.read().catch(() => ({ done: true as const }));
+      if (done) return;
+    }
   }
 
   private async acceptUni(): Promise<void> {
@@ -212,6 +247,13 @@ export class WebTransportLink implements Link {
 // some members).
 interface WebTransportOptions_ {
   serverCertificateHashes?: { algorithm: string; value: BufferSource }[];
+}
+
+interface DatagramDuplex {
+  readonly readable: ReadableStream<Uint8Array>;
+  readonly writable: WritableStream<Uint8Array>;
+  readonly maxDatagramSize?: number;
+  createWritable?: () => WritableStream<Uint8Array>;
 }
 
 interface WebTransportSendStreamOptions {
@@ -278,6 +320,11 @@ export class WebSocketLink implements Link {
 
   control(frame: Uint8Array): Promise<void> {
     return this.enqueue(0, frame);
+  }
+
+  async heartbeat(frame: Uint8Array): Promise<boolean> {
+    await this.control(frame);
+    return false;
   }
 
   message(frame: Uint8Array, priority: Priority): Promise<void> {

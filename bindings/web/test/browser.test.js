@@ -250,6 +250,33 @@ test('with WebTransport off the page falls back to WebSocket and says so', { ski
   }
 });
 
+test('an idle page stays on the hub through its heartbeats, sent as WebTransport datagrams', { skip }, async () => {
+  // Beats every 100 ms; three missed (300 ms) and the hub drops the agent.
+  const quick = await rig.startHub({ certs, token: TOKEN, origins: [files.origin], extra: ['--heartbeat-ms', '100', '--miss-limit', '3'] });
+  try {
+    await browser.open(pageUrl);
+    const r = await browser.run(async ({ hub, token, hashes }) => {
+      const agent = await agentwire.connect({ hub, id: 'page-idle', token, serverCertificateHashes: hashes });
+      await new Promise((r) => setTimeout(r, 1500));
+      const out = { closed: agent.closedReason, stats: agent.stats() };
+      try {
+        await agent.request('nobody-here', 'still there?', { timeoutMs: 2000 });
+      } catch (e) {
+        out.answer = e.codeName;
+      }
+      await agent.close();
+      return out;
+    }, wt(quick));
+    assert.equal(r.closed, null);
+    assert.equal(r.answer, 'unknown-agent', 'the hub still serves the session');
+    assert.ok(r.stats.heartbeatDatagrams >= 5, `heartbeats as datagrams: ${JSON.stringify(r.stats)}`);
+    // Every beat went as a datagram (the last may still be on its way when the stats are read).
+    assert.ok(r.stats.heartbeatDatagrams >= r.stats.heartbeats - 1, JSON.stringify(r.stats));
+  } finally {
+    await quick.proc.stop();
+  }
+});
+
 test('an agent in a Web Worker', { skip }, async () => {
   await browser.open(pageUrl);
   const r = await browser.run(async ({ hub, token, hashes }) => {

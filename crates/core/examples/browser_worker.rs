@@ -41,7 +41,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut agent = Agent::connect(AgentOptions::new(id.as_str(), hub.as_str(), trust)).await?;
     println!("{id} connected over {}", agent.transport().name());
     let started = Instant::now();
-    while let Ok(Some(msg)) = tokio::time::timeout(LIFETIME.saturating_sub(started.elapsed()), agent.recv()).await {
+    while let Ok(Some(msg)) =
+        tokio::time::timeout(LIFETIME.saturating_sub(started.elapsed()), agent.recv()).await
+    {
         if msg.envelope.kind != Kind::Request {
             continue;
         }

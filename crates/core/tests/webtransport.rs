@@ -183,3 +183,27 @@ async fn a_session_without_the_hubs_token_is_rejected() {
     let agent = Agent::connect(opts).await.unwrap();
     assert_eq!(agent.transport().name(), "webtransport");
 }
+
+/// Heartbeats ride the session's datagrams, each after the session's quarter stream id: an
+/// agent that sends nothing else stays registered through many heartbeat intervals, and its
+/// beats left as datagrams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_ride_the_sessions_datagrams() {
+    let mut config = HubConfig::default();
+    config.policy.heartbeat_interval_ms = 50;
+    config.heartbeat_miss_limit = 4;
+    let r = common::webtransport_hub_with(&["*"], config).await;
+    let trust = HubTrust::ca_pem(&r.bundle.ca_cert_pem).unwrap();
+    let url = format!("wt://localhost:{}", r.addr.port());
+    let agent = Agent::connect(AgentOptions::new("beats", url, trust))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let stats = agent.stats().connection;
+    assert!(
+        stats.datagrams_sent >= 3,
+        "heartbeats as datagrams: {stats:?}"
+    );
+    assert!(agent.closed_reason().is_none());
+    assert!(r.hub.agents().iter().any(|a| a.id == "beats"));
+}

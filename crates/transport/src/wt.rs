@@ -7,7 +7,8 @@
 //! accepted with ALPN `h3`. Inside the session, frames are mapped as on QUIC
 //! ([`split_session`]): the agent's first bidirectional stream is the control stream, every
 //! message gets a stream of its own (or a lane per priority), each stream opened with the
-//! session's signal ([`signal`]). Heartbeats ride the control stream (no datagrams yet). This
+//! session's signal ([`signal`]). Heartbeats ride the session's datagrams (after its quarter
+//! stream id) when the connection has them, else the control stream. This
 //! module owns the session's set-up; it must not run the agentwire handshake (the hub does)
 //! or decide credentials.
 
@@ -169,7 +170,14 @@ pub(crate) async fn accept(
     let session_id = read_signal(&mut recv).await?;
     let signal = SessionSignal::new(session_id);
     let max_in = agentwire_proto::MAX_HELLO_FRAME;
-    let (sender, receiver) = split_session(conn, (send, recv), hub.mapping, max_in, signal);
+    let (sender, receiver) = split_session(
+        conn,
+        (send, recv),
+        hub.mapping,
+        hub.settings.datagrams,
+        max_in,
+        signal,
+    );
     crate::quic::before_hello(&sender, &receiver, hub.settings, admission);
     let sender = WtSender {
         inner: sender,
@@ -226,8 +234,14 @@ pub async fn connect_at(
 ) -> Result<(WtSender, WtReceiver), TransportError> {
     let (session, control, signal) = open_session(&conn, server_name, path, origin).await?;
     let max_in = agentwire_proto::Limits::default().max_frame_size;
-    let (sender, receiver) =
-        split_session(conn, control, StreamMapping::PerMessage, max_in, signal);
+    let (sender, receiver) = split_session(
+        conn,
+        control,
+        StreamMapping::PerMessage,
+        true,
+        max_in,
+        signal,
+    );
     let sender = WtSender {
         inner: sender,
         _session: Arc::new(session),

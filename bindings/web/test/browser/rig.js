@@ -120,11 +120,12 @@ export function certDir(dir) {
  * A hub on loopback: `quic://` (WebTransport on it when `webtransport`) and `wss://`.
  * `ports` pins them (a restart); otherwise the system picks.
  */
-export async function startHub({ certs, token, webtransport = true, origins = webtransport ? ['*'] : [], ports = null }) {
+export async function startHub({ certs, token, webtransport = true, origins = webtransport ? ['*'] : [], ports = null, extra = [] }) {
   const args = ['hub', '--cert-dir', certs.dir, '--auth-token', token,
     '--listen', `quic://127.0.0.1:${ports?.quic ?? 0}`, '--listen', `wss://127.0.0.1:${ports?.wss ?? 0}`];
   if (webtransport) args.push('--webtransport');
   for (const o of origins) args.push('--allow-origin', o);
+  args.push(...extra);
   const proc = new Proc('hub', agentwireBin(), args);
   const quic = Number((await proc.wait(/hub listening on quic:\/\/127\.0\.0\.1:(\d+)/))[1]);
   const wss = Number((await proc.wait(/hub listening on wss:\/\/127\.0\.0\.1:(\d+)/))[1]);

@@ -156,6 +156,11 @@ pub struct WebTransportHub {
 }
 
 pub async fn webtransport_hub(origins: &[&str]) -> WebTransportHub {
+    webtransport_hub_with(origins, HubConfig::default()).await
+}
+
+/// [`webtransport_hub`] with the rest of the hub's configuration from `config`.
+pub async fn webtransport_hub_with(origins: &[&str], config: HubConfig) -> WebTransportHub {
     init_logs();
     let names = tls::default_hub_names();
     let bundle = tls::generate(&names).unwrap();
@@ -166,7 +171,7 @@ pub async fn webtransport_hub(origins: &[&str]) -> WebTransportHub {
             origins: agentwire::transport::wt::OriginPolicy::new(origins.iter().copied()).unwrap(),
             identity: Some(HubIdentity::from_pem(&browsers.cert_pem, &browsers.key_pem).unwrap()),
         }),
-        ..HubConfig::default()
+        ..config
     };
     let (hub, listener) = hub_on_quic(config, &bundle).await;
     let listener = listener.unwrap();

@@ -197,7 +197,14 @@ impl QuicDial {
         signal: super::signal::SessionSignal,
     ) -> (QuicSender, QuicReceiver) {
         let max_in = Limits::default().max_frame_size;
-        let (sender, receiver) = split_session(conn, control, mapping, max_in, signal);
+        let (sender, receiver) = split_session(
+            conn,
+            control,
+            mapping,
+            self.settings.datagrams,
+            max_in,
+            signal,
+        );
         sender.keep_sent_streams();
         receiver.set_max_unread_bytes(self.settings.max_unread_bytes);
         (sender, receiver)

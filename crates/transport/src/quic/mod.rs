@@ -96,16 +96,18 @@ pub fn split_connection(
 
 /// [`split_connection`] for a WebTransport session on `conn`: every stream this side opens
 /// starts with the session's signal, every stream the peer opens must (others, such as a
-/// browser's QPACK streams, are kept open and drained); no datagrams. `control` is the
+/// browser's QPACK streams, are kept open and drained); with `datagrams`, heartbeats ride
+/// the session's datagrams (each opened with its quarter stream id). `control` is the
 /// session's first bidirectional stream, its signal already read or written.
 pub fn split_session(
     conn: Connection,
     control: (SendStream, RecvStream),
     mapping: StreamMapping,
+    datagrams: bool,
     max_in: u32,
     signal: signal::SessionSignal,
 ) -> (QuicSender, QuicReceiver) {
-    split(conn, control, mapping, false, max_in, Some(signal))
+    split(conn, control, mapping, datagrams, max_in, Some(signal))
 }
 
 fn split(

@@ -188,13 +188,24 @@ impl FrameSender for QuicSender {
         match class {
             SendClass::Control => self.write_control(frame).await,
             SendClass::Heartbeat => {
+                // A WebTransport session's datagrams open with its quarter stream id.
+                let datagram = match &self.inner.signal {
+                    Some(signal) => {
+                        let mut out =
+                            bytes::BytesMut::with_capacity(signal.datagram.len() + frame.len());
+                        out.extend_from_slice(&signal.datagram);
+                        out.extend_from_slice(&frame);
+                        out.freeze()
+                    }
+                    None => frame.clone(),
+                };
                 let fits = self
                     .inner
                     .conn
                     .max_datagram_size()
-                    .is_some_and(|max| frame.len() <= max);
+                    .is_some_and(|max| datagram.len() <= max);
                 if self.inner.datagrams && fits {
-                    match self.inner.conn.send_datagram(frame.clone()) {
+                    match self.inner.conn.send_datagram(datagram) {
                         Ok(()) => {
                             self.inner.datagrams_sent.fetch_add(1, Ordering::Relaxed);
                             return Ok(());

@@ -22,6 +22,9 @@ pub struct SessionSignal {
     pub uni: Bytes,
     /// What opens a bidirectional stream.
     pub bidi: Bytes,
+    /// What opens each of the session's datagrams: its quarter stream id (RFC 9297: the
+    /// session's stream id divided by four).
+    pub datagram: Bytes,
 }
 
 impl SessionSignal {
@@ -33,10 +36,13 @@ impl SessionSignal {
             put_varint(&mut out, session_id);
             out.freeze()
         };
+        let mut datagram = BytesMut::with_capacity(8);
+        put_varint(&mut datagram, session_id / 4);
         SessionSignal {
             session_id,
             uni: prefix(WT_UNI_STREAM),
             bidi: prefix(WT_BIDI_SIGNAL),
+            datagram: datagram.freeze(),
         }
     }
 }

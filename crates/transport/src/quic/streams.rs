@@ -260,6 +260,18 @@ impl StreamReader {
     }
 }
 
+/// The payload of a datagram of session `session` (after its quarter stream id), or `None`
+/// for a datagram of another session or too short to name one.
+fn session_datagram(mut bytes: Bytes, session: u64) -> Option<Bytes> {
+    let mut head = &bytes[..];
+    let quarter = super::signal::get_varint(&mut head)?;
+    if quarter != session / 4 {
+        return None;
+    }
+    let prefix = bytes.len() - head.len();
+    Some(bytes.split_off(prefix))
+}
+
 pub(super) async fn accept_loop(
     conn: Connection,
     reader: StreamReader,
@@ -284,6 +296,15 @@ pub(super) async fn accept_loop(
             },
             datagram = conn.read_datagram() => match datagram {
                 Ok(bytes) => {
+                    // A WebTransport session's datagrams open with its quarter stream id; one
+                    // naming another session is not this session's to read.
+                    let bytes = match reader.session {
+                        None => bytes,
+                        Some(session) => match session_datagram(bytes, session) {
+                            Some(bytes) => bytes,
+                            None => continue,
+                        },
+                    };
                     let max = reader.max_frame_size.load(Ordering::Relaxed);
                     let frame = FrameDecoder::decode_one(bytes, max).map_err(TransportError::from).and_then(|f| {
                         if f.type_byte == FrameType::Heartbeat as u8 {
@@ -322,5 +343,26 @@ pub(super) async fn accept_loop(
         let _ = tx.send(tx.ticket(), Err(map_connection_error(&e))).await;
     } else {
         reader.streams.end();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    #[test]
+    fn a_session_datagram_is_read_past_its_quarter_stream_id() {
+        let beat = Bytes::from_static(&[0x00, 0, 0, 0, 17, 0x30]);
+        assert_eq!(
+            super::session_datagram(beat, 0).unwrap()[..],
+            [0, 0, 0, 17, 0x30]
+        );
+        // Session on stream 8: quarter id 2.
+        let beat = Bytes::from_static(&[0x02, 0xaa]);
+        assert_eq!(super::session_datagram(beat, 8).unwrap()[..], [0xaa]);
+        // Another session's, and one too short to name a session: not this session's.
+        assert!(super::session_datagram(Bytes::from_static(&[0x01, 0xaa]), 0).is_none());
+        assert!(super::session_datagram(Bytes::from_static(&[0x40]), 0).is_none());
+        assert!(super::session_datagram(Bytes::new(), 0).is_none());
     }
 }
