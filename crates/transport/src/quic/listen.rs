@@ -439,8 +439,14 @@ pub(crate) fn before_hello(
 #[cfg(feature = "wt")]
 const REFUSAL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// A connection that chose ALPN `h3`: once its handshake is complete (a session takes no
-/// 0-RTT), the WebTransport session and the agent's stream, within `timeout`.
+/// A connection that chose ALPN `h3`: the WebTransport session and the agent's stream, within
+/// `timeout`, handed on only once the handshake is complete.
+///
+/// The session's set-up starts at 0.5-RTT, so the hub's HTTP/3 SETTINGS leave with its
+/// handshake flight and the client can send its CONNECT with its Finished: started after the
+/// handshake, they cost a round trip more (4 round trips to the welcome instead of 3 at 50 ms,
+/// `docs/benchmarks/2026-11-28-webtransport-connect/`). A replayed 0-RTT flight never
+/// completes the handshake, so it never reaches the hub.
 #[cfg(feature = "wt")]
 async fn accept_session(
     connecting: quinn::Connecting,
@@ -452,12 +458,18 @@ async fn accept_session(
         stage: "webtransport",
         error,
     };
-    let conn = match tokio::time::timeout(timeout, connecting).await {
-        Ok(Ok(conn)) => conn,
-        Ok(Err(e)) => return Err(failed(map_connection_error(&e))),
-        Err(_) => return Err(failed(TransportError::Timeout(timeout))),
+    let (conn, handshake_done) = connecting.into_0rtt().map_err(|_| {
+        failed(ConnectError::Config("the QUIC handshake could not start".into()).into())
+    })?;
+    let set_up = async {
+        let session = crate::wt::accept(conn.clone(), hub, admission).await;
+        // On the server this resolves when the handshake completes or fails.
+        let _ = handshake_done.await;
+        match conn.close_reason() {
+            Some(reason) => Err(map_connection_error(&reason)),
+            None => session,
+        }
     };
-    let set_up = crate::wt::accept(conn.clone(), hub, admission);
     match tokio::time::timeout(timeout, set_up).await {
         Ok(Ok((sender, receiver))) => Ok(Accepted {
             sender: AnySender::Wt(sender),
