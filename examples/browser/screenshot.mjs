@@ -1,12 +1,13 @@
 // Opens the demo page in headless Chromium (over the DevTools protocol, with the web SDK's
 // test rig), waits until it has `count` answers, and saves the page as a PNG.
 //
-// usage: node examples/browser/screenshot.mjs URL PNG COUNT   (run.sh --screenshot calls it)
+// usage: node examples/browser/screenshot.mjs URL PNG COUNT PIN   (run.sh --screenshot calls it;
+// PIN: the page server's key, sha256 hex, trusted by the browser for this run)
 import { writeFileSync } from 'node:fs';
 import { startBrowser } from '../../bindings/web/test/browser/rig.js';
 
-const [url, png, count] = process.argv.slice(2);
-const browser = await startBrowser([]);
+const [url, png, count, pin] = process.argv.slice(2);
+const browser = await startBrowser(pin ? [pin] : []);
 try {
   await browser.client.Emulation.setDeviceMetricsOverride({ width: 900, height: 760, deviceScaleFactor: 1, mobile: false });
   await browser.client.Page.navigate({ url });
@@ -23,6 +24,8 @@ try {
   const { data } = await browser.client.Page.captureScreenshot({ format: 'png' });
   writeFileSync(png, Buffer.from(data, 'base64'));
   console.log(`${png}: ${summary}`);
+  const errors = await browser.eval(`document.getElementById('errors').textContent`);
+  if (errors !== '0') throw new Error(`the page counted ${errors} failed requests`);
 } finally {
   await browser.close();
 }

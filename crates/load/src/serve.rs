@@ -617,12 +617,20 @@ fn lookup(store: &FileStore, method: &Method, path: &str) -> Reply {
     if method != Method::GET && !head {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
     }
+    // A directory's page is its index.html, as in every static file server.
+    let index;
+    let path = if path.ends_with('/') {
+        index = format!("{path}index.html");
+        &index
+    } else {
+        path
+    };
     let mut reply = match store.get(path) {
         Some(file) => Reply {
             status: StatusCode::OK,
             length: file.len() as u64,
             body: file.clone(),
-            content_type: "application/octet-stream",
+            content_type: content_type(path),
         },
         None => text(StatusCode::NOT_FOUND, "not found\n"),
     };
@@ -630,6 +638,24 @@ fn lookup(store: &FileStore, method: &Method, path: &str) -> Reply {
         reply.body = Bytes::new();
     }
     reply
+}
+
+/// The media type of a file, by its extension: what a browser needs to show a page and run
+/// its module scripts (it refuses a script served as `application/octet-stream`); anything
+/// else, the benchmark's `.bin` files included, is `application/octet-stream`.
+fn content_type(path: &str) -> &'static str {
+    let ext = path.rsplit_once('.').map_or("", |(_, e)| e);
+    match ext.to_ascii_lowercase().as_str() {
+        "html" | "htm" => "text/html; charset=utf-8",
+        "js" | "mjs" => "text/javascript; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "json" | "map" => "application/json",
+        "txt" | "md" => "text/plain; charset=utf-8",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "wasm" => "application/wasm",
+        _ => "application/octet-stream",
+    }
 }
 
 fn hyper_response(
@@ -678,5 +704,29 @@ mod tests {
         assert_eq!(resp.headers()[CONTENT_LENGTH], "10");
         let resp = hyper_response(&store, &Method::PUT, "/a.bin", &alt);
         assert_eq!(resp.headers()[ALLOW], "GET, HEAD");
+    }
+
+    #[test]
+    fn a_page_and_its_scripts_have_their_media_types_and_a_directory_its_index() {
+        let store = FileStore::from_files([
+            ("index.html", b"<!doctype html>".to_vec()),
+            ("app.js", b"export {}".to_vec()),
+            ("sdk/index.html", b"sdk".to_vec()),
+        ]);
+        let page = lookup(&store, &Method::GET, "/");
+        assert_eq!(
+            (page.status, page.content_type),
+            (StatusCode::OK, "text/html; charset=utf-8")
+        );
+        assert_eq!(&page.body[..], b"<!doctype html>");
+        assert_eq!(lookup(&store, &Method::GET, "/sdk/").body, "sdk");
+        let script = lookup(&store, &Method::GET, "/app.js");
+        assert_eq!(script.content_type, "text/javascript; charset=utf-8");
+        assert_eq!(content_type("/1k.bin"), "application/octet-stream");
+        assert_eq!(content_type("/noext"), "application/octet-stream");
+        assert_eq!(
+            lookup(&store, &Method::GET, "/missing/").status,
+            StatusCode::NOT_FOUND
+        );
     }
 }
