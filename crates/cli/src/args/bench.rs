@@ -35,7 +35,8 @@ pub struct BenchArgs {
     pub networks: Option<Vec<String>>,
     /// Transports to compare: quic (one QUIC stream per message), quic-lanes (QUIC lanes),
     /// h2 (HTTP/2 over TLS), wss (WebSocket over TLS), unix (Unix socket in a temporary
-    /// directory). `--mappings` is an old alias (per-message = quic, lanes = quic-lanes).
+    /// directory), wt (a WebTransport session on the hub's QUIC port, as browsers open one).
+    /// `--mappings` is an old alias (per-message = quic, lanes = quic-lanes).
     #[arg(long, alias = "mappings", value_delimiter = ',')]
     pub transports: Option<Vec<agentwire_bench::BenchTransport>>,
     /// Requests each client keeps in flight (default: per cell, about 16 MiB in flight
