@@ -9,6 +9,9 @@
 #        DURATION_MS measured window per run (default 5000)
 #        TRANSPORTS  agentwire transports (default unix,wss,quic)
 #        TOOLS       where nats-server and the client are installed (default target/peers-nats)
+#        PATTERN     request (default) or fanout: one publisher, AGENTS subscribers of one
+#                    subject / topic, each keeping WINDOW messages the first subscriber has
+#                    not yet received (deliveries per second, latency send to delivery)
 #
 # Installs nats-server (Go module github.com/nats-io/nats-server/v2) and builds the request/reply
 # client in scripts/peers/nats (nats.go) into TOOLS. Each round runs, per cell: NATS over
@@ -28,6 +31,7 @@ cells=${CELLS:-"10x1024 100x10240"}
 window=${WINDOW:-16}
 duration_ms=${DURATION_MS:-5000}
 transports=${TRANSPORTS:-unix,wss,quic}
+pattern=${PATTERN:-request}
 tools=${TOOLS:-$root/target/peers-nats}
 mkdir -p "$out" "$tools"
 out=$(cd "$out" && pwd)
@@ -52,7 +56,7 @@ EOF
 
 {
   echo "# $(date -u +%FT%TZ) git $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo none)"
-  echo "scripts/peers/nats.sh $out $rounds  (CELLS=\"$cells\" WINDOW=$window DURATION_MS=$duration_ms TRANSPORTS=$transports)"
+  echo "scripts/peers/nats.sh $out $rounds  (PATTERN=$pattern CELLS=\"$cells\" WINDOW=$window DURATION_MS=$duration_ms TRANSPORTS=$transports)"
 } >>"$out/commands.txt"
 {
   uname -srm; nproc; grep -m1 'model name' /proc/cpuinfo || true
@@ -81,7 +85,7 @@ run_nats() {
   local t0 t1
   t0=$(cpu_ticks "$server_pid")
   timeout $((duration_ms / 1000 + 30)) "$tools/natsbench" "${client_args[@]}" -clients "$agents" \
-    -window "$window" -size "$size" -duration "${duration_ms}ms" >"$work/run.json"
+    -window "$window" -size "$size" -duration "${duration_ms}ms" -pattern "$pattern" >"$work/run.json"
   t1=$(cpu_ticks "$server_pid")
   kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
   python3 - "$work/run.json" "$t0" "$t1" "$round" "$name" >>"$out/nats-$name.json" <<'PY'
@@ -102,7 +106,7 @@ for round in $(seq 1 "$rounds"); do
     agents=${cell%x*} size=${cell#*x}
     run_nats tcp 14222 "" "$agents" "$size" "$round"
     run_nats tls 14223 tls "$agents" "$size" "$round"
-    "$aw" bench --transports "$transports" --agents "$agents" --sizes "$size" --networks 0ms \
+    "$aw" bench --pattern "$pattern" --transports "$transports" --agents "$agents" --sizes "$size" --networks 0ms \
       --window "$window" --duration-ms "$duration_ms" --repetitions 1 --no-progress \
       --out "$out/agentwire-$cell-r$round" 2>&1 | grep 'msg/s,' | sed "s/^/r$round agentwire $cell: /"
   done

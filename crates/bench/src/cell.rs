@@ -115,14 +115,94 @@ impl fmt::Display for BenchTransport {
     }
 }
 
+/// What the agents of a cell do.
+///
+/// ```
+/// use agentwire_bench::Pattern;
+/// assert_eq!("fanout".parse::<Pattern>().unwrap(), Pattern::Fanout);
+/// assert_eq!(Pattern::Gather.to_string(), "gather");
+/// assert!("broadcast".parse::<Pattern>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Pattern {
+    /// Request/reply: each client keeps `window` requests in flight to the echo workers.
+    #[default]
+    Request,
+    /// One publisher → `agents` subscribers of one topic; the publisher keeps `window`
+    /// messages not yet delivered to the first subscriber.
+    Fanout,
+    /// `agents` senders → one aggregator; each sender keeps `window` messages not yet
+    /// delivered.
+    Gather,
+    /// `agents` pairs, each a sender streaming small messages to its receiver, `window` not
+    /// yet delivered.
+    Stream,
+    /// Producers → competing consumers of a durable work queue, with acks.
+    Queue,
+}
+
+impl Pattern {
+    /// Every pattern, in the order `--patterns` runs them.
+    pub const ALL: [Pattern; 5] = [
+        Pattern::Request,
+        Pattern::Fanout,
+        Pattern::Gather,
+        Pattern::Stream,
+        Pattern::Queue,
+    ];
+
+    /// The name used on the command line, in the table and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Request => "request",
+            Pattern::Fanout => "fanout",
+            Pattern::Gather => "gather",
+            Pattern::Stream => "stream",
+            Pattern::Queue => "queue",
+        }
+    }
+
+    /// One-way messages (sent as events, counted where they are delivered), not requests.
+    pub fn is_one_way(self) -> bool {
+        matches!(self, Pattern::Fanout | Pattern::Gather | Pattern::Stream)
+    }
+}
+
+impl FromStr for Pattern {
+    type Err = agentwire_proto::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Pattern::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                agentwire_proto::UnknownName::new(
+                    "bench pattern",
+                    s,
+                    "request, fanout, gather, stream or queue",
+                )
+            })
+    }
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The parameters of one cell.
 #[derive(Debug, Clone, Serialize)]
 pub struct CellConfig {
+    /// What the agents do.
+    pub pattern: Pattern,
     /// The transport under test; the hub listens on nothing else.
     pub transport: BenchTransport,
-    /// Client agents sending requests.
+    /// Client agents: requesters (request), subscribers (fanout), senders (gather), or
+    /// sender-receiver pairs (stream).
     pub agents: usize,
-    /// Echo worker agents answering them (`max(1, agents / 10)`).
+    /// Echo worker agents answering them (`max(1, agents / 10)`; none for one-way patterns).
     pub workers: usize,
     /// Request body size in bytes; responses carry the same body.
     pub size: usize,
@@ -171,6 +251,16 @@ impl CellConfig {
     /// Workers used for `agents` clients: one per ten clients, at least one.
     pub fn workers_for(agents: usize) -> usize {
         (agents / 10).max(1)
+    }
+
+    /// Echo workers a cell of `pattern` needs: [`CellConfig::workers_for`] for requests,
+    /// none for the one-way patterns.
+    pub fn workers_for_pattern(pattern: Pattern, agents: usize) -> usize {
+        if pattern.is_one_way() {
+            0
+        } else {
+            CellConfig::workers_for(agents)
+        }
     }
 }
 

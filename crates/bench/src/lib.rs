@@ -55,7 +55,7 @@ use serde::Serialize;
 
 // The shared measurement modules, still reachable here under their old paths.
 pub use agentwire_measure::{environment, resources, stats};
-pub use cell::{BenchTransport, CellConfig, NetworkError, NetworkProfile};
+pub use cell::{BenchTransport, CellConfig, NetworkError, NetworkProfile, Pattern};
 pub use environment::{build_profile, Environment};
 pub use record::*;
 pub use scenario::run_cell;
@@ -73,10 +73,12 @@ pub const NOISY_COV: f64 = 0.10;
 /// Room left in a frame for the envelope around the body.
 const ENVELOPE_OVERHEAD: usize = 4096;
 
-/// One scenario: how many agents, how large their messages, over which network.
+/// One scenario: what the agents do, how many, how large their messages, over which network.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Scenario {
-    /// Client agents sending requests.
+    /// What the agents do (request/reply unless said otherwise).
+    pub pattern: Pattern,
+    /// Client agents: requesters, subscribers, senders or pairs ([`CellConfig::agents`]).
     pub agents: usize,
     /// Request body size in bytes; responses carry the same body.
     pub size: usize,
@@ -169,6 +171,7 @@ impl Default for BenchConfig {
 
 fn scenario(agents: usize, size: usize, network: &str, priority_probe: bool) -> Scenario {
     Scenario {
+        pattern: Pattern::Request,
         agents,
         size,
         network: NetworkProfile::parse(network).unwrap_or_else(|_| NetworkProfile::loopback()),
@@ -279,6 +282,21 @@ impl BenchConfig {
             if s.agents == 0 || s.agents > 10_000 {
                 bail!("agent count {} is out of range (1..=10000)", s.agents);
             }
+            if s.pattern == Pattern::Queue {
+                bail!(
+                    "the queue pattern is not in the bench yet (issue 44); `agentwire queue \
+                     bench` measures a work queue today"
+                );
+            }
+            if s.pattern.is_one_way() && s.size < scenario::ONE_WAY_HEADER {
+                bail!(
+                    "size {} is too small for the {} pattern: each message carries a {}-byte \
+                     header (sender, sequence, send time)",
+                    s.size,
+                    s.pattern,
+                    scenario::ONE_WAY_HEADER
+                );
+            }
             if s.size > max_size {
                 bail!("size {} is larger than the {max_size}-byte limit", s.size);
             }
@@ -339,10 +357,12 @@ impl BenchConfig {
         let mut cells = Vec::new();
         for s in &self.scenarios {
             for &transport in &self.transports {
+                let one_way = s.pattern.is_one_way();
                 cells.push(CellConfig {
+                    pattern: s.pattern,
                     transport,
                     agents: s.agents,
-                    workers: CellConfig::workers_for(s.agents),
+                    workers: CellConfig::workers_for_pattern(s.pattern, s.agents),
                     size: s.size,
                     window: self
                         .window
@@ -353,8 +373,9 @@ impl BenchConfig {
                     rate: self.rate,
                     request_timeout_ms: self.request_timeout_ms,
                     network: s.network.clone(),
-                    open_loop_ms: self.open_loop_ms,
-                    priority_probe_ms: if s.priority_probe {
+                    // The open loop and the probe are request/reply phases.
+                    open_loop_ms: if one_way { 0 } else { self.open_loop_ms },
+                    priority_probe_ms: if s.priority_probe && !one_way {
                         self.priority_probe_ms
                     } else {
                         0
@@ -403,6 +424,7 @@ pub fn parse_cell(spec: &str) -> Result<(BenchTransport, Scenario)> {
     Ok((
         transport,
         Scenario {
+            pattern: Pattern::Request,
             agents,
             size,
             network,
@@ -438,12 +460,16 @@ pub struct Progress {
     pub label: String,
 }
 
-/// A short name for a cell, e.g. `quic 10×1024 B @ 50ms+1%`.
+/// A short name for a cell, e.g. `quic 10×1024 B @ 50ms+1% (window 16)`; other patterns
+/// than request/reply name theirs first: `fanout quic 1→10×1024 B @ 0ms (window 16)`.
 pub fn cell_label(c: &CellConfig) -> String {
-    format!(
-        "{} {}×{} B @ {} (window {})",
-        c.transport, c.agents, c.size, c.network, c.window
-    )
+    let shape = match c.pattern {
+        Pattern::Fanout => format!("fanout {} 1→{}", c.transport, c.agents),
+        Pattern::Gather => format!("gather {} {}→1", c.transport, c.agents),
+        Pattern::Stream => format!("stream {} {}×1→1", c.transport, c.agents),
+        _ => format!("{} {}", c.transport, c.agents),
+    };
+    format!("{shape}×{} B @ {} (window {})", c.size, c.network, c.window)
 }
 
 /// Where the qlog traces of run `rep` of `cell` go under `dir`:
@@ -460,8 +486,12 @@ pub fn cell_label(c: &CellConfig) -> String {
 /// );
 /// ```
 pub fn qlog_run_dir(dir: &Path, cell: &CellConfig, rep: usize) -> PathBuf {
+    let pattern = match cell.pattern {
+        Pattern::Request => String::new(),
+        other => format!("{other}-"),
+    };
     dir.join(agentwire::qlog::file_safe(&format!(
-        "{}-{}x{}-{}-r{rep}",
+        "{pattern}{}-{}x{}-{}-r{rep}",
         cell.transport, cell.agents, cell.size, cell.network
     )))
 }
@@ -575,14 +605,29 @@ pub fn run(
     })
 }
 
-/// The human table: a header and one line per cell (medians over the repetitions; `cov%` is
-/// the spread of msg/s; `ol_p99` is the open-loop p99; flags after the numbers mark noisy
+/// The human table: a header and one line per cell (medians over the repetitions; `msg/s` is
+/// responses for request/reply and deliveries for the one-way patterns; `cov%` is the spread
+/// of msg/s; `ol_p99` is the open-loop p99; flags after the numbers mark noisy
 /// cells, bottlenecks, failed runs and skipped cells).
 pub fn render_table(report: &Report) -> String {
     let mut out = String::new();
+    // The pattern column only when some cell is not request/reply (the table keeps its
+    // shape for the request-only runs scripts read).
+    let patterns = report
+        .cells
+        .iter()
+        .any(|c| c.config.pattern != Pattern::Request);
+    let pattern = |p: Pattern| {
+        if patterns {
+            format!("{:<7} ", p.name())
+        } else {
+            String::new()
+        }
+    };
     let _ = writeln!(
         out,
-        "{:<10} {:<8} {:>6} {:>7} {:>3} {:>4} {:>9} {:>9} {:>5} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>6}",
+        "{}{:<10} {:<8} {:>6} {:>7} {:>3} {:>4} {:>9} {:>9} {:>5} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>6}",
+        if patterns { "pattern " } else { "" },
         "transport",
         "network",
         "agents",
@@ -625,7 +670,8 @@ pub fn render_table(report: &Report) -> String {
         }
         let _ = writeln!(
             out,
-            "{:<10} {:<8} {:>6} {:>7} {:>3} {:>4} {:>9.1} {:>9.0} {:>5} {:>8.1} {:>8.2} {:>8.2} {:>8.2} {:>8} {:>7} {:>7} {:>6}{}",
+            "{}{:<10} {:<8} {:>6} {:>7} {:>3} {:>4} {:>9.1} {:>9.0} {:>5} {:>8.1} {:>8.2} {:>8.2} {:>8.2} {:>8} {:>7} {:>7} {:>6}{}",
+            pattern(c.config.pattern),
             c.config.transport.name(),
             c.config.network.name,
             c.config.agents,

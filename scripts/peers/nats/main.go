@@ -1,13 +1,22 @@
-// natsbench: NATS request/reply in agentwire bench's closed-loop shape, for scripts/peers/nats.sh.
+// natsbench: NATS in agentwire bench's shapes, for scripts/peers/nats.sh.
 //
-// N client connections each keep W requests in flight on subject "echo"; echo workers (one
-// connection each) answer from the queue group "workers" with the request's payload. After a
-// warm-up it counts completed round trips and their latency for the measured window and
-// prints one JSON line. Every loop stops by itself at the end of the window.
+// -pattern request (the default): N client connections each keep W requests in flight on
+// subject "echo"; echo workers (one connection each) answer from the queue group "workers"
+// with the request's payload.
+//
+// -pattern fanout: one publisher connection publishes on subject "fanout" to N subscriber
+// connections, keeping W messages the first subscriber has not yet received (agentwire
+// bench's one-way pacing); each body starts with the send time, so every delivery's latency
+// is read where it arrives.
+//
+// After a warm-up it counts completed round trips (deliveries) and their latency for the
+// measured window and prints one JSON line. Every loop stops by itself at the end of the
+// window.
 package main
 
 import (
 	"context"
+	"encoding/binary"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -24,6 +33,7 @@ import (
 )
 
 type result struct {
+	Pattern    string  `json:"pattern"`
 	Server     string  `json:"server"`
 	TLS        bool    `json:"tls"`
 	Clients    int     `json:"clients"`
@@ -61,7 +71,11 @@ func main() {
 	warmup := flag.Duration("warmup", time.Second, "warm-up before measuring")
 	duration := flag.Duration("duration", 5*time.Second, "measured window")
 	timeout := flag.Duration("timeout", 5*time.Second, "per-request timeout")
+	pattern := flag.String("pattern", "request", "request or fanout")
 	flag.Parse()
+	if *pattern != "request" && *pattern != "fanout" {
+		fail("-pattern %q: request or fanout", *pattern)
+	}
 	if *workers == 0 {
 		*workers = (*clients + 9) / 10
 	}
@@ -83,6 +97,10 @@ func main() {
 			fail("connecting to %s: %v", *url, err)
 		}
 		return nc
+	}
+	if *pattern == "fanout" {
+		fanout(connect, *clients, *window, *size, *warmup, *duration, *timeout, *url, *ca != "")
+		return
 	}
 	var conns []*nats.Conn
 	for i := 0; i < *workers; i++ {
@@ -152,11 +170,128 @@ func main() {
 		return float64(latencies[i].Microseconds()) / 1000
 	}
 	r := result{
-		Server: *url, TLS: *ca != "", Clients: *clients, Workers: *workers, Window: *window,
+		Pattern: "request", Server: *url, TLS: *ca != "", Clients: *clients, Workers: *workers, Window: *window,
 		Size: *size, DurationMs: elapsed.Milliseconds(), Completed: completed.Load(),
 		Errors: errors.Load(), MsgPerSec: float64(completed.Load()) / elapsed.Seconds(),
 		P50Ms: pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99), ClientCPU: clientCPU,
 	}
+	out, _ := json.Marshal(r)
+	fmt.Println(string(out))
+}
+
+// fanout: one publisher, `subs` subscribers, deliveries counted where they arrive.
+func fanout(connect func(string) *nats.Conn, subs, window, size int, warmup, duration, timeout time.Duration, url string, tls bool) {
+	if size < 16 {
+		size = 16
+	}
+	base := time.Now()
+	var measureStart, measureEnd atomic.Int64 // nanoseconds since base; nothing counts until set
+	measureStart.Store(1 << 62)
+	inWindow := func(ns int64) bool { return ns >= measureStart.Load() && ns < measureEnd.Load() }
+	var progress atomic.Int64 // deliveries to the first subscriber
+	wake := make(chan struct{}, 1)
+	var sent, delivered atomic.Int64
+	var mu sync.Mutex
+	var latencies []time.Duration
+	var conns []*nats.Conn
+	for i := 0; i < subs; i++ {
+		nc := connect(fmt.Sprintf("subscriber-%d", i))
+		conns = append(conns, nc)
+		first := i == 0
+		_, err := nc.Subscribe("fanout", func(m *nats.Msg) {
+			if len(m.Data) < 16 {
+				return
+			}
+			sentNs := int64(binary.BigEndian.Uint64(m.Data[8:16]))
+			if first {
+				progress.Add(1)
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+			if inWindow(sentNs) {
+				took := time.Duration(time.Since(base).Nanoseconds() - sentNs)
+				delivered.Add(1)
+				mu.Lock()
+				latencies = append(latencies, took)
+				mu.Unlock()
+			}
+		})
+		if err != nil {
+			fail("subscribing: %v", err)
+		}
+		if err := nc.Flush(); err != nil {
+			fail("flush: %v", err)
+		}
+	}
+	pub := connect("publisher-0")
+	conns = append(conns, pub)
+	stop := base.Add(warmup + duration)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		payload := make([]byte, size)
+		var seq int64
+		for time.Now().Before(stop) {
+			for seq >= progress.Load()+int64(window) {
+				select {
+				case <-wake:
+				case <-time.After(timeout):
+					return
+				}
+				if !time.Now().Before(stop) {
+					return
+				}
+			}
+			ns := time.Since(base).Nanoseconds()
+			binary.BigEndian.PutUint64(payload[0:8], uint64(seq))
+			binary.BigEndian.PutUint64(payload[8:16], uint64(ns))
+			if err := pub.Publish("fanout", payload); err != nil {
+				return
+			}
+			if inWindow(ns) {
+				sent.Add(1)
+			}
+			seq++
+		}
+		_ = pub.Flush()
+	}()
+	time.Sleep(warmup)
+	measureStart.Store(time.Since(base).Nanoseconds())
+	measureEnd.Store(measureStart.Load() + duration.Nanoseconds())
+	cpu0 := cpuSecs()
+	time.Sleep(duration)
+	clientCPU := cpuSecs() - cpu0
+	<-done
+	// Drain: every message sent in the window, at every subscriber, or a second of quiet.
+	expected := sent.Load() * int64(subs)
+	last, quiet := delivered.Load(), time.Now()
+	for delivered.Load() < expected && time.Since(quiet) < time.Second {
+		time.Sleep(10 * time.Millisecond)
+		if d := delivered.Load(); d != last {
+			last, quiet = d, time.Now()
+		}
+	}
+	for _, nc := range conns {
+		nc.Close()
+	}
+	got := delivered.Load()
+	mu.Lock()
+	defer mu.Unlock()
+	r := result{
+		Pattern: "fanout", Server: url, TLS: tls, Clients: subs, Window: window, Size: size,
+		DurationMs: duration.Milliseconds(), Completed: got, Errors: expected - got,
+		MsgPerSec: float64(got) / duration.Seconds(), ClientCPU: clientCPU,
+	}
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	pct := func(p float64) float64 {
+		if len(latencies) == 0 {
+			return 0
+		}
+		return float64(latencies[int(p*float64(len(latencies)-1))].Microseconds()) / 1000
+	}
+	r.P50Ms, r.P90Ms, r.P99Ms = pct(0.50), pct(0.90), pct(0.99)
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
 }

@@ -66,7 +66,7 @@ pub fn charts(report: &Report) -> Vec<Chart> {
 /// Network profile names of cells with runs, in order of first appearance.
 pub(super) fn networks(report: &Report) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for c in with_runs(report) {
+    for c in request_cells(report) {
         if !out.contains(&c.config.network.name) {
             out.push(c.config.network.name.clone());
         }
@@ -115,7 +115,7 @@ pub(super) struct LatencyGroup {
 /// Groups (network, agents, size) whose cells have a closed-loop histogram, in run order.
 pub(super) fn latency_groups(report: &Report) -> Vec<LatencyGroup> {
     let mut out: Vec<LatencyGroup> = Vec::new();
-    for c in with_runs(report) {
+    for c in request_cells(report) {
         let has_data = median_run(&c.runs).is_some_and(|r| !r.histogram.is_empty());
         let cc = &c.config;
         if has_data
@@ -153,7 +153,7 @@ pub(super) fn cdf_points(hist: &[(u64, u64)]) -> Vec<(f64, f64)> {
 }
 
 pub(super) fn throughput_chart(report: &Report, net: &str) -> Option<(String, String)> {
-    let cells: Vec<&CellSummary> = with_runs(report)
+    let cells: Vec<&CellSummary> = request_cells(report)
         .filter(|c| c.config.network.name == net)
         .collect();
     let mut groups: Vec<(usize, usize)> = cells
@@ -196,7 +196,7 @@ pub(super) fn throughput_chart(report: &Report, net: &str) -> Option<(String, St
 }
 
 pub(super) fn latency_chart(report: &Report, g: &LatencyGroup) -> Option<(String, String)> {
-    let cells: Vec<&CellSummary> = with_runs(report)
+    let cells: Vec<&CellSummary> = request_cells(report)
         .filter(|c| {
             c.config.network.name == g.network
                 && c.config.agents == g.agents
@@ -290,7 +290,7 @@ pub(super) fn agent_ticks(series: &[LineSeriesSpec]) -> Vec<f64> {
 }
 
 pub(super) fn connect_chart(report: &Report, net: &str) -> Option<(String, String)> {
-    let cells: Vec<&CellSummary> = with_runs(report)
+    let cells: Vec<&CellSummary> = request_cells(report)
         .filter(|c| c.config.network.name == net)
         .collect();
     let series: Vec<LineSeriesSpec> = transports_of(cells.iter().copied())
@@ -318,7 +318,7 @@ pub(super) fn connect_chart(report: &Report, net: &str) -> Option<(String, Strin
 }
 
 pub(super) fn rss_chart(report: &Report, net: &str) -> Option<(String, String)> {
-    let cells: Vec<&CellSummary> = with_runs(report)
+    let cells: Vec<&CellSummary> = request_cells(report)
         .filter(|c| c.config.network.name == net)
         .collect();
     let mut series = Vec::new();
@@ -360,7 +360,7 @@ pub(super) fn rss_chart(report: &Report, net: &str) -> Option<(String, String)> 
 }
 
 pub(super) fn priority_chart(report: &Report, net: &str) -> Option<(String, String)> {
-    let cells: Vec<&CellSummary> = with_runs(report)
+    let cells: Vec<&CellSummary> = request_cells(report)
         .filter(|c| c.config.network.name == net && !c.priority.is_empty())
         .collect();
     let mut classes: Vec<&str> = Vec::new();
@@ -420,3 +420,9 @@ pub(super) fn priority_chart(report: &Report, net: &str) -> Option<(String, Stri
 
 // ---------------------------------------------------------------------------------------------
 // Text helpers.
+
+/// The request/reply cells with runs: the charts draw those alone (a one-way cell of the same
+/// transport, agents and size measures deliveries, not responses, and is in the tables).
+fn request_cells(report: &Report) -> impl Iterator<Item = &CellSummary> {
+    with_runs(report).filter(|c| c.config.pattern == crate::Pattern::Request)
+}

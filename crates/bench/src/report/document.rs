@@ -67,11 +67,19 @@ pub(super) const CELL_HEAD: [&str; 4] = ["transport", "network", "agents", "size
 
 pub(super) fn cell_cols(c: &CellConfig) -> Vec<String> {
     vec![
-        c.transport.name().to_owned(),
+        transport_col(c),
         c.network.name.clone(),
         c.agents.to_string(),
         c.size.to_string(),
     ]
+}
+
+/// The transport column: the transport, after the pattern for a one-way cell (`fanout quic`).
+fn transport_col(c: &CellConfig) -> String {
+    match c.pattern {
+        crate::Pattern::Request => c.transport.name().to_owned(),
+        other => format!("{other} {}", c.transport.name()),
+    }
 }
 
 /// A cell as a chart or table caption, e.g. `quic, network 0ms, 10 agents × 1 KiB` (the
@@ -79,7 +87,7 @@ pub(super) fn cell_cols(c: &CellConfig) -> Vec<String> {
 pub(super) fn cell_caption(c: &CellConfig) -> String {
     format!(
         "{}, network {}, {} agents × {}",
-        c.transport.name(),
+        transport_col(c),
         c.network.name,
         c.agents,
         size_label(c.size)

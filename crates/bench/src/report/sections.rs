@@ -235,7 +235,9 @@ pub(super) fn throughput_section<'a>(report: &Report, doc: &mut Vec<Block<'a>>) 
         "msg/s is the median of the repetitions' responses per second; cov % is their \
          spread (coefficient of variation), and cells above the noise threshold are marked \
          noisy. Latencies are closed-loop round trips, medians of the runs' percentiles (max \
-         is the largest of any run)."
+         is the largest of any run). For a one-way pattern (fanout, gather, stream: named \
+         before the transport) msg/s counts deliveries and latency runs from the send to the \
+         delivery."
             .into(),
     ));
     doc.push(Block::Table(t));

@@ -3,8 +3,8 @@
 use super::*;
 use crate::record::*;
 use crate::stats::LatencySummary;
-use crate::NetworkProfile;
 use crate::{BenchConfig, ClassSummary, Environment, SCHEMA};
+use crate::{NetworkProfile, Pattern};
 
 fn network(name: &str) -> NetworkProfile {
     NetworkProfile {
@@ -16,6 +16,7 @@ fn network(name: &str) -> NetworkProfile {
 
 fn cell(transport: BenchTransport, agents: usize, size: usize, net: &str) -> CellConfig {
     CellConfig {
+        pattern: Pattern::Request,
         transport,
         agents,
         workers: CellConfig::workers_for(agents),

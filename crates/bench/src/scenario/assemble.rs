@@ -14,7 +14,13 @@ pub(super) fn assemble(
 ) -> CellResult {
     let c = &outcome.closed;
     let secs = (config.duration_ms.max(1)) as f64 / 1000.0;
-    let payload_bits = c.answered as f64 * config.size as f64 * 2.0 * 8.0;
+    // A request and its response each carry the body; a one-way delivery once.
+    let legs = if config.pattern.is_one_way() {
+        1.0
+    } else {
+        2.0
+    };
+    let payload_bits = c.answered as f64 * config.size as f64 * legs * 8.0;
     let open_consistent = outcome
         .open_loop
         .as_ref()

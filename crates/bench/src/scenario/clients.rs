@@ -58,7 +58,11 @@ pub(super) fn client_thread(
         .enable_all()
         .build()
         .context("building the client-side runtime")?;
-    rt.block_on(client_side(&config, &ready))
+    if config.pattern.is_one_way() {
+        rt.block_on(super::one_way::one_way_side(&config, &ready))
+    } else {
+        rt.block_on(client_side(&config, &ready))
+    }
 }
 
 pub(super) fn client_options(config: &CellConfig, ready: &ServerReady, id: &str) -> AgentOptions {
@@ -196,24 +200,8 @@ pub(super) async fn client_side(config: &CellConfig, ready: &ServerReady) -> Res
         clients.push(handle);
     }
 
-    let t0 = Instant::now();
-    let measure_start = t0 + Duration::from_millis(config.warmup_ms);
-    let measure_end = measure_start + Duration::from_millis(config.duration_ms);
-    let hub_pid = ready.hub_pid;
-    let tables = hub_socket_tables(&ready.url);
-    let sockets = tokio::spawn(sample_socket_memory(hub_pid, tables, measure_end));
-    let sampler = tokio::spawn(async move {
-        tokio::time::sleep_until(measure_start).await;
-        let a = CpuSnapshot::take(hub_pid);
-        tokio::time::sleep_until(measure_end).await;
-        let mut w = CpuWindow::between(a, CpuSnapshot::take(hub_pid));
-        // Peak memory with every agent connected and the load running, read before the later
-        // phases (the probe's bulk, the 0-RTT reconnects) can raise it.
-        w.hub_peak_rss = hub_pid.and_then(resources::peak_rss_bytes);
-        w.agents_peak_rss = resources::peak_rss_bytes(std::process::id());
-        w.hub_sockets = sockets.await.ok().flatten();
-        w
-    });
+    let (measure_start, measure_end) = measured_window(config);
+    let sampler = sample_window(ready, measure_start, measure_end);
     let closed = drive_load(config, &clients, &worker_ids, measure_start, measure_end).await;
     let cpu = sampler.await.ok();
 
@@ -288,6 +276,39 @@ pub(super) async fn client_side(config: &CellConfig, ready: &ServerReady) -> Res
         cpu,
         open_loop,
         priority,
+    })
+}
+
+/// The measured window of a cell's load phase: after the warm-up from now, for its duration.
+pub(super) fn measured_window(config: &CellConfig) -> (Instant, Instant) {
+    let measure_start = Instant::now() + Duration::from_millis(config.warmup_ms);
+    (
+        measure_start,
+        measure_start + Duration::from_millis(config.duration_ms),
+    )
+}
+
+/// Reads the CPU of hub, agents and emulator at both ends of the measured window, and the
+/// peak memory and the hub's socket memory during it.
+pub(super) fn sample_window(
+    ready: &ServerReady,
+    measure_start: Instant,
+    measure_end: Instant,
+) -> tokio::task::JoinHandle<CpuWindow> {
+    let hub_pid = ready.hub_pid;
+    let tables = hub_socket_tables(&ready.url);
+    let sockets = tokio::spawn(sample_socket_memory(hub_pid, tables, measure_end));
+    tokio::spawn(async move {
+        tokio::time::sleep_until(measure_start).await;
+        let a = CpuSnapshot::take(hub_pid);
+        tokio::time::sleep_until(measure_end).await;
+        let mut w = CpuWindow::between(a, CpuSnapshot::take(hub_pid));
+        // Peak memory with every agent connected and the load running, read before the later
+        // phases (the probe's bulk, the 0-RTT reconnects) can raise it.
+        w.hub_peak_rss = hub_pid.and_then(resources::peak_rss_bytes);
+        w.agents_peak_rss = resources::peak_rss_bytes(std::process::id());
+        w.hub_sockets = sockets.await.ok().flatten();
+        w
     })
 }
 

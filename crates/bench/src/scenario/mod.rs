@@ -10,6 +10,9 @@
 //!    rate while bulk low-priority requests share its connection;
 //! 5. QUIC only: close the clients and reconnect them all with 0-RTT, timed.
 //!
+//! The one-way patterns (fan-out, gather, stream) replace steps 2 to 5 with their own load
+//! ([`one_way`]).
+//!
 //! Everything goes through the public API (`Agent`, `Connector`, `AgentHandle::request`,
 //! `Incoming::reply`) over real sockets; this module must not use in-process shortcuts for
 //! the transport, and must not print or write files.
@@ -35,7 +38,7 @@ use crate::resources::NetTable;
 use crate::server::{close_all, HubLauncher, QuicKnobs, ServerReady, ServerSide, ServerSpec};
 use crate::stats::{self, OpenLoopSchedule};
 
-pub use crate::cell::{BenchTransport, CellConfig};
+pub use crate::cell::{BenchTransport, CellConfig, Pattern};
 mod readings;
 pub use readings::*;
 mod clients;
@@ -46,6 +49,8 @@ mod open_loop;
 use open_loop::*;
 mod probe;
 pub use probe::*;
+mod one_way;
+pub use one_way::HEADER as ONE_WAY_HEADER;
 
 /// Hard cap on requests one in-flight slot may issue in a cell (a second bound besides time).
 const MAX_REQUESTS_PER_SLOT: u64 = 50_000_000;
@@ -56,8 +61,11 @@ const MAX_ERROR_SAMPLES: usize = 5;
 /// Runs one cell end to end and tears everything down again. Blocks the calling thread (the
 /// server and client sides run on their own threads and runtimes).
 pub fn run_cell(config: &CellConfig, launcher: &HubLauncher, seed: u64) -> Result<CellResult> {
-    if config.agents == 0 || config.workers == 0 || config.window == 0 {
-        bail!("a cell needs at least one client, one worker and a window of one");
+    if config.agents == 0
+        || config.window == 0
+        || (config.workers == 0 && !config.pattern.is_one_way())
+    {
+        bail!("a cell needs at least one client, a window of one, and for requests one worker");
     }
     if config.transport == BenchTransport::Unix && !config.network.is_loopback() {
         bail!(

@@ -1,6 +1,6 @@
 //! Shared by the bench's integration tests: the tiny configuration they run.
 
-use agentwire_bench::{BenchConfig, BenchTransport, NetworkProfile, Scenario};
+use agentwire_bench::{BenchConfig, BenchTransport, NetworkProfile, Pattern, Scenario};
 
 /// Two clients × 100 B over loopback on `transports`, 2 repetitions of 300 ms (after 100 ms
 /// of warm-up), with a 300 ms open-loop phase and priority probe. Seconds, not minutes.
@@ -9,6 +9,7 @@ pub fn tiny(transports: &[BenchTransport]) -> BenchConfig {
         preset: "custom".into(),
         transports: transports.to_vec(),
         scenarios: vec![Scenario {
+            pattern: Pattern::Request,
             agents: 2,
             size: 100,
             network: NetworkProfile::loopback(),

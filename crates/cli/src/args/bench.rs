@@ -39,6 +39,16 @@ pub struct BenchArgs {
     /// `--mappings` is an old alias (per-message = quic, lanes = quic-lanes).
     #[arg(long, alias = "mappings", value_delimiter = ',')]
     pub transports: Option<Vec<agentwire_bench::BenchTransport>>,
+    /// What the agents do in every scenario: request (request/reply with echo workers, the
+    /// default), fanout (one publisher, AGENTS subscribers of a topic), gather (AGENTS
+    /// senders, one aggregator), stream (AGENTS sender-receiver pairs, small messages one
+    /// way), queue (producers and consumers of a work queue: not in the bench yet). The
+    /// one-way patterns measure deliveries per second and latency from send to delivery.
+    #[arg(long, conflicts_with = "patterns")]
+    pub pattern: Option<agentwire_bench::Pattern>,
+    /// Every scenario with every pattern the bench has (request, fanout, gather, stream).
+    #[arg(long)]
+    pub patterns: bool,
     /// Requests each client keeps in flight (default: per cell, about 16 MiB in flight
     /// over all clients, 1 to 16 per client).
     #[arg(long)]
@@ -145,6 +155,7 @@ impl BenchArgs {
                 for &a in &agents {
                     for &size in &sizes {
                         config.scenarios.push(Scenario {
+                            pattern: agentwire_bench::Pattern::Request,
                             agents: a,
                             size,
                             network: network.clone(),
@@ -158,6 +169,27 @@ impl BenchArgs {
         }
         if let Some(t) = &self.transports {
             config.transports.clone_from(t);
+        }
+        if let Some(pattern) = self.pattern {
+            for s in &mut config.scenarios {
+                s.pattern = pattern;
+            }
+        }
+        if self.patterns {
+            use agentwire_bench::Pattern;
+            let built = [
+                Pattern::Request,
+                Pattern::Fanout,
+                Pattern::Gather,
+                Pattern::Stream,
+            ];
+            let scenarios = std::mem::take(&mut config.scenarios);
+            for pattern in built {
+                config.scenarios.extend(scenarios.iter().map(|s| Scenario {
+                    pattern,
+                    ..s.clone()
+                }));
+            }
         }
         if self.window.is_some() {
             config.window = self.window;
