@@ -16,9 +16,9 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
