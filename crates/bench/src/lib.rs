@@ -182,9 +182,10 @@ fn scenario(agents: usize, size: usize, network: &str, priority_probe: bool) -> 
 
 impl BenchConfig {
     /// The quick preset (the README's default, about four minutes on two cores): every
-    /// transport on 10 agents × 1 KiB and 100 agents × 10 KiB over loopback, and QUIC,
+    /// transport on 10 agents × 1 KiB and 100 agents × 10 KiB over loopback, QUIC,
     /// HTTP/2 and WebSocket on 10 agents × 1 KiB over a 50 ms path with 1 % loss each way
-    /// with 64 requests in flight per client;
+    /// with 64 requests in flight per client, and every transport on a fan-out of one
+    /// publisher to 10 subscribers × 1 KiB over loopback (16 in flight);
     /// 3 repetitions of 0.5 s warm-up, 1.5 s closed loop, 1 s open loop, and a 1.5 s
     /// priority probe in the 10-agent cells.
     pub fn quick() -> Self {
@@ -199,6 +200,12 @@ impl BenchConfig {
                 Scenario {
                     window: Some(64),
                     ..scenario(10, 1024, "50ms+1%", true)
+                },
+                // One publisher to 10 subscribers of a topic, 16 messages in flight.
+                Scenario {
+                    pattern: Pattern::Fanout,
+                    window: Some(16),
+                    ..scenario(10, 1024, "0ms", false)
                 },
             ],
             window: None,
@@ -719,9 +726,9 @@ mod tests {
         let c = BenchConfig::quick();
         c.validate().unwrap();
         let cells = c.cells();
-        // Three scenarios × five transports (the Unix cell of the lossy one is skipped at
+        // Four scenarios × five transports (the Unix cell of the lossy one is skipped at
         // run time).
-        assert_eq!(cells.len(), 15);
+        assert_eq!(cells.len(), 20);
         assert_eq!(cells[0].transport, BenchTransport::Quic);
         assert_eq!(
             (cells[0].agents, cells[0].size, cells[0].window),
@@ -746,7 +753,18 @@ mod tests {
             cells[10].network.one_way_spec().unwrap(),
             "delay=25ms,loss=1%"
         );
-        assert!(cells.iter().all(|c| c.open_loop_ms > 0));
+        assert!(cells[..15].iter().all(|c| c.open_loop_ms > 0));
+        let fanout = &cells[15];
+        assert_eq!(fanout.pattern, Pattern::Fanout);
+        assert_eq!((fanout.agents, fanout.size, fanout.window), (10, 1024, 16));
+        assert_eq!(
+            (
+                fanout.workers,
+                fanout.open_loop_ms,
+                fanout.priority_probe_ms
+            ),
+            (0, 0, 0)
+        );
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub enum Winner {
 /// QUIC against the best TCP transport in one network and cell shape.
 #[derive(Debug, Clone)]
 pub struct VerdictLine {
+    /// What the agents did.
+    pub pattern: crate::Pattern,
     /// The network profile's name (`loopback`, `50ms+1%`, ...).
     pub network: String,
     /// Agents of the cell.
@@ -53,14 +55,15 @@ pub struct VerdictLine {
     pub why: Option<String>,
 }
 
-/// One line per network profile and cell shape that has a measured QUIC cell and a measured
-/// TCP cell (closed loop, same agents, size and window), in the report's order.
+/// One line per pattern, network profile and cell shape that has a measured QUIC cell and a
+/// measured TCP cell (same agents, size and window), in the report's order.
 pub fn verdict(report: &Report) -> Vec<VerdictLine> {
     let measured = |c: &&CellSummary| c.skipped.is_none() && !c.runs.is_empty();
     let mut lines: Vec<VerdictLine> = Vec::new();
-    let mut seen: Vec<(String, usize, usize, usize)> = Vec::new();
+    let mut seen: Vec<(crate::Pattern, String, usize, usize, usize)> = Vec::new();
     for c in report.cells.iter().filter(measured) {
         let key = (
+            c.config.pattern,
             c.config.network.name.clone(),
             c.config.agents,
             c.config.size,
@@ -72,6 +75,7 @@ pub fn verdict(report: &Report) -> Vec<VerdictLine> {
         seen.push(key.clone());
         let same = |t: &&CellSummary| {
             (
+                t.config.pattern,
                 t.config.network.name.clone(),
                 t.config.agents,
                 t.config.size,
@@ -121,6 +125,7 @@ fn compare(q: &CellSummary, t: &CellSummary) -> VerdictLine {
     };
     let why = (winner == Winner::Tcp(tcp)).then(|| why_quic_loses(q, t));
     VerdictLine {
+        pattern: q.config.pattern,
         network: q.config.network.name.clone(),
         agents: q.config.agents,
         size: q.config.size,
@@ -215,11 +220,16 @@ impl VerdictLine {
         } else {
             format!(" ({})", self.quic)
         };
+        let shape = match self.pattern {
+            crate::Pattern::Fanout => format!("fan-out 1 → {} agents", self.agents),
+            crate::Pattern::Gather => format!("gather {} agents → 1", self.agents),
+            crate::Pattern::Stream => format!("stream, {} pairs", self.agents),
+            _ => format!("{} agents", self.agents),
+        };
         let mut s = format!(
-            "{} · {} agents × {}: QUIC{mapping} vs best TCP ({}) {} msg/s, p90 {}, p99 {} → {} \
+            "{} · {shape} × {}: QUIC{mapping} vs best TCP ({}) {} msg/s, p90 {}, p99 {} → {} \
              ({} vs {} msg/s)",
             self.network,
-            self.agents,
             size_text(self.size),
             self.tcp,
             ratio_text(Some(self.msgs_ratio)),

@@ -11,8 +11,10 @@ use super::*;
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// The quick preset (the default): every transport on 10 agents × 1 KiB and 100 × 10 KiB
-    /// over loopback, and quic/h2/wss on 10 × 1 KiB over 50 ms + 1 % loss (packet mode,
-    /// needs root; skipped otherwise); 3 repetitions. About four minutes on two cores.
+    /// over loopback, quic/h2/wss on 10 × 1 KiB over 50 ms + 1 % loss (packet mode, in a
+    /// user namespace of its own without root), and every transport on a fan-out of one
+    /// publisher to 10 subscribers × 1 KiB over loopback; 3 repetitions. About four minutes
+    /// on two cores.
     #[arg(long, conflicts_with_all = ["report_matrix", "cell"])]
     pub quick: bool,
     /// The nine scenarios of the published agent-transport report ({10×1 KB, 100×10 KB,
