@@ -9,9 +9,11 @@
 #        DURATION_MS measured window per run (default 5000)
 #        TRANSPORTS  agentwire transports (default unix,wss,quic)
 #        TOOLS       where nats-server and the client are installed (default target/peers-nats)
-#        PATTERN     request (default) or fanout: one publisher, AGENTS subscribers of one
-#                    subject / topic, each keeping WINDOW messages the first subscriber has
-#                    not yet received (deliveries per second, latency send to delivery)
+#        PATTERN     request (default), or a one-way pattern of agentwire bench's (fanout:
+#                    one publisher to AGENTS subscribers; gather: AGENTS senders to one
+#                    aggregator; stream: AGENTS sender-receiver pairs), each sender keeping
+#                    WINDOW messages its pacing receiver has not yet received (deliveries per
+#                    second, latency from send to delivery)
 #
 # Installs nats-server (Go module github.com/nats-io/nats-server/v2) and builds the request/reply
 # client in scripts/peers/nats (nats.go) into TOOLS. Each round runs, per cell: NATS over

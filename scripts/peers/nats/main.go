@@ -4,10 +4,10 @@
 // subject "echo"; echo workers (one connection each) answer from the queue group "workers"
 // with the request's payload.
 //
-// -pattern fanout: one publisher connection publishes on subject "fanout" to N subscriber
-// connections, keeping W messages the first subscriber has not yet received (agentwire
-// bench's one-way pacing); each body starts with the send time, so every delivery's latency
-// is read where it arrives.
+// -pattern fanout|gather|stream: agentwire bench's one-way patterns (one publisher to N
+// subscribers, N senders to one aggregator, N sender-receiver pairs), each sender keeping W
+// messages its pacing receiver has not yet received; each body starts with its sender,
+// sequence and send time, so every delivery's latency is read where it arrives.
 //
 // After a warm-up it counts completed round trips (deliveries) and their latency for the
 // measured window and prints one JSON line. Every loop stops by itself at the end of the
@@ -71,10 +71,12 @@ func main() {
 	warmup := flag.Duration("warmup", time.Second, "warm-up before measuring")
 	duration := flag.Duration("duration", 5*time.Second, "measured window")
 	timeout := flag.Duration("timeout", 5*time.Second, "per-request timeout")
-	pattern := flag.String("pattern", "request", "request or fanout")
+	pattern := flag.String("pattern", "request", "request, fanout, gather or stream")
 	flag.Parse()
-	if *pattern != "request" && *pattern != "fanout" {
-		fail("-pattern %q: request or fanout", *pattern)
+	switch *pattern {
+	case "request", "fanout", "gather", "stream":
+	default:
+		fail("-pattern %q: request, fanout, gather or stream", *pattern)
 	}
 	if *workers == 0 {
 		*workers = (*clients + 9) / 10
@@ -98,8 +100,8 @@ func main() {
 		}
 		return nc
 	}
-	if *pattern == "fanout" {
-		fanout(connect, *clients, *window, *size, *warmup, *duration, *timeout, *url, *ca != "")
+	if *pattern != "request" {
+		oneWay(*pattern, connect, *clients, *window, *size, *warmup, *duration, *timeout, *url, *ca != "")
 		return
 	}
 	var conns []*nats.Conn
@@ -179,34 +181,63 @@ func main() {
 	fmt.Println(string(out))
 }
 
-// fanout: one publisher, `subs` subscribers, deliveries counted where they arrive.
-func fanout(connect func(string) *nats.Conn, subs, window, size int, warmup, duration, timeout time.Duration, url string, tls bool) {
-	if size < 16 {
-		size = 16
+// oneWay: the one-way patterns, in agentwire bench's shape. fanout: one publisher, n
+// subscribers of "fanout"; gather: n senders, one subscriber of "gather"; stream: n pairs,
+// sender i publishing on "stream.i" to its own subscriber. Each sender keeps at most `window`
+// messages its pacing receiver (the first subscriber, the aggregator, its own receiver) has
+// not yet received; deliveries of messages sent in the window are counted where they arrive.
+func oneWay(pattern string, connect func(string) *nats.Conn, n, window, size int, warmup, duration, timeout time.Duration, url string, tls bool) {
+	const header = 20 // sender (u32), sequence (u64), send time (u64 ns since base)
+	if size < header {
+		size = header
+	}
+	senders, receivers, fanout := n, n, int64(1)
+	subject := func(sender int) string { return fmt.Sprintf("stream.%d", sender) }
+	pacer := func(sender int) int { return sender }
+	switch pattern {
+	case "fanout":
+		senders, fanout = 1, int64(n)
+		subject = func(int) string { return "fanout" }
+		pacer = func(int) int { return 0 }
+	case "gather":
+		receivers = 1
+		subject = func(int) string { return "gather" }
+		pacer = func(int) int { return 0 }
 	}
 	base := time.Now()
 	var measureStart, measureEnd atomic.Int64 // nanoseconds since base; nothing counts until set
 	measureStart.Store(1 << 62)
 	inWindow := func(ns int64) bool { return ns >= measureStart.Load() && ns < measureEnd.Load() }
-	var progress atomic.Int64 // deliveries to the first subscriber
-	wake := make(chan struct{}, 1)
+	progress := make([]atomic.Int64, senders) // deliveries at each sender's pacing receiver
+	wake := make([]chan struct{}, senders)
+	for i := range wake {
+		wake[i] = make(chan struct{}, 1)
+	}
 	var sent, delivered atomic.Int64
 	var mu sync.Mutex
 	var latencies []time.Duration
 	var conns []*nats.Conn
-	for i := 0; i < subs; i++ {
-		nc := connect(fmt.Sprintf("subscriber-%d", i))
+	for r := 0; r < receivers; r++ {
+		nc := connect(fmt.Sprintf("receiver-%d", r))
 		conns = append(conns, nc)
-		first := i == 0
-		_, err := nc.Subscribe("fanout", func(m *nats.Msg) {
-			if len(m.Data) < 16 {
+		me := r
+		subj := "fanout"
+		switch pattern {
+		case "gather":
+			subj = "gather"
+		case "stream":
+			subj = subject(r)
+		}
+		_, err := nc.Subscribe(subj, func(m *nats.Msg) {
+			if len(m.Data) < header {
 				return
 			}
-			sentNs := int64(binary.BigEndian.Uint64(m.Data[8:16]))
-			if first {
-				progress.Add(1)
+			s := int(binary.BigEndian.Uint32(m.Data[0:4]))
+			sentNs := int64(binary.BigEndian.Uint64(m.Data[12:20]))
+			if s < senders && pacer(s) == me {
+				progress[s].Add(1)
 				select {
-				case wake <- struct{}{}:
+				case wake[s] <- struct{}{}:
 				default:
 				}
 			}
@@ -225,47 +256,51 @@ func fanout(connect func(string) *nats.Conn, subs, window, size int, warmup, dur
 			fail("flush: %v", err)
 		}
 	}
-	pub := connect("publisher-0")
-	conns = append(conns, pub)
 	stop := base.Add(warmup + duration)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		payload := make([]byte, size)
-		var seq int64
-		for time.Now().Before(stop) {
-			for seq >= progress.Load()+int64(window) {
-				select {
-				case <-wake:
-				case <-time.After(timeout):
+	var wg sync.WaitGroup
+	for s := 0; s < senders; s++ {
+		pub := connect(fmt.Sprintf("sender-%d", s))
+		conns = append(conns, pub)
+		wg.Add(1)
+		go func(s int, pub *nats.Conn) {
+			defer wg.Done()
+			payload := make([]byte, size)
+			binary.BigEndian.PutUint32(payload[0:4], uint32(s))
+			var seq int64
+			for time.Now().Before(stop) {
+				for seq >= progress[s].Load()+int64(window) {
+					select {
+					case <-wake[s]:
+					case <-time.After(timeout):
+						return
+					}
+					if !time.Now().Before(stop) {
+						return
+					}
+				}
+				ns := time.Since(base).Nanoseconds()
+				binary.BigEndian.PutUint64(payload[4:12], uint64(seq))
+				binary.BigEndian.PutUint64(payload[12:20], uint64(ns))
+				if err := pub.Publish(subject(s), payload); err != nil {
 					return
 				}
-				if !time.Now().Before(stop) {
-					return
+				if inWindow(ns) {
+					sent.Add(1)
 				}
+				seq++
 			}
-			ns := time.Since(base).Nanoseconds()
-			binary.BigEndian.PutUint64(payload[0:8], uint64(seq))
-			binary.BigEndian.PutUint64(payload[8:16], uint64(ns))
-			if err := pub.Publish("fanout", payload); err != nil {
-				return
-			}
-			if inWindow(ns) {
-				sent.Add(1)
-			}
-			seq++
-		}
-		_ = pub.Flush()
-	}()
+			_ = pub.Flush()
+		}(s, pub)
+	}
 	time.Sleep(warmup)
 	measureStart.Store(time.Since(base).Nanoseconds())
 	measureEnd.Store(measureStart.Load() + duration.Nanoseconds())
 	cpu0 := cpuSecs()
 	time.Sleep(duration)
 	clientCPU := cpuSecs() - cpu0
-	<-done
-	// Drain: every message sent in the window, at every subscriber, or a second of quiet.
-	expected := sent.Load() * int64(subs)
+	wg.Wait()
+	// Drain: every message sent in the window, at every receiver it is for, or a second of quiet.
+	expected := sent.Load() * fanout
 	last, quiet := delivered.Load(), time.Now()
 	for delivered.Load() < expected && time.Since(quiet) < time.Second {
 		time.Sleep(10 * time.Millisecond)
@@ -280,7 +315,7 @@ func fanout(connect func(string) *nats.Conn, subs, window, size int, warmup, dur
 	mu.Lock()
 	defer mu.Unlock()
 	r := result{
-		Pattern: "fanout", Server: url, TLS: tls, Clients: subs, Window: window, Size: size,
+		Pattern: pattern, Server: url, TLS: tls, Clients: n, Window: window, Size: size,
 		DurationMs: duration.Milliseconds(), Completed: got, Errors: expected - got,
 		MsgPerSec: float64(got) / duration.Seconds(), ClientCPU: clientCPU,
 	}
