@@ -221,9 +221,77 @@ fn bench_flags_are_checked() {
         &["bench", "--allow-debug", "--rate", "NaN"],
         "rate NaN is out of range",
     );
+    fails_with(
+        &["bench", "--allow-debug", "--pattern", "broadcast"],
+        "unknown bench pattern",
+    );
+    fails_with(
+        &["bench", "--allow-debug", "--pattern", "queue"],
+        "queue bench",
+    );
+    fails_with(
+        &[
+            "bench",
+            "--allow-debug",
+            "--pattern",
+            "fanout",
+            "--sizes",
+            "8",
+        ],
+        "too small for the fanout pattern",
+    );
     if cfg!(debug_assertions) {
         // Numbers from a debug build are meaningless: refused unless asked for.
         fails_with(&["bench", "--agents", "1"], "DEBUG build");
+    }
+}
+
+/// `--patterns`: every scenario once per pattern the bench has, through the hub as a process;
+/// the one-way cells count deliveries, with none missing.
+#[test]
+fn bench_patterns_run_each_pattern_with_the_hub_as_a_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "bench",
+        "--allow-debug",
+        "--no-progress",
+        "--patterns",
+        "--transports",
+        "unix",
+        "--agents",
+        "2",
+        "--sizes",
+        "100",
+        "--warmup-ms",
+        "0",
+        "--duration-ms",
+        "200",
+        "--open-loop-ms",
+        "0",
+        "--probe-ms",
+        "0",
+        "--repetitions",
+        "1",
+        "--json",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let patterns: Vec<&str> = json["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["config"]["pattern"].as_str().unwrap())
+        .collect();
+    assert_eq!(patterns, ["request", "fanout", "gather", "stream"]);
+    for c in json["cells"].as_array().unwrap() {
+        let name = &c["config"]["pattern"];
+        assert_eq!(c["errors"], 0, "{name}");
+        assert_eq!(c["failures"].as_array().unwrap().len(), 0, "{name}");
+        let r = &c["runs"][0];
+        assert!(r["answered"].as_u64().unwrap() > 0, "{name}");
+        assert_eq!(r["answered"], r["sent"], "{name}");
     }
 }
 
