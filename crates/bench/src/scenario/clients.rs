@@ -88,6 +88,19 @@ pub(super) struct Connected {
 }
 
 impl Connected {
+    /// What connecting them took, as the report records it.
+    pub(super) fn record(&self) -> ConnectRecord {
+        let n = self.agents.len();
+        ConnectRecord {
+            agents: n,
+            all_connected_ms: self.all.as_secs_f64() * 1000.0,
+            p50_ms: self.quantile_ms(0.5),
+            p99_ms: self.quantile_ms(0.99),
+            handshakes_per_sec: per_sec(n, self.all),
+            resumed: None,
+        }
+    }
+
     /// The `q` quantile (0..=1) of the agents' own connect times, milliseconds (exact, not
     /// bucketed as a latency histogram would: it is compared with `all`).
     pub(super) fn quantile_ms(&self, q: f64) -> f64 {
@@ -95,6 +108,21 @@ impl Connected {
         let at = ((each.len() as f64 - 1.0) * q).round() as usize;
         each.get(at).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
     }
+}
+
+/// A connector per id, and all of them connected together ([`connect_clients`]).
+pub(super) async fn connect_all(
+    config: &CellConfig,
+    ready: &ServerReady,
+    ids: &[String],
+) -> Result<(Vec<Arc<Connector>>, Connected)> {
+    let connectors = ids
+        .iter()
+        .map(|id| Connector::new(&client_options(config, ready, id)).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow!("client options: {e}"))?;
+    let connected = connect_clients(config, ready, &connectors, ids).await?;
+    Ok((connectors, connected))
 }
 
 /// Connects `ids` concurrently through their connectors; every agent must land on the
@@ -175,20 +203,8 @@ pub(super) fn per_sec(n: usize, d: Duration) -> f64 {
 pub(super) async fn client_side(config: &CellConfig, ready: &ServerReady) -> Result<ClientOutcome> {
     let ids: Vec<String> = (0..config.agents).map(|i| format!("client-{i}")).collect();
     let worker_ids: Vec<String> = (0..config.workers).map(|i| format!("worker-{i}")).collect();
-    let connectors = ids
-        .iter()
-        .map(|id| Connector::new(&client_options(config, ready, id)).map(Arc::new))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow!("client options: {e}"))?;
-    let connected = connect_clients(config, ready, &connectors, &ids).await?;
-    let mut connect = ConnectRecord {
-        agents: config.agents,
-        all_connected_ms: connected.all.as_secs_f64() * 1000.0,
-        p50_ms: connected.quantile_ms(0.5),
-        p99_ms: connected.quantile_ms(0.99),
-        handshakes_per_sec: per_sec(config.agents, connected.all),
-        resumed: None,
-    };
+    let (connectors, connected) = connect_all(config, ready, &ids).await?;
+    let mut connect = connected.record();
     let agents = connected.agents;
 
     // Clients' inboxes are drained so stray messages cannot stall them.

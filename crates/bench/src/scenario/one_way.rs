@@ -136,20 +136,8 @@ pub(super) async fn one_way_side(
         .chain(&plan.receivers)
         .cloned()
         .collect();
-    let connectors = ids
-        .iter()
-        .map(|id| Connector::new(&client_options(config, ready, id)).map(Arc::new))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow!("client options: {e}"))?;
-    let connected = connect_clients(config, ready, &connectors, &ids).await?;
-    let connect = ConnectRecord {
-        agents: ids.len(),
-        all_connected_ms: connected.all.as_secs_f64() * 1000.0,
-        p50_ms: connected.quantile_ms(0.5),
-        p99_ms: connected.quantile_ms(0.99),
-        handshakes_per_sec: per_sec(ids.len(), connected.all),
-        resumed: None,
-    };
+    let (_connectors, connected) = connect_all(config, ready, &ids).await?;
+    let connect = connected.record();
     let mut agents = connected.agents.into_iter().map(Agent::split);
     let senders: Vec<(AgentHandle, Inbox)> = agents.by_ref().take(plan.senders.len()).collect();
     let receivers: Vec<(AgentHandle, Inbox)> = agents.collect();
