@@ -139,7 +139,9 @@ pub enum Pattern {
     /// `agents` pairs, each a sender streaming small messages to its receiver, `window` not
     /// yet delivered.
     Stream,
-    /// Producers → competing consumers of a durable work queue, with acks.
+    /// `agents` producers → `agents` competing consumers of one work queue (the hub's, in
+    /// memory), each consumer holding `window` tasks and acking every one; each producer keeps
+    /// `window` tasks not yet delivered.
     Queue,
 }
 
@@ -164,9 +166,13 @@ impl Pattern {
         }
     }
 
-    /// One-way messages (sent as events, counted where they are delivered), not requests.
+    /// One-way messages (sent as events or tasks, counted where they are delivered), not
+    /// requests.
     pub fn is_one_way(self) -> bool {
-        matches!(self, Pattern::Fanout | Pattern::Gather | Pattern::Stream)
+        matches!(
+            self,
+            Pattern::Fanout | Pattern::Gather | Pattern::Stream | Pattern::Queue
+        )
     }
 }
 

@@ -289,12 +289,6 @@ impl BenchConfig {
             if s.agents == 0 || s.agents > 10_000 {
                 bail!("agent count {} is out of range (1..=10000)", s.agents);
             }
-            if s.pattern == Pattern::Queue {
-                bail!(
-                    "the queue pattern is not in the bench yet (issue 44); `agentwire queue \
-                     bench` measures a work queue today"
-                );
-            }
             if s.pattern.is_one_way() && s.size < scenario::ONE_WAY_HEADER {
                 bail!(
                     "size {} is too small for the {} pattern: each message carries a {}-byte \
@@ -474,6 +468,7 @@ pub fn cell_label(c: &CellConfig) -> String {
         Pattern::Fanout => format!("fanout {} 1→{}", c.transport, c.agents),
         Pattern::Gather => format!("gather {} {}→1", c.transport, c.agents),
         Pattern::Stream => format!("stream {} {}×1→1", c.transport, c.agents),
+        Pattern::Queue => format!("queue {} {}→{}", c.transport, c.agents, c.agents),
         _ => format!("{} {}", c.transport, c.agents),
     };
     format!("{shape}×{} B @ {} (window {})", c.size, c.network, c.window)

@@ -224,6 +224,7 @@ impl VerdictLine {
             crate::Pattern::Fanout => format!("fan-out 1 → {} agents", self.agents),
             crate::Pattern::Gather => format!("gather {} agents → 1", self.agents),
             crate::Pattern::Stream => format!("stream, {} pairs", self.agents),
+            crate::Pattern::Queue => format!("queue, {0} producers → {0} consumers", self.agents),
             _ => format!("{} agents", self.agents),
         };
         let mut s = format!(

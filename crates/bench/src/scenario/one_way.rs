@@ -1,5 +1,7 @@
 //! The one-way patterns: fan-out (one publisher, `agents` subscribers of a topic), gather
-//! (`agents` senders, one aggregator) and stream (`agents` sender → receiver pairs).
+//! (`agents` senders, one aggregator), stream (`agents` sender → receiver pairs) and queue
+//! (`agents` producers enqueueing to one work queue, `agents` consumers taking its tasks in
+//! turn, each acking every task).
 //!
 //! Senders send events; receivers count what is delivered. With no answer to wait for, each
 //! sender keeps at most `window` messages its *pacing receiver* (the first subscriber, the
@@ -25,6 +27,9 @@ pub const HEADER: usize = 20;
 /// The topic of the fan-out pattern.
 const TOPIC: &str = "bench.fanout";
 
+/// The work queue of the queue pattern.
+const QUEUE: &str = "bench.queue";
+
 /// The sender index of the probes that check every subscription is in place.
 const PROBE: u32 = u32::MAX;
 
@@ -35,8 +40,9 @@ const DRAIN_QUIET: Duration = Duration::from_secs(1);
 struct Plan {
     senders: Vec<String>,
     receivers: Vec<String>,
-    /// Per sender: its destination and the receiver whose deliveries pace it.
-    routes: Vec<(Destination, usize)>,
+    /// Per sender: its destination and the receiver whose deliveries pace it (`None`: any;
+    /// a queue's tasks go to whichever consumer's turn it is).
+    routes: Vec<(Destination, Option<usize>)>,
     /// Receivers each message is for.
     fanout: u64,
 }
@@ -47,14 +53,14 @@ fn plan(config: &CellConfig) -> Result<Plan> {
         Pattern::Fanout => Plan {
             senders: vec!["publisher-0".into()],
             receivers: (0..n).map(|i| format!("subscriber-{i}")).collect(),
-            routes: vec![(Destination::topic(TOPIC), 0)],
+            routes: vec![(Destination::topic(TOPIC), Some(0))],
             fanout: n as u64,
         },
         Pattern::Gather => Plan {
             senders: (0..n).map(|i| format!("sender-{i}")).collect(),
             receivers: vec!["aggregator".into()],
             routes: (0..n)
-                .map(|_| (Destination::agent("aggregator"), 0))
+                .map(|_| (Destination::agent("aggregator"), Some(0)))
                 .collect(),
             fanout: 1,
         },
@@ -62,8 +68,14 @@ fn plan(config: &CellConfig) -> Result<Plan> {
             senders: (0..n).map(|i| format!("sender-{i}")).collect(),
             receivers: (0..n).map(|i| format!("receiver-{i}")).collect(),
             routes: (0..n)
-                .map(|i| (Destination::agent(format!("receiver-{i}")), i))
+                .map(|i| (Destination::agent(format!("receiver-{i}")), Some(i)))
                 .collect(),
+            fanout: 1,
+        },
+        Pattern::Queue => Plan {
+            senders: (0..n).map(|i| format!("producer-{i}")).collect(),
+            receivers: (0..n).map(|i| format!("consumer-{i}")).collect(),
+            routes: (0..n).map(|_| (Destination::queue(QUEUE), None)).collect(),
             fanout: 1,
         },
         other => bail!("{other} is not a one-way pattern"),
@@ -174,6 +186,16 @@ async fn run_load(
                 .map_err(|e| anyhow!("subscribing {}: {e}", handle.id()))?;
         }
     }
+    if config.pattern == Pattern::Queue {
+        // Each consumer holds at most a window's worth of tasks.
+        let credit = u32::try_from(config.window).unwrap_or(u32::MAX);
+        for (handle, _) in &receivers {
+            handle
+                .consume(QUEUE, credit)
+                .await
+                .map_err(|e| anyhow!("consuming as {}: {e}", handle.id()))?;
+        }
+    }
     let shared = Arc::new(Shared {
         clock: Instant::now(),
         window: config.window as u64,
@@ -191,10 +213,11 @@ async fn run_load(
         .map(|_| Arc::new(Mutex::new(stats::new_histogram())))
         .collect();
     // Per sender: the receiver whose deliveries pace it.
-    let pacers: Arc<[usize]> = plan.routes.iter().map(|&(_, r)| r).collect();
+    let pacers: Arc<[Option<usize>]> = plan.routes.iter().map(|(_, r)| *r).collect();
     let mut tasks = JoinSet::new();
-    for (r, ((_, inbox), hist)) in receivers.into_iter().zip(&histograms).enumerate() {
+    for (r, ((handle, inbox), hist)) in receivers.into_iter().zip(&histograms).enumerate() {
         tasks.spawn(receive(
+            handle,
             inbox,
             r,
             pacers.clone(),
@@ -351,15 +374,22 @@ async fn send(
 }
 
 /// One receiver: counts deliveries of messages sent in the window and their latency, and
-/// moves on the senders it paces.
+/// moves on the senders it paces. A queue's consumer acks every task; a redelivered task (its
+/// ack lost, or its ack wait over) is not counted again.
 async fn receive(
+    handle: AgentHandle,
     mut inbox: Inbox,
     index: usize,
-    pacers: Arc<[usize]>,
+    pacers: Arc<[Option<usize>]>,
     shared: Arc<Shared>,
     hist: Arc<Mutex<Histogram<u64>>>,
 ) {
     while let Some(msg) = inbox.recv().await {
+        if let Some(task) = agentwire::agent_queues::QueueTask::from_envelope(&msg.envelope) {
+            if handle.ack(task.task).await.is_err() || task.attempt > 1 {
+                continue;
+            }
+        }
         let Some((sender, sent_ns)) = header(&msg.envelope.body) else {
             continue;
         };
@@ -368,7 +398,7 @@ async fn receive(
             continue;
         }
         let s = sender as usize;
-        if pacers.get(s) == Some(&index) {
+        if pacers.get(s).is_some_and(|p| p.is_none_or(|p| p == index)) {
             shared.progress[s].fetch_add(1, Ordering::Release);
             shared.wake[s].notify_one();
         }

@@ -44,11 +44,11 @@ pub struct BenchArgs {
     /// What the agents do in every scenario: request (request/reply with echo workers, the
     /// default), fanout (one publisher, AGENTS subscribers of a topic), gather (AGENTS
     /// senders, one aggregator), stream (AGENTS sender-receiver pairs, small messages one
-    /// way), queue (producers and consumers of a work queue: not in the bench yet). The
-    /// one-way patterns measure deliveries per second and latency from send to delivery.
+    /// way), queue (AGENTS producers, AGENTS consumers of one work queue, every task acked).
+    /// All but request measure deliveries per second and latency from send to delivery.
     #[arg(long, conflicts_with = "patterns")]
     pub pattern: Option<agentwire_bench::Pattern>,
-    /// Every scenario with every pattern the bench has (request, fanout, gather, stream).
+    /// Every scenario with every pattern (request, fanout, gather, stream, queue).
     #[arg(long)]
     pub patterns: bool,
     /// Requests each client keeps in flight (default: per cell, about 16 MiB in flight
@@ -179,14 +179,8 @@ impl BenchArgs {
         }
         if self.patterns {
             use agentwire_bench::Pattern;
-            let built = [
-                Pattern::Request,
-                Pattern::Fanout,
-                Pattern::Gather,
-                Pattern::Stream,
-            ];
             let scenarios = std::mem::take(&mut config.scenarios);
-            for pattern in built {
+            for pattern in Pattern::ALL {
                 config.scenarios.extend(scenarios.iter().map(|s| Scenario {
                     pattern,
                     ..s.clone()
