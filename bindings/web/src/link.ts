@@ -4,7 +4,7 @@
 //
 // A link moves frames; it must not decode envelopes or keep session state (agent.ts does).
 
-import { FrameError, FrameReader, type Priority, type RawFrame } from './frames.js';
+import { FrameError, FrameReader, PRIORITIES, type Priority, type RawFrame } from './frames.js';
 
 /** Where a request that arrived on a stream of its own is answered. */
 export interface ReplyStream {
@@ -328,7 +328,7 @@ export class WebSocketLink implements Link {
   }
 
   message(frame: Uint8Array, priority: Priority): Promise<void> {
-    return this.enqueue(1 + ['critical', 'high', 'medium', 'low'].indexOf(priority), frame);
+    return this.enqueue(1 + PRIORITIES.indexOf(priority), frame);
   }
 
   setMaxFrameSize(n: number): void {
