@@ -89,6 +89,8 @@ for c in "${crates[@]}"; do
     # As agentwire builds it: on the patched protocol and UDP crates.
     printf '\n[workspace]\n\n[patch.crates-io]\nquinn-proto = { path = "%s" }\nquinn-udp = { path = "%s" }\n' \
       "$root/vendor/quinn-proto" "$root/vendor/quinn-udp" >>"$patched/Cargo.toml"
+    # The published lock file pins other versions, which would leave the patches unused.
+    (cd "$patched" && cargo update --quiet -p quinn-proto -p quinn-udp)
   fi
   # nfq as published trips the compiler's dangerous_implicit_autorefs (denied outside the
   # registry), which its patch mends; the published copy is linted with it allowed.

@@ -50,5 +50,14 @@ if [ "$crate_name" = quinn ]; then
   # On the patched protocol and UDP crates, as agentwire uses them.
   printf '\n[patch.crates-io]\nquinn-proto = { path = "%s" }\nquinn-udp = { path = "%s" }\n' \
     "$root/vendor/quinn-proto" "$root/vendor/quinn-udp" >>Cargo.toml
+  # The published lock file pins other versions of both, and cargo then leaves the patches
+  # unused (with only a warning): the tests ran on the published crates until this line.
+  cargo update --quiet -p quinn-proto -p quinn-udp
+  for patched in quinn-proto quinn-udp; do
+    if ! cargo tree --quiet -i "$patched" | grep -q "$root/vendor/$patched"; then
+      echo "the tests would not use vendor/$patched" >&2
+      exit 1
+    fi
+  done
 fi
 cargo test "${test_args[@]}"

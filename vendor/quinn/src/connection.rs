@@ -264,6 +264,23 @@ impl Future for ConnectionDriver {
             conn.terminate(e, &self.conn.shared);
             return Poll::Ready(Ok(()));
         }
+        // agentwire: while earlier packets are unacknowledged, the transmit waits for one turn
+        // of the scheduler. The task that woke the driver (a stream write) has usually woken
+        // others that will write to this connection too (a hub's writer for each message it
+        // routed); behind them, their data leaves in the same datagrams. Nagle's rule, with a
+        // scheduler turn in place of an acknowledgement: an idle connection sends at once. A
+        // QUIC hub at 10 x 1 KiB request/reply sent 0.71 datagrams per request without it, 0.20
+        // with it (see vendor/README.md).
+        if !conn.transmit_deferred
+            && conn.buffered_transmit.is_none()
+            && conn.inner.bytes_in_flight() > 0
+            && !conn.inner.is_drained()
+        {
+            conn.transmit_deferred = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        conn.transmit_deferred = false;
         let mut keep_going = conn.drive_transmit(cx)?;
         // If a timer expires, there might be more to transmit. When we transmit something, we
         // might need to reset a timer. Hence, we must loop until neither happens.
@@ -926,6 +943,7 @@ impl ConnectionRef {
                 runtime,
                 send_buffer: Vec::new(),
                 buffered_transmit: None,
+                transmit_deferred: false,
             }),
             shared: Shared::default(),
         }))
@@ -1010,7 +1028,10 @@ pub(crate) struct State {
     send_buffer: Vec<u8>,
     /// We buffer a transmit when the underlying I/O would block
     buffered_transmit: Option<proto::Transmit>,
+    /// agentwire: this poll's transmit was put off once (see `ConnectionDriver::poll`).
+    transmit_deferred: bool,
 }
+
 
 /// agentwire: the largest transmit buffer a connection keeps between sends.
 const SEND_BUFFER_KEEP: usize = 16 * 1024;

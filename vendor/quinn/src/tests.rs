@@ -1163,3 +1163,63 @@ fn connection_event_slot_is_small() {
     let slot = std::mem::size_of::<crate::ConnectionEvent>();
     assert!(slot <= 64, "a ConnectionEvent takes {slot} bytes");
 }
+
+/// agentwire: while packets are in flight, a connection's transmit waits one turn of the
+/// scheduler, so that a write made by a task the first writer woke leaves in the same datagram
+/// (it left in a datagram of its own); an idle connection sends at once.
+#[test]
+fn transmit_waits_for_writers_woken_in_the_same_turn() {
+    let _guard = subscribe();
+    let runtime = rt_basic();
+    let endpoint = {
+        let _guard = runtime.enter();
+        endpoint()
+    };
+    let server = endpoint.clone();
+    runtime.spawn(async move {
+        let conn = server.accept().await.unwrap().await.unwrap();
+        while let Ok(mut stream) = conn.accept_uni().await {
+            tokio::spawn(async move {
+                let _ = stream.read_to_end(usize::MAX).await;
+            });
+        }
+    });
+    runtime.block_on(async move {
+        let conn = endpoint
+            .connect(endpoint.local_addr().unwrap(), "localhost")
+            .unwrap()
+            .await
+            .unwrap();
+        // Let the handshake's last packets and their acknowledgements settle.
+        sleep(Duration::from_millis(100)).await;
+        let mut first = conn.open_uni().await.unwrap();
+        let mut second = conn.open_uni().await.unwrap();
+        let go = Arc::new(tokio::sync::Notify::new());
+        let woken = go.clone();
+        let other = tokio::spawn(async move {
+            woken.notified().await;
+            second.write_all(b"second").await.unwrap();
+            second.finish().unwrap();
+        });
+        tokio::task::yield_now().await;
+        // An idle connection: this goes out at once (the driver runs on the next turn), and
+        // stays unacknowledged for a while (the server acknowledges a single packet late).
+        let before = conn.stats().udp_tx.datagrams;
+        let mut zeroth = conn.open_uni().await.unwrap();
+        zeroth.write_all(b"zeroth").await.unwrap();
+        zeroth.finish().unwrap();
+        tokio::task::yield_now().await;
+        let sent = conn.stats().udp_tx.datagrams - before;
+        assert_eq!(sent, 1, "an idle connection sent {sent} datagrams");
+        let before = conn.stats().udp_tx.datagrams;
+        // This write wakes the driver; the task it then wakes runs before the driver sends.
+        first.write_all(b"first").await.unwrap();
+        first.finish().unwrap();
+        go.notify_one();
+        other.await.unwrap();
+        sleep(Duration::from_millis(5)).await;
+        let sent = conn.stats().udp_tx.datagrams - before;
+        assert_eq!(sent, 1, "two writes of one turn left in {sent} datagrams");
+        conn.close(0u32.into(), b"done");
+    });
+}

@@ -3649,8 +3649,10 @@ impl Connection {
 
     /// The number of bytes of packets containing retransmittable frames that have not been
     /// acknowledged or declared lost.
-    #[cfg(test)]
-    pub(crate) fn bytes_in_flight(&self) -> u64 {
+    ///
+    /// agentwire: public (it was crate-private, for tests), so that quinn's driver can hold a
+    /// transmit back only while earlier packets are outstanding.
+    pub fn bytes_in_flight(&self) -> u64 {
         self.path.in_flight.bytes
     }
 
