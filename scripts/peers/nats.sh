@@ -11,9 +11,11 @@
 #        TOOLS       where nats-server and the client are installed (default target/peers-nats)
 #        PATTERN     request (default), or a one-way pattern of agentwire bench's (fanout:
 #                    one publisher to AGENTS subscribers; gather: AGENTS senders to one
-#                    aggregator; stream: AGENTS sender-receiver pairs), each sender keeping
-#                    WINDOW messages its pacing receiver has not yet received (deliveries per
-#                    second, latency from send to delivery)
+#                    aggregator; stream: AGENTS sender-receiver pairs; queue: AGENTS producers
+#                    to AGENTS consumers of one work queue, JetStream in memory on the NATS
+#                    side, the hub's queue on agentwire's), each sender keeping WINDOW messages
+#                    its pacing receiver has not yet received (deliveries per second, latency
+#                    from send to delivery)
 #
 # Installs nats-server (Go module github.com/nats-io/nats-server/v2) and builds the request/reply
 # client in scripts/peers/nats (nats.go) into TOOLS. Each round runs, per cell: NATS over
@@ -23,7 +25,7 @@
 # (one JSON line per run), OUT/agentwire-*/bench-*.json; the table: OUT/summary.md
 # (scripts/peers/nats_summary.py OUT). Every run stops by itself after its window.
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n 2,20p "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,22p "$0" >&2; exit 2; }
 out=$1 rounds=${2:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -73,6 +75,9 @@ cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 run_nats() {
   local name=$1 port=$2 tls=${3:-} agents=$4 size=$5 round=$6
   local args=(-a 127.0.0.1 -p "$port")
+  # The queue pattern's work queue is a JetStream stream (in memory; the store directory is
+  # the run's own).
+  [ "$pattern" = queue ] && args+=(-js -sd "$work/js-$name")
   local client_args=(-url "nats://127.0.0.1:$port")
   if [ -n "$tls" ]; then
     args+=(-c "$work/tls.conf")

@@ -4,7 +4,7 @@ agentwire (each transport) msg/s, p99, the server's (nats-server's, the hub's) a
 generator's (clients and echo workers together) CPU per response, and the ratios the issue's
 goals name (agentwire unix / NATS TCP, wss / NATS TLS, quic / NATS TLS), then their medians
 against the goal of the run's pattern (request/reply: issue 36's; fanout: issue 44's, 1.3x at
-1 KiB, 1.0x at 64 B).
+1 KiB, 1.0x at 64 B; none for gather, stream and queue).
 
 Usage: python3 scripts/peers/nats_summary.py OUT
 

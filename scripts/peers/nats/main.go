@@ -4,10 +4,16 @@
 // subject "echo"; echo workers (one connection each) answer from the queue group "workers"
 // with the request's payload.
 //
-// -pattern fanout|gather|stream: agentwire bench's one-way patterns (one publisher to N
-// subscribers, N senders to one aggregator, N sender-receiver pairs), each sender keeping W
-// messages its pacing receiver has not yet received; each body starts with its sender,
-// sequence and send time, so every delivery's latency is read where it arrives.
+// -pattern fanout|gather|stream|queue: agentwire bench's one-way patterns (one publisher to N
+// subscribers, N senders to one aggregator, N sender-receiver pairs, N producers to N
+// competing consumers of one work queue), each sender keeping W messages its pacing receiver
+// (for a queue: any consumer) has not yet received; each body starts with its sender,
+// sequence and send time, so every delivery's latency is read where it arrives. Fan-out,
+// gather and stream use core NATS subjects; queue a JetStream stream with work-queue retention
+// in memory (as agentwire's queue is the hub's, in memory), producers publishing to its subject
+// without waiting for an acknowledgement (as agentwire's enqueue events), consumers sharing one
+// durable pull consumer, each holding W tasks and acking every one (a redelivery is not counted
+// again).
 //
 // After a warm-up it counts completed round trips (deliveries) and their latency for the
 // measured window and prints one JSON line. Every loop stops by itself at the end of the
@@ -30,6 +36,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 type result struct {
@@ -71,12 +78,12 @@ func main() {
 	warmup := flag.Duration("warmup", time.Second, "warm-up before measuring")
 	duration := flag.Duration("duration", 5*time.Second, "measured window")
 	timeout := flag.Duration("timeout", 5*time.Second, "per-request timeout")
-	pattern := flag.String("pattern", "request", "request, fanout, gather or stream")
+	pattern := flag.String("pattern", "request", "request, fanout, gather, stream or queue (JetStream)")
 	flag.Parse()
 	switch *pattern {
-	case "request", "fanout", "gather", "stream":
+	case "request", "fanout", "gather", "stream", "queue":
 	default:
-		fail("-pattern %q: request, fanout, gather or stream", *pattern)
+		fail("-pattern %q: request, fanout, gather, stream or queue", *pattern)
 	}
 	if *workers == 0 {
 		*workers = (*clients + 9) / 10
@@ -183,9 +190,11 @@ func main() {
 
 // oneWay: the one-way patterns, in agentwire bench's shape. fanout: one publisher, n
 // subscribers of "fanout"; gather: n senders, one subscriber of "gather"; stream: n pairs,
-// sender i publishing on "stream.i" to its own subscriber. Each sender keeps at most `window`
-// messages its pacing receiver (the first subscriber, the aggregator, its own receiver) has
-// not yet received; deliveries of messages sent in the window are counted where they arrive.
+// sender i publishing on "stream.i" to its own subscriber; queue: n producers publishing to
+// "queue", the subject of a JetStream work queue (stream QUEUE, in memory), n consumers of its
+// one durable consumer. Each sender keeps at most `window` messages its pacing receiver (the
+// first subscriber, the aggregator, its own receiver, any consumer) has not yet received;
+// deliveries of messages sent in the window are counted where they arrive.
 func oneWay(pattern string, connect func(string) *nats.Conn, n, window, size int, warmup, duration, timeout time.Duration, url string, tls bool) {
 	const header = 20 // sender (u32), sequence (u64), send time (u64 ns since base)
 	if size < header {
@@ -193,8 +202,11 @@ func oneWay(pattern string, connect func(string) *nats.Conn, n, window, size int
 	}
 	senders, receivers, fanout := n, n, int64(1)
 	subject := func(sender int) string { return fmt.Sprintf("stream.%d", sender) }
-	pacer := func(sender int) int { return sender }
+	pacer := func(sender int) int { return sender } // -1: any receiver
 	switch pattern {
+	case "queue":
+		subject = func(int) string { return "queue" }
+		pacer = func(int) int { return -1 }
 	case "fanout":
 		senders, fanout = 1, int64(n)
 		subject = func(int) string { return "fanout" }
@@ -217,7 +229,31 @@ func oneWay(pattern string, connect func(string) *nats.Conn, n, window, size int
 	var mu sync.Mutex
 	var latencies []time.Duration
 	var conns []*nats.Conn
-	for r := 0; r < receivers; r++ {
+	deliver := func(data []byte, me int) {
+		if len(data) < header {
+			return
+		}
+		s := int(binary.BigEndian.Uint32(data[0:4]))
+		sentNs := int64(binary.BigEndian.Uint64(data[12:20]))
+		if s < senders && (pacer(s) == me || pacer(s) < 0) {
+			progress[s].Add(1)
+			select {
+			case wake[s] <- struct{}{}:
+			default:
+			}
+		}
+		if inWindow(sentNs) {
+			took := time.Duration(time.Since(base).Nanoseconds() - sentNs)
+			delivered.Add(1)
+			mu.Lock()
+			latencies = append(latencies, took)
+			mu.Unlock()
+		}
+	}
+	if pattern == "queue" {
+		conns = append(conns, workQueue(connect, receivers, window, deliver)...)
+	}
+	for r := 0; r < receivers && pattern != "queue"; r++ {
 		nc := connect(fmt.Sprintf("receiver-%d", r))
 		conns = append(conns, nc)
 		me := r
@@ -228,27 +264,7 @@ func oneWay(pattern string, connect func(string) *nats.Conn, n, window, size int
 		case "stream":
 			subj = subject(r)
 		}
-		_, err := nc.Subscribe(subj, func(m *nats.Msg) {
-			if len(m.Data) < header {
-				return
-			}
-			s := int(binary.BigEndian.Uint32(m.Data[0:4]))
-			sentNs := int64(binary.BigEndian.Uint64(m.Data[12:20]))
-			if s < senders && pacer(s) == me {
-				progress[s].Add(1)
-				select {
-				case wake[s] <- struct{}{}:
-				default:
-				}
-			}
-			if inWindow(sentNs) {
-				took := time.Duration(time.Since(base).Nanoseconds() - sentNs)
-				delivered.Add(1)
-				mu.Lock()
-				latencies = append(latencies, took)
-				mu.Unlock()
-			}
-		})
+		_, err := nc.Subscribe(subj, func(m *nats.Msg) { deliver(m.Data, me) })
 		if err != nil {
 			fail("subscribing: %v", err)
 		}
@@ -329,6 +345,60 @@ func oneWay(pattern string, connect func(string) *nats.Conn, n, window, size int
 	r.P50Ms, r.P90Ms, r.P99Ms = pct(0.50), pct(0.90), pct(0.99)
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
+}
+
+// workQueue makes the queue pattern's JetStream stream (work-queue retention, in memory) and its
+// one durable consumer, and starts n consumer connections on it, each holding at most `window`
+// unacknowledged tasks and acking every task; first deliveries go to `deliver`.
+func workQueue(connect func(string) *nats.Conn, n, window int, deliver func([]byte, int)) []*nats.Conn {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := connect("admin")
+	js, err := jetstream.New(admin)
+	if err != nil {
+		fail("jetstream: %v", err)
+	}
+	_ = js.DeleteStream(ctx, "QUEUE")
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:      "QUEUE",
+		Subjects:  []string{"queue"},
+		Retention: jetstream.WorkQueuePolicy,
+		Storage:   jetstream.MemoryStorage,
+	}); err != nil {
+		fail("creating the stream: %v", err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, "QUEUE", jetstream.ConsumerConfig{
+		Durable:       "workers",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: n * window,
+	}); err != nil {
+		fail("creating the consumer: %v", err)
+	}
+	conns := []*nats.Conn{admin}
+	for r := 0; r < n; r++ {
+		nc := connect(fmt.Sprintf("consumer-%d", r))
+		conns = append(conns, nc)
+		cjs, err := jetstream.New(nc)
+		if err != nil {
+			fail("jetstream: %v", err)
+		}
+		cons, err := cjs.Consumer(ctx, "QUEUE", "workers")
+		if err != nil {
+			fail("binding the consumer: %v", err)
+		}
+		me := r
+		if _, err := cons.Consume(func(m jetstream.Msg) {
+			_ = m.Ack()
+			if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
+				return
+			}
+			deliver(m.Data(), me)
+		}, jetstream.PullMaxMessages(window)); err != nil {
+			fail("consuming: %v", err)
+		}
+	}
+	return conns
 }
 
 func fail(format string, args ...any) {
