@@ -5,7 +5,9 @@ mod common;
 use std::time::Duration;
 
 use agentwire::hub::{DuplicatePolicy, HubConfig, PRESENCE_TOPIC};
-use agentwire::{Agent, AgentError, Codec, Connector, Destination, ErrorCode, HubTrust, Kind};
+use agentwire::{
+    Agent, AgentError, Codec, Connector, Destination, ErrorCode, HubTrust, Kind, Priority,
+};
 use agentwire_proto::{Frame, FrameType, Hello};
 use common::{close_code, start_hub};
 
@@ -865,4 +867,54 @@ async fn partial_frames_before_the_hello_are_bounded_by_the_pre_hello_window() {
     assert!(started.elapsed() < Duration::from_secs(5));
     // The test holds more than the window.
     const _: () = assert!(agentwire::transport::quic::PRE_HELLO_WINDOW < 20 * 10 * 1024);
+}
+
+/// Small messages queued together leave on shared streams (one per priority class) and all
+/// arrive, once each, and a critical message fed among them is not held behind them.
+#[tokio::test]
+async fn small_messages_fed_together_share_streams() {
+    let t = start_hub(HubConfig::default()).await;
+    let mut sink = t.agent("sink").await;
+    let source = t.agent("source").await;
+    let before = source.stats().connection.streams_opened;
+    // Queued without a turn for the writer in between: fed together, flushed once.
+    for i in 0..200u32 {
+        let priority = if i == 150 {
+            Priority::Critical
+        } else {
+            Priority::Low
+        };
+        source
+            .send_envelope(
+                source
+                    .envelope(Destination::agent("sink"), Kind::Event)
+                    .with_priority(priority)
+                    .with_body(format!("m{i}")),
+            )
+            .await
+            .unwrap();
+    }
+    let mut got = Vec::new();
+    while got.len() < 200 {
+        let msg = tokio::time::timeout(5 * SECOND, sink.recv())
+            .await
+            .expect("every message arrives")
+            .unwrap();
+        got.push(String::from_utf8(msg.envelope.body.to_vec()).unwrap());
+    }
+    let opened = source.stats().connection.streams_opened - before;
+    assert!(opened < 20, "200 small messages took {opened} streams");
+    // The critical one left on a stream of its own class, ahead of the low ones' streams.
+    let critical = got.iter().position(|m| m == "m150").unwrap();
+    assert!(critical < 150, "the critical message arrived {critical}th");
+    // Every low one, once.
+    let low: Vec<u32> = got
+        .iter()
+        .filter(|m| *m != "m150")
+        .map(|m| m[1..].parse().unwrap())
+        .collect();
+    let mut sorted = low.clone();
+    sorted.sort_unstable();
+    assert_eq!(low.len(), 199);
+    assert_eq!(sorted, (0..200).filter(|&i| i != 150).collect::<Vec<_>>());
 }

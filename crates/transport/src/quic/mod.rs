@@ -143,6 +143,7 @@ fn split(
     tokio::spawn(accept_loop(conn.clone(), reader.clone(), tx));
     let sender = QuicSender {
         inner: Arc::new(SenderInner {
+            batch_limit: AtomicUsize::new(sender::batch_limit(conn.stats().path.current_mtu)),
             conn,
             control: Mutex::new(control_send),
             lanes: Default::default(),
@@ -159,6 +160,8 @@ fn split(
             sent: std::sync::OnceLock::new(),
             count_goodbye: std::sync::atomic::AtomicBool::new(false),
             signal,
+            batch: std::sync::Mutex::new(sender::Batch::default()),
+            batches: AtomicU64::new(0),
         }),
     };
     let receiver = QuicReceiver {

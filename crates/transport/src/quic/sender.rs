@@ -47,6 +47,46 @@ pub(super) struct SenderInner {
     pub(super) count_goodbye: std::sync::atomic::AtomicBool,
     /// Inside a WebTransport session: what opens every stream this side opens.
     pub(super) signal: Option<super::signal::SessionSignal>,
+    /// Small messages fed and not yet flushed (per-message mapping only).
+    pub(super) batch: std::sync::Mutex<Batch>,
+    /// Streams that carried more than one message.
+    pub(super) batches: AtomicU64,
+    /// The most bytes of messages one shared stream carries: about one datagram of the path
+    /// (see [`batch_limit`]), read again at every flush.
+    pub(super) batch_limit: AtomicUsize,
+}
+
+/// A shared stream carries at most this many bytes, whatever the datagram size.
+pub(super) const BATCH_STREAM_MAX: usize = 64 * 1024;
+
+/// Bytes of a datagram left for stream data: QUIC's short header, the AEAD tag and a STREAM
+/// frame's header take less than this.
+const DATAGRAM_OVERHEAD: usize = 64;
+
+/// How many bytes of small messages may share one stream on a path whose datagrams carry
+/// `mtu` bytes: one datagram's worth (at most [`BATCH_STREAM_MAX`]). Messages in one datagram
+/// are lost and retransmitted together anyway, so a shared stream of that size adds no
+/// head-of-line blocking between them; on loopback (64 KiB datagrams, no loss) it holds
+/// many.
+pub(super) fn batch_limit(mtu: u16) -> usize {
+    usize::from(mtu)
+        .saturating_sub(DATAGRAM_OVERHEAD)
+        .min(BATCH_STREAM_MAX)
+}
+
+/// Small messages fed since the last flush, by priority (most urgent first): each class's
+/// go out together on streams of their own class, so a batch never holds a more urgent
+/// message behind a less urgent one.
+#[derive(Default)]
+pub(super) struct Batch {
+    classes: [Vec<Bytes>; 4],
+    bytes: usize,
+}
+
+impl Batch {
+    fn is_empty(&self) -> bool {
+        self.classes.iter().all(Vec::is_empty)
+    }
 }
 
 /// Finished message streams whose acknowledgement may still be outstanding. Those already
@@ -108,6 +148,71 @@ impl QuicSender {
             false => frame,
         };
         control.write_chunk(frame).await.map_err(map_write_error)
+    }
+
+    /// Writes the small messages fed since the last flush: each priority's, most urgent
+    /// first, on as few streams as [`batch_limit`] allows (one stream per message when a
+    /// class holds one).
+    pub(super) async fn flush_batch(&self) -> Result<(), TransportError> {
+        let classes = {
+            let mut batch = self.inner.batch.lock_or_recover();
+            if batch.is_empty() {
+                return Ok(());
+            }
+            batch.bytes = 0;
+            std::mem::take(&mut batch.classes)
+        };
+        let limit = batch_limit(self.inner.conn.stats().path.current_mtu);
+        self.inner.batch_limit.store(limit, Ordering::Relaxed);
+        for (frames, priority) in classes.into_iter().zip(Priority::ALL) {
+            let mut frames = frames.into_iter().peekable();
+            while frames.peek().is_some() {
+                let mut stream_frames = Vec::new();
+                let mut size = 0;
+                while let Some(next) =
+                    frames.next_if(|f| stream_frames.is_empty() || size + f.len() <= limit)
+                {
+                    size += next.len();
+                    stream_frames.push(next);
+                }
+                self.write_stream(stream_frames, SendClass::Message(priority))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One new unidirectional stream of `class` carrying `frames`, ended.
+    async fn write_stream(
+        &self,
+        mut frames: Vec<Bytes>,
+        class: SendClass,
+    ) -> Result<(), TransportError> {
+        let inner = &self.inner;
+        let mut stream = inner
+            .conn
+            .open_uni()
+            .await
+            .map_err(|e| map_connection_error(&e))?;
+        let _ = stream.set_priority(quic_priority(class));
+        inner.streams_opened.fetch_add(1, Ordering::Relaxed);
+        if frames.len() > 1 {
+            inner.batches.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(signal) = &inner.signal {
+            stream
+                .write_chunk(signal.uni.clone())
+                .await
+                .map_err(map_write_error)?;
+        }
+        stream
+            .write_all_chunks(&mut frames)
+            .await
+            .map_err(map_write_error)?;
+        // Ends the stream; the bytes still go out (and are retransmitted) after this.
+        let _ = stream.finish();
+        self.finished(stream);
+        Ok(())
     }
 
     pub(super) async fn write_message(
@@ -222,6 +327,38 @@ impl FrameSender for QuicSender {
         }
     }
 
+    /// A small message (per-message mapping, under [`batch_limit`]) waits for
+    /// [`flush`](FrameSender::flush) and then shares a stream with the others of its priority
+    /// fed with it: fewer streams, and fewer stream frames per datagram, for many small
+    /// messages at once. Anything else first
+    /// writes what waits (so that a goodbye, a request or a large message never overtakes a
+    /// message fed before it) and then goes out as [`send_frame`](FrameSender::send_frame)
+    /// sends it.
+    async fn feed_frame(&self, frame: Bytes, class: SendClass) -> Result<(), TransportError> {
+        let limit = self.inner.batch_limit.load(Ordering::Relaxed);
+        if self.inner.mapping == StreamMapping::PerMessage && frame.len() < limit {
+            if let SendClass::Message(priority) = class {
+                check_outgoing(&frame, self.inner.peer_max.load(Ordering::Relaxed))?;
+                let full = {
+                    let mut batch = self.inner.batch.lock_or_recover();
+                    batch.bytes += frame.len();
+                    batch.classes[priority.index()].push(frame);
+                    batch.bytes >= BATCH_STREAM_MAX
+                };
+                return match full {
+                    true => self.flush_batch().await,
+                    false => Ok(()),
+                };
+            }
+        }
+        self.flush_batch().await?;
+        self.send_frame(frame, class).await
+    }
+
+    async fn flush(&self) -> Result<(), TransportError> {
+        self.flush_batch().await
+    }
+
     async fn send_reply(
         &self,
         frame: Bytes,
@@ -314,6 +451,8 @@ impl FrameSender for QuicSender {
     }
 
     async fn delivered(&self) {
+        // What was fed must be written before its acknowledgement can be awaited.
+        let _ = self.flush_batch().await;
         let Some(sent) = self.inner.sent.get() else {
             return;
         };
@@ -333,5 +472,16 @@ impl FrameSender for QuicSender {
 
     fn kind(&self) -> TransportKind {
         TransportKind::Quic
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_shared_stream_holds_about_one_datagram() {
+        assert_eq!(super::batch_limit(1200), 1136);
+        assert_eq!(super::batch_limit(1452), 1388);
+        assert_eq!(super::batch_limit(65_507), 64 * 1024);
+        assert_eq!(super::batch_limit(0), 0);
     }
 }

@@ -152,11 +152,51 @@ impl StreamReader {
                 }
                 return;
             }
+            // Several small messages sent together on one stream (`QuicSender::feed_frame`),
+            // all here: handed on here too, in their order.
+            if reply.is_none() {
+                if let Some(frames) = whole_frames(read[0].clone(), max) {
+                    return self.queue_inline(frames, ticket);
+                }
+            }
         }
         tokio::spawn(
             self.clone()
                 .pump(stream, reply, Some(ticket), read, Counted::Yes),
         );
+    }
+
+    /// Queues the frames of a stream read whole in the accept loop, the first with the
+    /// stream's ticket; the rest wait in a task if the queue is full.
+    fn queue_inline(&self, frames: Vec<RawFrame>, ticket: Ticket) {
+        let mut items = frames.into_iter().map(|frame| {
+            self.backlog.read(backlog_len(&frame));
+            Ok((frame, None))
+        });
+        let mut first = Some(ticket);
+        while let Some(item) = items.next() {
+            let ticket = first.take().unwrap_or_else(|| self.tx.ticket());
+            match self.tx.try_send(ticket, item) {
+                Ok(()) => {}
+                Err(quic_inbound::TrySendError::Closed(_)) => break,
+                Err(quic_inbound::TrySendError::Full(item)) => {
+                    let rest: Vec<_> = items.collect();
+                    let (tx, streams) = (self.tx.clone(), self.streams.clone());
+                    tokio::spawn(async move {
+                        if tx.send(ticket, item).await.is_ok() {
+                            for item in rest {
+                                if tx.send(tx.ticket(), item).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                        streams.read();
+                    });
+                    return;
+                }
+            }
+        }
+        self.streams.read();
     }
 
     /// Reads frames from `stream` until it ends, starting with the bytes `read` already
@@ -258,6 +298,18 @@ impl StreamReader {
             }
         }
     }
+}
+
+/// The frames of `bytes` when it holds two or more whole frames and nothing else; `None`
+/// otherwise (one frame, a partial or malformed one: the stream's reader deals with those).
+fn whole_frames(bytes: Bytes, max_frame_size: u32) -> Option<Vec<RawFrame>> {
+    let mut decoder = FrameDecoder::new(max_frame_size);
+    decoder.push_bytes(bytes);
+    let mut frames = Vec::new();
+    while let Ok(Some(frame)) = decoder.next_frame() {
+        frames.push(frame);
+    }
+    (frames.len() > 1 && decoder.buffered() == 0).then_some(frames)
 }
 
 /// The payload of a datagram of session `session` (after its quarter stream id), or `None`
