@@ -918,3 +918,49 @@ async fn small_messages_fed_together_share_streams() {
     assert_eq!(low.len(), 199);
     assert_eq!(sorted, (0..200).filter(|&i| i != 150).collect::<Vec<_>>());
 }
+
+/// `publish_many` queues its messages at once: ids in order, every one delivered, few
+/// streams; and when one of them is too large, none is sent.
+#[tokio::test]
+async fn publish_many_queues_them_together_or_not_at_all() {
+    let mut config = HubConfig::default();
+    config.policy.limits.max_frame_size = 64 * 1024;
+    let t = start_hub(config).await;
+    let mut sink = t.agent("sink").await;
+    sink.subscribe("batch").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let publisher = t.agent("publisher").await;
+    let before = publisher.stats().connection.streams_opened;
+    let ids = publisher
+        .publish_many("batch", Kind::Event, (0..100).map(|i| format!("b{i}")))
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 100);
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1));
+    let mut got = Vec::new();
+    while got.len() < 100 {
+        let msg = tokio::time::timeout(5 * SECOND, sink.recv())
+            .await
+            .expect("every message arrives")
+            .unwrap();
+        got.push(String::from_utf8(msg.envelope.body.to_vec()).unwrap());
+    }
+    got.sort_unstable();
+    let mut want: Vec<String> = (0..100).map(|i| format!("b{i}")).collect();
+    want.sort_unstable();
+    assert_eq!(got, want);
+    let opened = publisher.stats().connection.streams_opened - before;
+    assert!(opened < 10, "100 small messages took {opened} streams");
+
+    let bodies = vec![vec![1u8; 10], vec![2u8; 64 * 1024 + 1], vec![3u8; 10]];
+    match publisher.publish_many("batch", Kind::Event, bodies).await {
+        Err(AgentError::TooLarge(_)) => {}
+        other => panic!("expected too large, got {other:?}"),
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), sink.recv())
+            .await
+            .is_err(),
+        "nothing of a refused batch is sent"
+    );
+}

@@ -122,6 +122,57 @@ impl<T> PriorityQueue<T> {
         }
     }
 
+    /// Queues every item, each in its class, in as few steps as the room allows: all at once
+    /// when they fit (so that a consumer finds them together), otherwise as many as fit each
+    /// time room appears. On an error the items not yet queued are dropped; the count of
+    /// those queued comes with it.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use agentwire_proto::Priority;
+    /// use agentwire_transport::queue::PriorityQueue;
+    /// let q = PriorityQueue::new(8);
+    /// q.push_all(vec![("a", Priority::Low), ("b", Priority::Low), ("!", Priority::Critical)])
+    ///     .await
+    ///     .unwrap();
+    /// assert_eq!(q.len(), 3);
+    /// assert_eq!(q.pop().await, Some("!"));
+    /// assert_eq!(q.pop().await, Some("a"));
+    /// # });
+    /// ```
+    pub async fn push_all(&self, items: Vec<(T, Priority)>) -> Result<(), (usize, QueueError)> {
+        let mut items = items.into_iter().peekable();
+        let mut queued = 0;
+        while items.peek().is_some() {
+            let notified = self.writable.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let added = {
+                let mut s = self.lock();
+                if s.closed {
+                    return Err((queued, QueueError::Closed));
+                }
+                let mut added = 0;
+                while s.len < self.capacity {
+                    let Some((item, priority)) = items.next() else {
+                        break;
+                    };
+                    s.classes[priority.index()].push_back(item);
+                    s.len += 1;
+                    added += 1;
+                }
+                added
+            };
+            if added > 0 {
+                queued += added;
+                self.readable.notify_one();
+                continue;
+            }
+            notified.await;
+        }
+        Ok(())
+    }
+
     /// Takes the most urgent item, waiting while the queue is empty; `None` once closed and
     /// drained.
     pub async fn pop(&self) -> Option<T> {

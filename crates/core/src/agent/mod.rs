@@ -312,16 +312,63 @@ impl AgentHandle {
         self.send_envelope_with(env, None).await
     }
 
-    async fn send_envelope_with(
+    /// Queues several envelopes at once and returns their ids, in order. They reach the
+    /// connection's writer together, so the transport writes them together: one TLS record
+    /// and system call over TCP, streams shared by the small ones over QUIC (most urgent class
+    /// first). Nothing is queued if one of them cannot be encoded or is too large; if the
+    /// connection closes while they wait for room, those not yet queued are not sent.
+    pub async fn send_envelopes(
         &self,
-        mut env: Envelope,
-        reply: Option<ReplySlot>,
-    ) -> Result<u64, AgentError> {
+        envelopes: impl IntoIterator<Item = Envelope>,
+    ) -> Result<Vec<u64>, AgentError> {
         if let Some(why) = self.inner.closed.borrow().clone() {
             return Err(AgentError::Disconnected(why));
         }
+        let mut ids = Vec::new();
+        let mut items = Vec::new();
+        for env in envelopes {
+            ids.push(env.id);
+            let priority = env.priority;
+            items.push((self.outgoing(env, None)?, priority));
+        }
+        let count = items.len() as u64;
+        self.inner
+            .queue
+            .push_all(items)
+            .await
+            .map_err(|(queued, e)| {
+                self.inner.sent.fetch_add(queued as u64, Ordering::Relaxed);
+                AgentError::from(e)
+            })?;
+        self.inner.sent.fetch_add(count, Ordering::Relaxed);
+        Ok(ids)
+    }
+
+    /// Publishes every body to `topic` as events of `kind`, at medium priority, queued at once
+    /// ([`send_envelopes`](Self::send_envelopes)); returns their ids in order.
+    pub async fn publish_many<B: Into<Bytes>>(
+        &self,
+        topic: &str,
+        kind: Kind,
+        bodies: impl IntoIterator<Item = B>,
+    ) -> Result<Vec<u64>, AgentError> {
+        let envelopes: Vec<Envelope> = bodies
+            .into_iter()
+            .map(|body| {
+                self.envelope(Destination::topic(topic), kind)
+                    .with_body(body)
+            })
+            .collect();
+        self.send_envelopes(envelopes).await
+    }
+
+    /// The frame and class of `env` from this agent, checked against the hub's frame limit.
+    fn outgoing(
+        &self,
+        mut env: Envelope,
+        reply: Option<ReplySlot>,
+    ) -> Result<Outgoing, AgentError> {
         env.from.clone_from(&self.inner.session.agent_id);
-        let id = env.id;
         let priority = env.priority;
         let class = match env.kind {
             Kind::Request => SendClass::Request(priority),
@@ -339,18 +386,25 @@ impl AgentHandle {
                 max: self.inner.session.max_frame_size,
             }));
         }
-        self.inner
-            .queue
-            .push(
-                Outgoing {
-                    frame,
-                    class,
-                    reply,
-                    after_delivery: false,
-                },
-                priority,
-            )
-            .await?;
+        Ok(Outgoing {
+            frame,
+            class,
+            reply,
+            after_delivery: false,
+        })
+    }
+
+    async fn send_envelope_with(
+        &self,
+        env: Envelope,
+        reply: Option<ReplySlot>,
+    ) -> Result<u64, AgentError> {
+        if let Some(why) = self.inner.closed.borrow().clone() {
+            return Err(AgentError::Disconnected(why));
+        }
+        let (id, priority) = (env.id, env.priority);
+        let outgoing = self.outgoing(env, reply)?;
+        self.inner.queue.push(outgoing, priority).await?;
         self.inner.sent.fetch_add(1, Ordering::Relaxed);
         Ok(id)
     }
