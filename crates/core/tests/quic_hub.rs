@@ -869,6 +869,19 @@ async fn partial_frames_before_the_hello_are_bounded_by_the_pre_hello_window() {
     const _: () = assert!(agentwire::transport::quic::PRE_HELLO_WINDOW < 20 * 10 * 1024);
 }
 
+/// The bodies of the next `n` messages `agent` receives, as text, in arrival order.
+async fn bodies(agent: &mut Agent, n: usize) -> Vec<String> {
+    let mut got = Vec::with_capacity(n);
+    while got.len() < n {
+        let msg = tokio::time::timeout(5 * SECOND, agent.recv())
+            .await
+            .expect("every message arrives")
+            .unwrap();
+        got.push(String::from_utf8(msg.envelope.body.to_vec()).unwrap());
+    }
+    got
+}
+
 /// Small messages queued together leave on shared streams (one per priority class) and all
 /// arrive, once each, and a critical message fed among them is not held behind them.
 #[tokio::test]
@@ -894,14 +907,7 @@ async fn small_messages_fed_together_share_streams() {
             .await
             .unwrap();
     }
-    let mut got = Vec::new();
-    while got.len() < 200 {
-        let msg = tokio::time::timeout(5 * SECOND, sink.recv())
-            .await
-            .expect("every message arrives")
-            .unwrap();
-        got.push(String::from_utf8(msg.envelope.body.to_vec()).unwrap());
-    }
+    let got = bodies(&mut sink, 200).await;
     let opened = source.stats().connection.streams_opened - before;
     assert!(opened < 20, "200 small messages took {opened} streams");
     // The critical one left on a stream of its own class, ahead of the low ones' streams.
@@ -937,14 +943,7 @@ async fn publish_many_queues_them_together_or_not_at_all() {
         .unwrap();
     assert_eq!(ids.len(), 100);
     assert!(ids.windows(2).all(|w| w[1] == w[0] + 1));
-    let mut got = Vec::new();
-    while got.len() < 100 {
-        let msg = tokio::time::timeout(5 * SECOND, sink.recv())
-            .await
-            .expect("every message arrives")
-            .unwrap();
-        got.push(String::from_utf8(msg.envelope.body.to_vec()).unwrap());
-    }
+    let mut got = bodies(&mut sink, 100).await;
     got.sort_unstable();
     let mut want: Vec<String> = (0..100).map(|i| format!("b{i}")).collect();
     want.sort_unstable();

@@ -182,12 +182,9 @@ impl QuicSender {
         Ok(())
     }
 
-    /// One new unidirectional stream of `class` carrying `frames`, ended.
-    async fn write_stream(
-        &self,
-        mut frames: Vec<Bytes>,
-        class: SendClass,
-    ) -> Result<(), TransportError> {
+    /// A new unidirectional stream of `class` (its priority set, counted, and inside a
+    /// WebTransport session opened with the session's signal).
+    async fn open_uni(&self, class: SendClass) -> Result<SendStream, TransportError> {
         let inner = &self.inner;
         let mut stream = inner
             .conn
@@ -196,15 +193,25 @@ impl QuicSender {
             .map_err(|e| map_connection_error(&e))?;
         let _ = stream.set_priority(quic_priority(class));
         inner.streams_opened.fetch_add(1, Ordering::Relaxed);
-        if frames.len() > 1 {
-            inner.batches.fetch_add(1, Ordering::Relaxed);
-        }
         if let Some(signal) = &inner.signal {
             stream
                 .write_chunk(signal.uni.clone())
                 .await
                 .map_err(map_write_error)?;
         }
+        Ok(stream)
+    }
+
+    /// One new unidirectional stream of `class` carrying `frames`, ended.
+    async fn write_stream(
+        &self,
+        mut frames: Vec<Bytes>,
+        class: SendClass,
+    ) -> Result<(), TransportError> {
+        if frames.len() > 1 {
+            self.inner.batches.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut stream = self.open_uni(class).await?;
         stream
             .write_all_chunks(&mut frames)
             .await
@@ -221,23 +228,6 @@ impl QuicSender {
         class: SendClass,
     ) -> Result<(), TransportError> {
         let inner = &self.inner;
-        let open = || async {
-            let stream = inner
-                .conn
-                .open_uni()
-                .await
-                .map_err(|e| map_connection_error(&e))?;
-            let _ = stream.set_priority(quic_priority(class));
-            inner.streams_opened.fetch_add(1, Ordering::Relaxed);
-            let mut stream = stream;
-            if let Some(signal) = &inner.signal {
-                stream
-                    .write_chunk(signal.uni.clone())
-                    .await
-                    .map_err(map_write_error)?;
-            }
-            Ok::<_, TransportError>(stream)
-        };
         match (inner.mapping, class) {
             (StreamMapping::PerMessage, SendClass::Request(_)) => {
                 let (mut stream, answers) = inner
@@ -271,18 +261,11 @@ impl QuicSender {
                 let mut lane = inner.lanes[p.index()].lock().await;
                 let stream = match lane.as_mut() {
                     Some(s) => s,
-                    None => lane.insert(open().await?),
+                    None => lane.insert(self.open_uni(class).await?),
                 };
                 stream.write_chunk(frame).await.map_err(map_write_error)
             }
-            _ => {
-                let mut stream = open().await?;
-                stream.write_chunk(frame).await.map_err(map_write_error)?;
-                // Ends the stream; the bytes still go out (and are retransmitted) after this.
-                let _ = stream.finish();
-                self.finished(stream);
-                Ok(())
-            }
+            _ => self.write_stream(vec![frame], class).await,
         }
     }
 }
