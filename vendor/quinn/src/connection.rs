@@ -1032,7 +1032,6 @@ pub(crate) struct State {
     transmit_deferred: bool,
 }
 
-
 /// agentwire: the largest transmit buffer a connection keeps between sends.
 const SEND_BUFFER_KEEP: usize = 16 * 1024;
 

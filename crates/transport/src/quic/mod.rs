@@ -161,7 +161,6 @@ fn split(
             count_goodbye: std::sync::atomic::AtomicBool::new(false),
             signal,
             batch: std::sync::Mutex::new(sender::Batch::default()),
-            batches: AtomicU64::new(0),
         }),
     };
     let receiver = QuicReceiver {

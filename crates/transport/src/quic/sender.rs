@@ -49,8 +49,6 @@ pub(super) struct SenderInner {
     pub(super) signal: Option<super::signal::SessionSignal>,
     /// Small messages fed and not yet flushed (per-message mapping only).
     pub(super) batch: std::sync::Mutex<Batch>,
-    /// Streams that carried more than one message.
-    pub(super) batches: AtomicU64,
     /// The most bytes of messages one shared stream carries: about one datagram of the path
     /// (see [`batch_limit`]), read again at every flush.
     pub(super) batch_limit: AtomicUsize,
@@ -208,9 +206,6 @@ impl QuicSender {
         mut frames: Vec<Bytes>,
         class: SendClass,
     ) -> Result<(), TransportError> {
-        if frames.len() > 1 {
-            self.inner.batches.fetch_add(1, Ordering::Relaxed);
-        }
         let mut stream = self.open_uni(class).await?;
         stream
             .write_all_chunks(&mut frames)

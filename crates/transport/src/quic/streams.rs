@@ -138,25 +138,14 @@ impl StreamReader {
         if finished && read.len() == 1 {
             let max = self.max_frame_size.load(Ordering::Relaxed);
             if let Ok(frame) = FrameDecoder::decode_one(read[0].clone(), max) {
-                self.backlog.read(backlog_len(&frame));
-                let item = Ok((frame, reply.map(|s| ReplySlot::new(TransportKind::Quic, s))));
-                match self.tx.try_send(ticket, item) {
-                    Ok(()) | Err(quic_inbound::TrySendError::Closed(_)) => self.streams.read(),
-                    Err(quic_inbound::TrySendError::Full(item)) => {
-                        let (tx, streams) = (self.tx.clone(), self.streams.clone());
-                        tokio::spawn(async move {
-                            let _ = tx.send(ticket, item).await;
-                            streams.read();
-                        });
-                    }
-                }
-                return;
+                let slot = reply.map(|s| ReplySlot::new(TransportKind::Quic, s));
+                return self.queue_inline([frame], slot, ticket);
             }
             // Several small messages sent together on one stream (`QuicSender::feed_frame`),
             // all here: handed on here too, in their order.
             if reply.is_none() {
                 if let Some(frames) = whole_frames(read[0].clone(), max) {
-                    return self.queue_inline(frames, ticket);
+                    return self.queue_inline(frames, None, ticket);
                 }
             }
         }
@@ -167,11 +156,17 @@ impl StreamReader {
     }
 
     /// Queues the frames of a stream read whole in the accept loop, the first with the
-    /// stream's ticket; the rest wait in a task if the queue is full.
-    fn queue_inline(&self, frames: Vec<RawFrame>, ticket: Ticket) {
+    /// stream's ticket and `slot` (a request's reply slot); the rest wait in a task if the
+    /// queue is full.
+    fn queue_inline(
+        &self,
+        frames: impl IntoIterator<Item = RawFrame>,
+        mut slot: Option<ReplySlot>,
+        ticket: Ticket,
+    ) {
         let mut items = frames.into_iter().map(|frame| {
             self.backlog.read(backlog_len(&frame));
-            Ok((frame, None))
+            Ok((frame, slot.take()))
         });
         let mut first = Some(ticket);
         while let Some(item) = items.next() {
