@@ -84,6 +84,8 @@ export declare class Agent implements AsyncIterable<Message> {
   subscribe(topic: string): Promise<void>;
   unsubscribe(topic: string): Promise<void>;
   publish(topic: string, body: Body): Promise<number>;
+  /** Every body to `topic`, queued in one step (written together); their ids in order. */
+  publishMany(topic: string, bodies: Body[]): Promise<number[]>;
   enqueue(queue: string, body: Body, options?: { producerId?: string; timeoutMs?: number }): Promise<Receipt>;
   consume(queue: string, options?: { credit?: number }): Promise<void>;
   stopConsuming(queue: string): Promise<void>;

@@ -247,6 +247,18 @@ class Agent {
   }
 
   /** Stores a task in work queue `queue`; resolves once the hub stored it. */
+  /**
+   * Publishes every body to `topic`, queued in one step so that the transport writes them
+   * together (several to a QUIC stream); resolves to their ids in order. Nothing is sent when
+   * one body is over the hub's frame limit.
+   */
+  publishMany(topic, bodies) {
+    return invoke(() => {
+      if (!Array.isArray(bodies)) throw new ConfigError(`bodies must be an array, not ${typeof bodies}`);
+      return this._native.publishMany(text('topic', topic), bodies.map(bodyOf));
+    });
+  }
+
   async enqueue(queue, body, { producerId, timeoutMs = 10000 } = {}) {
     const [task, duplicate] = await invoke(() => this._native.enqueue(text('queue', queue),
       bodyOf(body), milliseconds('timeoutMs', timeoutMs),

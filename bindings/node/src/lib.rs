@@ -375,6 +375,24 @@ impl NativeAgent {
         });
     }
 
+    /// Publishes every payload to `topic`, queued in one step (written together); resolves to
+    /// their ids in order. Nothing is sent when one is over the hub's frame limit.
+    #[napi]
+    pub async fn publish_many(
+        &self,
+        topic: String,
+        payloads: Vec<Either<Buffer, String>>,
+    ) -> napi::Result<Vec<i64>> {
+        let bodies = payloads.into_iter().map(body).collect();
+        let ids = self
+            .inner
+            .clone()
+            .publish_many(&topic, bodies)
+            .await
+            .map_err(js_err)?;
+        Ok(ids.into_iter().map(|id| id as i64).collect())
+    }
+
     /// Resolves to `[task, duplicate]`.
     #[napi]
     pub async fn enqueue(

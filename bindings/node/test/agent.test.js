@@ -81,6 +81,36 @@ test('topics, events, priorities and headers', async () => {
   }
 });
 
+test('publishMany delivers every body, or none when one is too large', async () => {
+  const hub = await agentwire.Hub.start();
+  try {
+    const listener = await agentwire.connect({ hub: hub.url, id: 'listener', pin: hub.pin });
+    const speaker = await agentwire.connect({ hub: hub.url, id: 'speaker', pin: hub.pin });
+    await listener.subscribe('news');
+    await new Promise((r) => setTimeout(r, 100));
+    const bodies = Array.from({ length: 50 }, (_, i) => `n${i}`);
+    const ids = await speaker.publishMany('news', bodies);
+    assert.equal(ids.length, 50);
+    assert.equal(new Set(ids).size, 50);
+    const got = new Map();
+    while (got.size < 50) {
+      const msg = await listener.recv();
+      got.set(msg.id, msg.text);
+    }
+    assert.deepEqual(got, new Map(ids.map((id, i) => [id, bodies[i]])));
+    await assert.rejects(speaker.publishMany('news', ['small', Buffer.alloc(17 << 20)]), agentwire.TooLargeError);
+    await assert.rejects(speaker.publishMany('news', 'one body'), agentwire.ConfigError);
+    await assert.rejects(speaker.publishMany('news', [12]), agentwire.ConfigError);
+    assert.deepEqual(await speaker.publishMany('news', []), []);
+    await speaker.publish('news', 'after');
+    assert.equal((await listener.recv()).text, 'after');
+    await listener.close();
+    await speaker.close();
+  } finally {
+    hub.close();
+  }
+});
+
 test('durable queue: enqueue, duplicates, consume, ack, nack', async () => {
   const store = fs.mkdtempSync(path.join(os.tmpdir(), 'agentwire-store-'));
   const hub = await agentwire.Hub.start({ store });

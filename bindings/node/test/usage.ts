@@ -13,6 +13,7 @@ async function coordinator(): Promise<void> {
   await agent.send('worker', 'event', { priority: 'high', headers: { a: 'b' } });
   await agent.subscribe('news');
   await agent.publish('news', new Uint8Array([1]));
+  const ids: number[] = await agent.publishMany('news', ['a', new Uint8Array([2])]);
   const { task, duplicate } = await agent.enqueue('jobs', 'x', { producerId: 'p' });
   await agent.consume('jobs', { credit: 4 });
   for await (const msg of agent) {

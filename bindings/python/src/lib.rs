@@ -55,6 +55,7 @@ fn timeout(seconds: f64) -> PyResult<std::time::Duration> {
 enum Done {
     Unit,
     Id(u64),
+    Ids(Vec<u64>),
     Text(String),
     Receipt(u64, bool),
     Message(agentwire_sdk::Message),
@@ -83,6 +84,12 @@ impl From<()> for Done {
 impl From<u64> for Done {
     fn from(id: u64) -> Done {
         Done::Id(id)
+    }
+}
+
+impl From<Vec<u64>> for Done {
+    fn from(ids: Vec<u64>) -> Done {
+        Done::Ids(ids)
     }
 }
 
@@ -181,6 +188,7 @@ impl Completions {
             let (ok, value) = match done {
                 Done::Unit | Done::MaybeMessage(None) => (true, py.None()),
                 Done::Id(id) => (true, id.into_pyobject(py)?.into_any().unbind()),
+                Done::Ids(ids) => (true, ids.into_pyobject(py)?.into_any().unbind()),
                 Done::Text(text) => (true, text.into_pyobject(py)?.into_any().unbind()),
                 Done::Receipt(task, duplicate) => (
                     true,
@@ -423,6 +431,21 @@ impl NativeAgent {
     ) -> PyResult<()> {
         let (agent, body) = (self.inner.clone(), Bytes::copy_from_slice(body));
         completions.spawn(ticket, async move { agent.publish(&topic, body).await })
+    }
+
+    fn publish_many(
+        &self,
+        completions: &Completions,
+        ticket: u64,
+        topic: String,
+        bodies: Vec<Vec<u8>>,
+    ) -> PyResult<()> {
+        let agent = self.inner.clone();
+        let bodies = bodies.into_iter().map(Bytes::from).collect();
+        completions.spawn(
+            ticket,
+            async move { agent.publish_many(&topic, bodies).await },
+        )
     }
 
     #[pyo3(signature = (completions, ticket, queue, body, timeout, producer_id=None))]

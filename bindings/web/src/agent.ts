@@ -567,6 +567,27 @@ export class Agent implements AsyncIterable<Message> {
     return this.send(`topic:${topic}`, body, { ...options, kind: 'event' });
   }
 
+  /**
+   * Publishes every body as an event to `topic`, written together (over WebTransport several
+   * to a stream); resolves to their ids in order. Nothing is sent when one body is over the
+   * session's frame limit.
+   */
+  async publishMany(topic: string, bodies: Body[], options: Omit<SendOptions, 'kind'> = {}): Promise<U64[]> {
+    this.alive();
+    if (!Array.isArray(bodies)) throw new ConfigError(`bodies: an array, not ${typeof bodies}`);
+    const envs = bodies.map((body) => this.envelope(`topic:${topic}`, body, 'event', options));
+    const frames = envs.map((env) => this.encode(env));
+    if (frames.length === 0) return [];
+    this.lastSent = Date.now();
+    this.counts.sent += frames.length;
+    try {
+      await this.link.messages(frames, envs[0].priority);
+    } catch (e) {
+      throw new ClosedError(`could not send: ${(e as Error)?.message ?? e}`, this.closedCode, null, { cause: e });
+    }
+    return envs.map((env) => env.id);
+  }
+
   /** Stores a task in work queue `queue`; resolves once the hub stored it. */
   async enqueue(queue: string, body: Body, options: { producerId?: string; timeoutMs?: number } = {}): Promise<Receipt> {
     const headers: Record<string, string> = {};

@@ -42,10 +42,44 @@ export interface Link {
   heartbeat(frame: Uint8Array): Promise<boolean>;
   /** An envelope frame; `request`: its answer may come back on the same stream. */
   message(frame: Uint8Array, priority: Priority, request: boolean): Promise<void>;
+  /** Several envelope frames (not requests) of one class, written together and in order. */
+  messages(frames: Uint8Array[], priority: Priority): Promise<void>;
   /** The frame limit the handshake agreed on. */
   setMaxFrameSize(n: number): void;
   /** Closes with an agentwire error code (0: normal) and a reason. */
   close(code: number, reason: string): void;
+}
+
+/**
+ * The bytes of frames that share one WebTransport stream in `messages`, as the Rust sender's
+ * shared streams (about one loopback datagram): a loss holds back no more than that.
+ */
+const SHARED_STREAM_BYTES = 64 * 1024;
+
+/** `frames` in runs of at most `limit` bytes, each run joined (a larger frame runs alone). */
+export function joinFrames(frames: Uint8Array[], limit: number): Uint8Array[] {
+  const runs: Uint8Array[] = [];
+  let run: Uint8Array[] = [];
+  let size = 0;
+  const end = () => {
+    if (run.length === 0) return;
+    const joined = new Uint8Array(size);
+    let at = 0;
+    for (const f of run) {
+      joined.set(f, at);
+      at += f.length;
+    }
+    runs.push(joined);
+    run = [];
+    size = 0;
+  };
+  for (const f of frames) {
+    if (size + f.length > limit) end();
+    run.push(f);
+    size += f.length;
+  }
+  end();
+  return runs;
 }
 
 /** WebTransport's send order per class: higher goes first. Control frames outrank them all. */
@@ -167,6 +201,16 @@ export class WebTransportLink implements Link {
     const w = s.getWriter();
     void w.write(frame).catch(() => {});
     await w.close();
+  }
+
+  async messages(frames: Uint8Array[], priority: Priority): Promise<void> {
+    const sendOrder = SEND_ORDER[priority];
+    for (const run of joinFrames(frames, SHARED_STREAM_BYTES)) {
+      const s = await this.wt.createUnidirectionalStream({ sendOrder } as WebTransportSendStreamOptions);
+      const w = s.getWriter();
+      void w.write(run).catch(() => {});
+      await w.close();
+    }
   }
 
   setMaxFrameSize(n: number): void {
@@ -329,6 +373,11 @@ export class WebSocketLink implements Link {
 
   message(frame: Uint8Array, priority: Priority): Promise<void> {
     return this.enqueue(1 + PRIORITIES.indexOf(priority), frame);
+  }
+
+  /** Each frame is one WebSocket message (the hub reads exactly one frame per message). */
+  async messages(frames: Uint8Array[], priority: Priority): Promise<void> {
+    await Promise.all(frames.map((f) => this.message(f, priority)));
   }
 
   setMaxFrameSize(n: number): void {

@@ -90,21 +90,36 @@ test('a page subscribes, another publishes; a page answers a request another pag
         if (m.isRequest) await m.reply(`b answers ${m.text}`);
         else if (m.to === 'topic:news') {
           got.push(m.text);
-          if (got.length === 20) return;
+          if (got.length === 220) return;
         }
       }
     })();
     const got = [];
     const answer = await a.request('page-b', 'ping');
     for (let i = 0; i < 20; i++) await a.publish('news', `item ${i}`);
-    await Promise.race([served, new Promise((r) => setTimeout(r, 5000))]);
+    // 200 at once: over WebTransport several share a stream (about 6 KiB each, so a few
+    // streams of up to 64 KiB).
+    const big = 'x'.repeat(6000);
+    const ids = await a.publishMany('news', Array.from({ length: 200 }, (_, i) => `batch ${i} ${big}`));
+    await Promise.race([served, new Promise((r) => setTimeout(r, 10000))]);
     await a.close();
     await b.close();
-    return { answer: answer.text, from: answer.sender, got: got.sort() };
+    return {
+      answer: answer.text,
+      from: answer.sender,
+      got: got.map((t) => t.replace(big, '')).sort(),
+      ids: ids.length,
+      distinct: new Set(ids.map(String)).size,
+    };
   }, wt());
   assert.equal(r.answer, 'b answers ping');
   assert.equal(r.from, 'page-b');
-  assert.deepEqual(r.got, Array.from({ length: 20 }, (_, i) => `item ${i}`).sort());
+  assert.deepEqual([r.ids, r.distinct], [200, 200]);
+  const want = [
+    ...Array.from({ length: 20 }, (_, i) => `item ${i}`),
+    ...Array.from({ length: 200 }, (_, i) => `batch ${i} `),
+  ];
+  assert.deepEqual(r.got, want.sort());
 });
 
 test('a critical message overtakes bulk ones sent before it', { skip }, async () => {
@@ -237,13 +252,22 @@ test('with WebTransport off the page falls back to WebSocket and says so', { ski
       });
       let ok = 0;
       for (let i = 0; i < 100; i++) if ((await agent.request('echo', `q${i}`)).text === `q${i}`) ok += 1;
-      const out = { transport: agent.transport, attempts: agent.attempts.map((a) => a.transport), ok };
+      // publishMany over WebSocket: one message per frame, in order.
+      const reader = await agentwire.connect({ hub: `wss://127.0.0.1:${wss}`, id: 'page-reader', token, serverCertificateHashes: hashes });
+      await reader.subscribe('mine');
+      await reader.request('echo', 'the subscription is in');
+      await agent.publishMany('mine', Array.from({ length: 50 }, (_, i) => `p${i}`));
+      const published = [];
+      while (published.length < 50) published.push((await reader.recv()).text);
+      const out = { transport: agent.transport, attempts: agent.attempts.map((a) => a.transport), ok, published };
       await agent.close();
+      await reader.close();
       return out;
     }, { ...plain.ports, token: TOKEN, hashes: [certs.sha256] });
     assert.equal(r.transport, 'websocket');
     assert.deepEqual(r.attempts, ['webtransport']);
     assert.equal(r.ok, 100);
+    assert.deepEqual(r.published, Array.from({ length: 50 }, (_, i) => `p${i}`));
   } finally {
     await echo2.stop();
     await plain.proc.stop();

@@ -7,6 +7,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 import * as f from '../dist/frames.js';
+import { joinFrames } from '../dist/link.js';
 import { decode, encode, MsgpackError } from '../dist/msgpack.js';
 
 const VECTORS = fileURLToPath(new URL('../../../docs/vectors/', import.meta.url));
@@ -166,4 +167,14 @@ test('an envelope that lies about its fields is malformed, and a header named __
   assert.equal(Object.getPrototypeOf(env.headers), Object.prototype);
   assert.equal(Object.keys(env.headers).join(), '__proto__');
   assert.equal(env.headers['__proto__'], 'x');
+});
+
+test('joinFrames joins frames in order into runs of at most the limit; a larger one runs alone', () => {
+  const frame = (n, fill) => new Uint8Array(n).fill(fill);
+  const runs = joinFrames([frame(40, 1), frame(50, 2), frame(30, 3), frame(200, 4), frame(10, 5)], 100);
+  assert.deepEqual(runs.map((r) => r.length), [90, 30, 200, 10]);
+  assert.deepEqual([...runs[0].slice(38, 42)], [1, 1, 2, 2]);
+  assert.deepEqual(joinFrames([], 100), []);
+  const all = runs.flatMap((r) => [...r]);
+  assert.deepEqual(all, [frame(40, 1), frame(50, 2), frame(30, 3), frame(200, 4), frame(10, 5)].flatMap((r) => [...r]));
 });

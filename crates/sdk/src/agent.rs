@@ -171,6 +171,18 @@ impl SdkAgent {
         Ok(self.handle.publish(topic, Kind::Event, body).await?)
     }
 
+    /// Publishes every body as an event to `topic`, queued in one step so that the transport
+    /// writes them together (several to a QUIC stream, one TLS record over TCP); returns
+    /// their ids in order. Nothing is queued when one body is over the hub's frame limit.
+    pub async fn publish_many(
+        &self,
+        topic: &str,
+        bodies: Vec<Bytes>,
+    ) -> Result<Vec<u64>, SdkError> {
+        let topic = non_empty("topic", topic)?;
+        Ok(self.handle.publish_many(topic, Kind::Event, bodies).await?)
+    }
+
     /// Stores a task in work queue `queue` (waits for the hub's receipt).
     pub async fn enqueue(
         &self,
