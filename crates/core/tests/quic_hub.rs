@@ -538,10 +538,12 @@ async fn idle_timeout_is_applied() {
     assert!(started.elapsed() < 5 * SECOND);
 }
 
-/// In the per-message mapping a request travels on a bidirectional stream and its answer comes
-/// back on the same stream, through the hub in both directions; lanes use no request streams.
+/// In the per-message mapping a request travels as any message does, on a unidirectional
+/// stream (shared with what is fed with it), and its answer comes back as a message matched by
+/// correlation, through the hub in both directions. A peer that sends its request on a
+/// bidirectional stream, as browsers do, gets the answer on that stream's return direction.
 #[tokio::test]
-async fn requests_and_answers_share_a_stream() {
+async fn requests_travel_as_messages_and_a_request_stream_gets_its_answer() {
     let t = start_hub(HubConfig::default()).await;
     let mut worker = t.agent("worker").await;
     let worker_handle = worker.handle().clone();
@@ -558,14 +560,14 @@ async fn requests_and_answers_share_a_stream() {
             .unwrap();
         assert_eq!(reply.body, format!("q{i}").as_bytes());
     }
-    // The hub's own error answer also takes the request's stream back.
-    assert!(asker.request("nobody", "q", 5 * SECOND).await.is_err());
-
-    assert_eq!(asker.stats().connection.request_streams, 11);
-    assert_eq!(
-        worker_handle.stats().connection.replies_on_request_streams,
-        10
-    );
+    // The hub's own error answer comes back the same way.
+    assert!(matches!(
+        asker.request("nobody", "q", 5 * SECOND).await,
+        Err(AgentError::Remote {
+            code: ErrorCode::UnknownAgent,
+            ..
+        })
+    ));
     let hub_side = |id: &str| {
         t.hub
             .agents()
@@ -574,17 +576,43 @@ async fn requests_and_answers_share_a_stream() {
             .map(|a| a.connection)
             .unwrap()
     };
-    assert_eq!(hub_side("worker").request_streams, 10);
-    assert_eq!(hub_side("asker").replies_on_request_streams, 11);
+    assert_eq!(
+        worker_handle.stats().connection.replies_on_request_streams,
+        0
+    );
+    assert_eq!(hub_side("asker").replies_on_request_streams, 0);
 
-    let mut opts = t.opts("lane-asker");
-    opts.stream_mapping = agentwire::StreamMapping::Lanes;
-    let lanes = Agent::connect(opts).await.unwrap();
-    lanes
-        .request("worker", "by lane", 5 * SECOND)
+    // A raw peer sends its request on a bidirectional stream of its own.
+    let conn = t.raw_connection().await;
+    let (mut control, mut control_in) = conn.open_bi().await.unwrap();
+    let hello = Frame::Hello(Hello::new("raw", "raw"))
+        .encode(Codec::MsgPack)
+        .unwrap();
+    control.write_all(&hello).await.unwrap();
+    let mut welcome = [0u8; 5];
+    control_in.read_exact(&mut welcome).await.unwrap();
+    assert_eq!(welcome[4], 0x02, "welcome frame");
+    let (mut request, mut answer) = conn.open_bi().await.unwrap();
+    let env = agentwire::Envelope::new(7, "raw", Destination::agent("worker"), Kind::Request)
+        .with_body("by request stream");
+    request
+        .write_all(&Frame::Envelope(env).encode(Codec::MsgPack).unwrap())
         .await
         .unwrap();
-    assert_eq!(lanes.stats().connection.request_streams, 0);
+    request.finish().unwrap();
+    let bytes = tokio::time::timeout(5 * SECOND, answer.read_to_end(1 << 20))
+        .await
+        .expect("the answer comes back on the request's stream")
+        .unwrap();
+    let raw = agentwire_proto::FrameDecoder::decode_one(bytes.into(), 1 << 20).unwrap();
+    let Frame::Envelope(reply) = Frame::decode(&raw, Codec::MsgPack).unwrap() else {
+        panic!("not an envelope");
+    };
+    assert_eq!(
+        (reply.kind, reply.correlation, &reply.body[..]),
+        (Kind::Response, Some(7), &b"by request stream"[..])
+    );
+    assert_eq!(hub_side("raw").replies_on_request_streams, 1);
 }
 
 /// The records of a JSON-SEQ qlog file (RFC 7464: each starts with 0x1E), parsed.

@@ -29,9 +29,8 @@ pub struct ConnectionStats {
     pub streams_opened: u64,
     /// Datagrams sent.
     pub datagrams_sent: u64,
-    /// Requests sent on streams of their own that carry the answer back (QUIC).
-    pub request_streams: u64,
-    /// Answers written on the stream their request arrived on (QUIC).
+    /// Answers written on the bidirectional stream their request arrived on (QUIC: requests
+    /// from peers that send them that way, such as browsers).
     pub replies_on_request_streams: u64,
     /// Current path MTU, bytes.
     pub mtu: u16,

@@ -152,7 +152,6 @@ fn split(
             peer_max: AtomicU32::new(limits.max_frame_size),
             streams_opened: AtomicU64::new(1),
             datagrams_sent: AtomicU64::new(0),
-            request_streams: AtomicU64::new(0),
             replies_on_request_streams: AtomicU64::new(0),
             reader,
             admission: std::sync::Mutex::new(None),

@@ -32,7 +32,6 @@ pub(super) struct SenderInner {
     pub(super) peer_max: AtomicU32,
     pub(super) streams_opened: AtomicU64,
     pub(super) datagrams_sent: AtomicU64,
-    pub(super) request_streams: AtomicU64,
     pub(super) replies_on_request_streams: AtomicU64,
     /// Reads answers arriving on the request streams this side opens.
     pub(super) reader: StreamReader,
@@ -217,6 +216,9 @@ impl QuicSender {
         Ok(())
     }
 
+    /// A message or request: on a lane, or on a new unidirectional stream of its own (its
+    /// answer, for a request, comes back as a message; a peer may still send a request on a
+    /// bidirectional stream and get its answer there, see [`send_reply`](FrameSender::send_reply)).
     pub(super) async fn write_message(
         &self,
         frame: Bytes,
@@ -224,34 +226,6 @@ impl QuicSender {
     ) -> Result<(), TransportError> {
         let inner = &self.inner;
         match (inner.mapping, class) {
-            (StreamMapping::PerMessage, SendClass::Request(_)) => {
-                let (mut stream, answers) = inner
-                    .conn
-                    .open_bi()
-                    .await
-                    .map_err(|e| map_connection_error(&e))?;
-                let _ = stream.set_priority(quic_priority(class));
-                inner.streams_opened.fetch_add(1, Ordering::Relaxed);
-                inner.request_streams.fetch_add(1, Ordering::Relaxed);
-                if let Some(signal) = &inner.signal {
-                    stream
-                        .write_chunk(signal.bidi.clone())
-                        .await
-                        .map_err(map_write_error)?;
-                }
-                // The answer comes back on the other direction of this stream.
-                tokio::spawn(inner.reader.clone().pump(
-                    answers,
-                    None,
-                    None,
-                    Vec::new(),
-                    Counted::No,
-                ));
-                stream.write_chunk(frame).await.map_err(map_write_error)?;
-                let _ = stream.finish();
-                self.finished(stream);
-                Ok(())
-            }
             (StreamMapping::Lanes, SendClass::Message(p) | SendClass::Request(p)) => {
                 let mut lane = inner.lanes[p.index()].lock().await;
                 let stream = match lane.as_mut() {
@@ -305,17 +279,17 @@ impl FrameSender for QuicSender {
         }
     }
 
-    /// A small message (per-message mapping, under [`batch_limit`]) waits for
+    /// A small message or request (per-message mapping, under [`batch_limit`]) waits for
     /// [`flush`](FrameSender::flush) and then shares a stream with the others of its priority
     /// fed with it: fewer streams, and fewer stream frames per datagram, for many small
-    /// messages at once. Anything else first
-    /// writes what waits (so that a goodbye, a request or a large message never overtakes a
-    /// message fed before it) and then goes out as [`send_frame`](FrameSender::send_frame)
-    /// sends it.
+    /// messages at once. A request's answer comes back as a message of its own, matched by
+    /// correlation. Anything else first writes what waits (so that a goodbye or a large
+    /// message never overtakes a message fed before it) and then goes out as
+    /// [`send_frame`](FrameSender::send_frame) sends it.
     async fn feed_frame(&self, frame: Bytes, class: SendClass) -> Result<(), TransportError> {
         let limit = self.inner.batch_limit.load(Ordering::Relaxed);
         if self.inner.mapping == StreamMapping::PerMessage && frame.len() < limit {
-            if let SendClass::Message(priority) = class {
+            if let SendClass::Message(priority) | SendClass::Request(priority) = class {
                 check_outgoing(&frame, self.inner.peer_max.load(Ordering::Relaxed))?;
                 let full = {
                     let mut batch = self.inner.batch.lock_or_recover();
@@ -418,7 +392,6 @@ impl FrameSender for QuicSender {
             bytes_received: s.udp_rx.bytes,
             streams_opened: self.inner.streams_opened.load(Ordering::Relaxed),
             datagrams_sent: self.inner.datagrams_sent.load(Ordering::Relaxed),
-            request_streams: self.inner.request_streams.load(Ordering::Relaxed),
             replies_on_request_streams: self
                 .inner
                 .replies_on_request_streams
