@@ -206,6 +206,10 @@ pub struct QuicSettings {
     /// frequency extension; 1 is QUIC's every other packet). Out-of-order packets are still
     /// acknowledged at once.
     pub ack_eliciting_threshold: u32,
+    /// The longest the peer may wait before acknowledging (QUIC's ACK frequency extension asks
+    /// it; QUIC's own default is 25 ms). At most 16,383 ms (2^14 - 1, the largest QUIC can
+    /// announce); the peer raises it to its own minimum (quinn's: 1 ms).
+    pub max_ack_delay: Duration,
     /// Write one qlog trace per connection into this directory (see [`crate::qlog`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub qlog_dir: Option<PathBuf>,
@@ -268,6 +272,13 @@ impl Default for QuicSettings {
             // 0.59 / 0.58 / 0.73 at 1, 0.76 / 0.63 / 0.77 at 9; the 50 ms + 1 % cell unchanged
             // (docs/benchmarks/2026-11-23-quic-clean-link).
             ack_eliciting_threshold: 9,
+            // A sparse flow (a message every few milliseconds) rarely reaches the threshold
+            // above, so its ACKs waited for the timer: on a 50 ms path the acknowledged RTT
+            // was up to 75 ms, which the controller read as a queue (a lossy round then counted
+            // as congestion) and which delayed loss recovery. At 5 ms, 50 ms + 1 %, the stream
+            // pattern went from 2,567 to 3,051 msg/s and p90 79 to 51 ms
+            // (docs/benchmarks/notes/cc.md, 2026-11-28 ACK delay).
+            max_ack_delay: Duration::from_millis(5),
             qlog_dir: None,
             server_endpoints: 1,
             retry_above_per_sec: None,
@@ -323,6 +334,9 @@ pub enum SettingsError {
         /// `max_mtu`.
         max: u16,
     },
+    /// The ACK delay asked of the peer is beyond what QUIC can announce (2^14 - 1 ms).
+    #[error("max ACK delay {0:?} is above 16,383 ms")]
+    MaxAckDelay(Duration),
     /// The largest UDP payload the endpoint would accept is out of quinn's range.
     #[error("MTU {0} is out of range (1200..=65527)")]
     Payload(u16),

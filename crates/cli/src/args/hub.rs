@@ -83,6 +83,10 @@ pub struct QuicArgs {
     /// frequency extension; 1 = every other packet; gaps are acknowledged at once).
     #[arg(long, default_value_t = 9)]
     pub ack_threshold: u32,
+    /// The longest, in milliseconds, the peer may wait before acknowledging (QUIC ACK
+    /// frequency extension; QUIC's own default is 25).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=16_383))]
+    pub max_ack_delay_ms: u64,
     /// Stream mapping: per-message (one stream per message) or lanes (one per priority).
     #[arg(long, default_value = "per-message")]
     pub mapping: StreamMapping,
@@ -116,6 +120,7 @@ impl QuicArgs {
             retry_above_per_sec: None,
             datagrams: !self.no_datagrams,
             ack_eliciting_threshold: self.ack_threshold,
+            max_ack_delay: Duration::from_millis(self.max_ack_delay_ms),
             qlog_dir: self.qlog.clone(),
         }
     }

@@ -11,6 +11,10 @@ use quinn::{IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt};
 
 use crate::settings::{initial_window, CongestionControl, QuicSettings, SettingsError};
 
+/// The largest `max_ack_delay` QUIC can announce (RFC 9000: values of 2^14 ms or more are
+/// invalid).
+const MAX_ACK_DELAY: std::time::Duration = std::time::Duration::from_millis((1 << 14) - 1);
+
 impl QuicSettings {
     /// Builds the quinn transport configuration.
     pub fn transport_config(&self) -> Result<TransportConfig, SettingsError> {
@@ -48,6 +52,10 @@ impl QuicSettings {
         // packets (or its max_ack_delay), and at once on a gap, so loss is still seen at once.
         let mut ack = quinn::AckFrequencyConfig::default();
         ack.ack_eliciting_threshold(VarInt::from_u32(self.ack_eliciting_threshold));
+        if self.max_ack_delay > MAX_ACK_DELAY {
+            return Err(SettingsError::MaxAckDelay(self.max_ack_delay));
+        }
+        ack.max_ack_delay(Some(self.max_ack_delay));
         t.ack_frequency_config(Some(ack));
         if self.datagrams {
             t.datagram_receive_buffer_size(Some(1024 * 1024));
@@ -114,6 +122,14 @@ mod tests {
             s.transport_config(),
             Err(SettingsError::IdleTimeout(_))
         ));
+        s.idle_timeout = QuicSettings::default().idle_timeout;
+        s.max_ack_delay = Duration::from_millis(1 << 14);
+        assert!(matches!(
+            s.transport_config(),
+            Err(SettingsError::MaxAckDelay(_))
+        ));
+        s.max_ack_delay = MAX_ACK_DELAY;
+        assert!(s.transport_config().is_ok());
         assert!(QuicSettings::default().transport_config().is_ok());
         assert!(QuicSettings::default().endpoint_config().is_ok());
     }
