@@ -253,6 +253,10 @@ impl ConnectionDriver {
     }
 }
 
+/// agentwire: after a deferred turn in which nobody touched the connection, this many runs
+/// of the driver the application caused send at once before the turn is tried again.
+const UNDEFERRED_AFTER_IDLE_TURN: u8 = 8;
+
 impl Future for ConnectionDriver {
     type Output = Result<(), io::Error>;
 
@@ -270,17 +274,31 @@ impl Future for ConnectionDriver {
         // routed); behind them, their data leaves in the same datagrams. Nagle's rule, with a
         // scheduler turn in place of an acknowledgement: an idle connection sends at once. A
         // QUIC hub at 10 x 1 KiB request/reply sent 0.71 datagrams per request without it, 0.20
-        // with it (see vendor/README.md).
-        if !conn.transmit_deferred
+        // with it (see vendor/README.md). Only a run the application caused (a write, a
+        // finish: `State::wake`) waits; one caused by the network (an ACK) sends at once. A
+        // turn in which nobody touched the connection only delayed its data (a fan-out: one
+        // write per subscriber per routing pass), so the next eight such runs send at once
+        // before the turn is tried again.
+        let was_deferred = std::mem::take(&mut conn.transmit_deferred);
+        let app_woke = conn.app_wakes != conn.app_wakes_seen;
+        conn.app_wakes_seen = conn.app_wakes;
+        if was_deferred {
+            if !app_woke {
+                conn.undeferred = UNDEFERRED_AFTER_IDLE_TURN;
+            }
+        } else if app_woke
             && conn.buffered_transmit.is_none()
             && conn.inner.bytes_in_flight() > 0
             && !conn.inner.is_drained()
         {
-            conn.transmit_deferred = true;
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
+            if conn.undeferred > 0 {
+                conn.undeferred -= 1;
+            } else {
+                conn.transmit_deferred = true;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
         }
-        conn.transmit_deferred = false;
         let mut keep_going = conn.drive_transmit(cx)?;
         // If a timer expires, there might be more to transmit. When we transmit something, we
         // might need to reset a timer. Hence, we must loop until neither happens.
@@ -944,6 +962,9 @@ impl ConnectionRef {
                 send_buffer: Vec::new(),
                 buffered_transmit: None,
                 transmit_deferred: false,
+                app_wakes: 0,
+                app_wakes_seen: 0,
+                undeferred: 0,
             }),
             shared: Shared::default(),
         }))
@@ -1030,6 +1051,13 @@ pub(crate) struct State {
     buffered_transmit: Option<proto::Transmit>,
     /// agentwire: this poll's transmit was put off once (see `ConnectionDriver::poll`).
     transmit_deferred: bool,
+    /// agentwire: calls of `wake` so far (the application writing, finishing or opening
+    /// streams): whether anybody touched the connection during a deferred turn.
+    app_wakes: u64,
+    /// agentwire: `app_wakes` at the driver's last run.
+    app_wakes_seen: u64,
+    /// agentwire: transmits still to go at once after a turn nobody used.
+    undeferred: u8,
 }
 
 /// agentwire: the largest transmit buffer a connection keeps between sends.
@@ -1250,6 +1278,7 @@ impl State {
 
     /// Wake up a blocked `Driver` task to process I/O
     pub(crate) fn wake(&mut self) {
+        self.app_wakes = self.app_wakes.wrapping_add(1);
         if let Some(x) = self.driver.take() {
             x.wake();
         }

@@ -1223,3 +1223,74 @@ fn transmit_waits_for_writers_woken_in_the_same_turn() {
         conn.close(0u32.into(), b"done");
     });
 }
+
+/// agentwire: a turn in which nobody else touched the connection only delayed its data (a
+/// fan-out writer's one write), so the next transmits go at once before the turn is tried
+/// again.
+#[test]
+fn transmit_goes_at_once_after_a_turn_nobody_used() {
+    let _guard = subscribe();
+    let runtime = rt_basic();
+    // Each side asks the other to acknowledge rarely, so packets stay in flight.
+    let mut transport = TransportConfig::default();
+    let mut ack = crate::AckFrequencyConfig::default();
+    ack.ack_eliciting_threshold(100u32.into())
+        .max_ack_delay(Some(Duration::from_millis(500)));
+    transport.ack_frequency_config(Some(ack));
+    let endpoint = {
+        let _guard = runtime.enter();
+        endpoint_with_config(transport)
+    };
+    let server = endpoint.clone();
+    runtime.spawn(async move {
+        let conn = server.accept().await.unwrap().await.unwrap();
+        while let Ok(mut stream) = conn.accept_uni().await {
+            tokio::spawn(async move {
+                let _ = stream.read_to_end(usize::MAX).await;
+            });
+        }
+    });
+    runtime.block_on(async move {
+        let conn = endpoint
+            .connect(endpoint.local_addr().unwrap(), "localhost")
+            .unwrap()
+            .await
+            .unwrap();
+        sleep(Duration::from_millis(100)).await;
+        let datagrams = || conn.stats().udp_tx.datagrams;
+        let mut first = conn.open_uni().await.unwrap();
+        let mut second = conn.open_uni().await.unwrap();
+        let mut third = conn.open_uni().await.unwrap();
+        let mut fourth = conn.open_uni().await.unwrap();
+        let go = Arc::new(tokio::sync::Notify::new());
+        let woken = go.clone();
+        let other = tokio::spawn(async move {
+            woken.notified().await;
+            fourth.write_all(b"fourth").await.unwrap();
+            fourth.finish().unwrap();
+        });
+        tokio::task::yield_now().await;
+        // An idle connection sends at once; its packet stays unacknowledged.
+        first.write_all(b"first").await.unwrap();
+        first.finish().unwrap();
+        sleep(Duration::from_millis(5)).await;
+        // Packets in flight: this transmit waits a turn, in which nobody else writes.
+        second.write_all(b"second").await.unwrap();
+        second.finish().unwrap();
+        sleep(Duration::from_millis(5)).await;
+        // After that unused turn a write leaves at once, and a writer it wakes sends its
+        // own datagram (with a used turn they share one: the test above).
+        let before = datagrams();
+        third.write_all(b"third").await.unwrap();
+        third.finish().unwrap();
+        go.notify_one();
+        other.await.unwrap();
+        sleep(Duration::from_millis(5)).await;
+        let sent = datagrams() - before;
+        assert_eq!(
+            sent, 2,
+            "after an unused turn two writes left in {sent} datagrams"
+        );
+        conn.close(0u32.into(), b"done");
+    });
+}
