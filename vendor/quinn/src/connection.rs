@@ -274,27 +274,26 @@ impl Future for ConnectionDriver {
         // routed); behind them, their data leaves in the same datagrams. Nagle's rule, with a
         // scheduler turn in place of an acknowledgement: an idle connection sends at once. A
         // QUIC hub at 10 x 1 KiB request/reply sent 0.71 datagrams per request without it, 0.20
-        // with it (see vendor/README.md). Only a run the application caused (a write, a
-        // finish: `State::wake`) waits; one caused by the network (an ACK) sends at once. A
-        // turn in which nobody touched the connection only delayed its data (a fan-out: one
-        // write per subscriber per routing pass), so the next eight such runs send at once
-        // before the turn is tried again.
+        // with it (see vendor/README.md). When a turn taken for a run the application caused
+        // (a write, a finish: `State::wake`) was used by nobody, it only delayed the data (a
+        // fan-out: one write per subscriber per routing pass), so the next eight such runs
+        // send at once before the turn is tried again.
         let was_deferred = std::mem::take(&mut conn.transmit_deferred);
         let app_woke = conn.app_wakes != conn.app_wakes_seen;
         conn.app_wakes_seen = conn.app_wakes;
         if was_deferred {
-            if !app_woke {
+            if conn.deferred_for_app && !app_woke {
                 conn.undeferred = UNDEFERRED_AFTER_IDLE_TURN;
             }
-        } else if app_woke
-            && conn.buffered_transmit.is_none()
+        } else if conn.buffered_transmit.is_none()
             && conn.inner.bytes_in_flight() > 0
             && !conn.inner.is_drained()
         {
-            if conn.undeferred > 0 {
+            if app_woke && conn.undeferred > 0 {
                 conn.undeferred -= 1;
             } else {
                 conn.transmit_deferred = true;
+                conn.deferred_for_app = app_woke;
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
@@ -965,6 +964,7 @@ impl ConnectionRef {
                 app_wakes: 0,
                 app_wakes_seen: 0,
                 undeferred: 0,
+                deferred_for_app: false,
             }),
             shared: Shared::default(),
         }))
@@ -1056,8 +1056,10 @@ pub(crate) struct State {
     app_wakes: u64,
     /// agentwire: `app_wakes` at the driver's last run.
     app_wakes_seen: u64,
-    /// agentwire: transmits still to go at once after a turn nobody used.
+    /// agentwire: runs the application causes still to send at once after a turn nobody used.
     undeferred: u8,
+    /// agentwire: the deferred turn was for a run the application caused.
+    deferred_for_app: bool,
 }
 
 /// agentwire: the largest transmit buffer a connection keeps between sends.
