@@ -309,14 +309,7 @@ async fn silent_agent_is_removed_and_others_are_told() {
 
     // A raw client completes the handshake and then sends nothing, not even heartbeats.
     let conn = t.raw_connection().await;
-    let (mut send, mut recv) = conn.open_bi().await.unwrap();
-    let hello = Frame::Hello(Hello::new("ghost", "raw"))
-        .encode(Codec::MsgPack)
-        .unwrap();
-    send.write_all(&hello).await.unwrap();
-    let mut welcome = [0u8; 5];
-    recv.read_exact(&mut welcome).await.unwrap();
-    assert_eq!(welcome[4], 0x02, "welcome frame");
+    let _control = raw_hello(&conn, "ghost").await;
 
     let mut events = Vec::new();
     while events.len() < 2 {
@@ -338,9 +331,9 @@ async fn silent_agent_is_removed_and_others_are_told() {
     assert_eq!(t.hub.agent_count(), 1);
 }
 
-/// Sends `bytes` from a raw connection after a valid hello, and returns the close code.
-async fn misbehave(t: &common::TestHub, id: &str, on_control: bool, bytes: &[u8]) -> Option<u64> {
-    let conn = t.raw_connection().await;
+/// Opens the control stream of a raw connection, sends a hello as agent `id` and reads the
+/// start of the welcome; returns the control stream's two directions.
+async fn raw_hello(conn: &quinn::Connection, id: &str) -> (quinn::SendStream, quinn::RecvStream) {
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
     let hello = Frame::Hello(Hello::new(id, "raw"))
         .encode(Codec::MsgPack)
@@ -348,6 +341,14 @@ async fn misbehave(t: &common::TestHub, id: &str, on_control: bool, bytes: &[u8]
     send.write_all(&hello).await.unwrap();
     let mut welcome = [0u8; 5];
     recv.read_exact(&mut welcome).await.unwrap();
+    assert_eq!(welcome[4], 0x02, "welcome frame");
+    (send, recv)
+}
+
+/// Sends `bytes` from a raw connection after a valid hello, and returns the close code.
+async fn misbehave(t: &common::TestHub, id: &str, on_control: bool, bytes: &[u8]) -> Option<u64> {
+    let conn = t.raw_connection().await;
+    let (mut send, _recv) = raw_hello(&conn, id).await;
     if on_control {
         send.write_all(bytes).await.unwrap();
     } else {
@@ -584,14 +585,7 @@ async fn requests_travel_as_messages_and_a_request_stream_gets_its_answer() {
 
     // A raw peer sends its request on a bidirectional stream of its own.
     let conn = t.raw_connection().await;
-    let (mut control, mut control_in) = conn.open_bi().await.unwrap();
-    let hello = Frame::Hello(Hello::new("raw", "raw"))
-        .encode(Codec::MsgPack)
-        .unwrap();
-    control.write_all(&hello).await.unwrap();
-    let mut welcome = [0u8; 5];
-    control_in.read_exact(&mut welcome).await.unwrap();
-    assert_eq!(welcome[4], 0x02, "welcome frame");
+    let _control = raw_hello(&conn, "raw").await;
     let (mut request, mut answer) = conn.open_bi().await.unwrap();
     let env = agentwire::Envelope::new(7, "raw", Destination::agent("worker"), Kind::Request)
         .with_body("by request stream");
