@@ -160,6 +160,7 @@ test('typed errors: wrong token, unknown agent, timeout, abort, too large', { sk
       await agentwire.connect({ ...o, id: 'page-bad-token', token: 'wrong' });
     } catch (e) {
       out.rejected = [e.constructor.name, e.codeName, e instanceof agentwire.RejectedError];
+      out.rejectedMessage = e.message;
     }
     const a = await agentwire.connect({ ...o, id: 'page-errors', token, maxFrameSize: 4096 });
     const silent = await agentwire.connect({ ...o, id: 'page-silent', token });
@@ -194,7 +195,7 @@ test('typed errors: wrong token, unknown agent, timeout, abort, too large', { sk
     await silent.close();
     return out;
   }, wt());
-  assert.deepEqual(r.rejected, ['RejectedError', 'unauthorized', true]);
+  assert.deepEqual(r.rejected, ['RejectedError', 'unauthorized', true], r.rejectedMessage);
   assert.deepEqual(r.unknown, ['RemoteError', 'unknown-agent']);
   assert.deepEqual(r.timeout, ['TimeoutError', true]);
   assert.equal(r.aborted, 'AbortError');
