@@ -829,7 +829,10 @@ async fn writer_loop<S: FrameSender>(hub: Arc<HubInner>, conn: Arc<HubConn>, sen
         }
         hub.core.written(&conn);
         if conn.is_closed() {
-            let linger = conn.driver().linger.lock_or_recover().take();
+            // Read, not taken: `serve_connection` checks it too, to wait for this linger
+            // rather than abort it (aborting dropped the sender, which closed the connection
+            // before the peer had read the reject: a page saw "Connection lost").
+            let linger = conn.driver().linger.lock_or_recover().clone();
             if let Some((code, reason)) = linger {
                 let _ = tokio::time::timeout(REJECT_LINGER, sender.closed()).await;
                 sender.close(code, &reason);
