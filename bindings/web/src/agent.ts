@@ -481,12 +481,17 @@ export class Agent implements AsyncIterable<Message> {
     return frame;
   }
 
-  private async transmit(env: Envelope, request: boolean): Promise<void> {
+  private transmit(env: Envelope, request: boolean): Promise<void> {
     const frame = this.encode(env);
+    return this.toLink(1, () => this.link.message(frame, env.priority, request));
+  }
+
+  /** Hands `count` encoded messages to the link with `write`; a link failure is a `ClosedError`. */
+  private async toLink(count: number, write: () => Promise<void>): Promise<void> {
     this.lastSent = Date.now();
-    this.counts.sent += 1;
+    this.counts.sent += count;
     try {
-      await this.link.message(frame, env.priority, request);
+      await write();
     } catch (e) {
       throw new ClosedError(`could not send: ${(e as Error)?.message ?? e}`, this.closedCode, null, { cause: e });
     }
@@ -578,13 +583,7 @@ export class Agent implements AsyncIterable<Message> {
     const envs = bodies.map((body) => this.envelope(`topic:${topic}`, body, 'event', options));
     const frames = envs.map((env) => this.encode(env));
     if (frames.length === 0) return [];
-    this.lastSent = Date.now();
-    this.counts.sent += frames.length;
-    try {
-      await this.link.messages(frames, envs[0].priority);
-    } catch (e) {
-      throw new ClosedError(`could not send: ${(e as Error)?.message ?? e}`, this.closedCode, null, { cause: e });
-    }
+    await this.toLink(frames.length, () => this.link.messages(frames, envs[0].priority));
     return envs.map((env) => env.id);
   }
 

@@ -98,28 +98,9 @@ impl<T> PriorityQueue<T> {
 
     /// Queues `item`, waiting while the queue is full.
     pub async fn push(&self, item: T, priority: Priority) -> Result<(), QueueError> {
-        let mut item = Some(item);
-        loop {
-            let notified = self.writable.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            {
-                let mut s = self.lock();
-                if s.closed {
-                    return Err(QueueError::Closed);
-                }
-                if s.len < self.capacity {
-                    if let Some(item) = item.take() {
-                        s.classes[priority.index()].push_back(item);
-                        s.len += 1;
-                    }
-                    drop(s);
-                    self.readable.notify_one();
-                    return Ok(());
-                }
-            }
-            notified.await;
-        }
+        self.push_all(std::iter::once((item, priority)))
+            .await
+            .map_err(|(_, e)| e)
     }
 
     /// Queues every item, each in its class, in as few steps as the room allows: all at once
@@ -140,7 +121,10 @@ impl<T> PriorityQueue<T> {
     /// assert_eq!(q.pop().await, Some("a"));
     /// # });
     /// ```
-    pub async fn push_all(&self, items: Vec<(T, Priority)>) -> Result<(), (usize, QueueError)> {
+    pub async fn push_all(
+        &self,
+        items: impl IntoIterator<Item = (T, Priority)>,
+    ) -> Result<(), (usize, QueueError)> {
         let mut items = items.into_iter().peekable();
         let mut queued = 0;
         while items.peek().is_some() {

@@ -33,7 +33,8 @@ pub(super) struct SenderInner {
     pub(super) streams_opened: AtomicU64,
     pub(super) datagrams_sent: AtomicU64,
     pub(super) replies_on_request_streams: AtomicU64,
-    /// Reads answers arriving on the request streams this side opens.
+    /// The connection's stream reader: its bound on buffered bytes is raised once the hello
+    /// is accepted.
     pub(super) reader: StreamReader,
     /// The connection's share of the hub's receive budget, held as long as the connection.
     pub(super) admission: std::sync::Mutex<Option<Admission>>,
