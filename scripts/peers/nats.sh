@@ -9,6 +9,9 @@
 #        DURATION_MS measured window per run (default 5000)
 #        TRANSPORTS  agentwire transports (default unix,wss,quic)
 #        TOOLS       where nats-server and the client are installed (default target/peers-nats)
+#        HUB_THREADS, CLIENT_THREADS  threads of the server side and of the client side: the
+#                    hub's and nats-server's (GOMAXPROCS), the bench clients' and natsbench's
+#                    (default: half of the cores each, as agentwire bench splits them)
 #        PATTERN     request (default), or a one-way pattern of agentwire bench's (fanout:
 #                    one publisher to AGENTS subscribers; gather: AGENTS senders to one
 #                    aggregator; stream: AGENTS sender-receiver pairs; queue: AGENTS producers
@@ -25,7 +28,7 @@
 # (one JSON line per run), OUT/agentwire-*/bench-*.json; the table: OUT/summary.md
 # (scripts/peers/nats_summary.py OUT). Every run stops by itself after its window.
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n 2,22p "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,29p "$0" >&2; exit 2; }
 out=$1 rounds=${2:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -36,6 +39,9 @@ window=${WINDOW:-16}
 duration_ms=${DURATION_MS:-5000}
 transports=${TRANSPORTS:-unix,wss,quic}
 pattern=${PATTERN:-request}
+cores=$(nproc)
+hub_threads=${HUB_THREADS:-$(( cores / 2 > 0 ? cores / 2 : 1 ))}
+client_threads=${CLIENT_THREADS:-$(( cores - hub_threads > 0 ? cores - hub_threads : 1 ))}
 tools=${TOOLS:-$root/target/peers-nats}
 mkdir -p "$out" "$tools"
 out=$(cd "$out" && pwd)
@@ -60,7 +66,7 @@ EOF
 
 {
   echo "# $(date -u +%FT%TZ) git $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo none)"
-  echo "scripts/peers/nats.sh $out $rounds  (PATTERN=$pattern CELLS=\"$cells\" WINDOW=$window DURATION_MS=$duration_ms TRANSPORTS=$transports)"
+  echo "scripts/peers/nats.sh $out $rounds  (PATTERN=$pattern CELLS=\"$cells\" WINDOW=$window DURATION_MS=$duration_ms TRANSPORTS=$transports HUB_THREADS=$hub_threads CLIENT_THREADS=$client_threads)"
 } >>"$out/commands.txt"
 {
   uname -srm; nproc; grep -m1 'model name' /proc/cpuinfo || true
@@ -83,7 +89,7 @@ run_nats() {
     args+=(-c "$work/tls.conf")
     client_args+=(-ca "$work/certs/ca.pem")
   fi
-  "$tools/nats-server" "${args[@]}" >"$work/server.log" 2>&1 &
+  GOMAXPROCS=$hub_threads "$tools/nats-server" "${args[@]}" >"$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 50); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
@@ -91,7 +97,7 @@ run_nats() {
   done
   local t0 t1
   t0=$(cpu_ticks "$server_pid")
-  timeout $((duration_ms / 1000 + 30)) "$tools/natsbench" "${client_args[@]}" -clients "$agents" \
+  GOMAXPROCS=$client_threads timeout $((duration_ms / 1000 + 30)) "$tools/natsbench" "${client_args[@]}" -clients "$agents" \
     -window "$window" -size "$size" -duration "${duration_ms}ms" -pattern "$pattern" >"$work/run.json"
   t1=$(cpu_ticks "$server_pid")
   kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
@@ -114,7 +120,8 @@ for round in $(seq 1 "$rounds"); do
     run_nats tcp 14222 "" "$agents" "$size" "$round"
     run_nats tls 14223 tls "$agents" "$size" "$round"
     "$aw" bench --pattern "$pattern" --transports "$transports" --agents "$agents" --sizes "$size" --networks 0ms \
-      --window "$window" --duration-ms "$duration_ms" --repetitions 1 --no-progress \
+      --window "$window" --duration-ms "$duration_ms" --hub-threads "$hub_threads" \
+      --client-threads "$client_threads" --repetitions 1 --no-progress \
       --out "$out/agentwire-$cell-r$round" 2>&1 | grep 'msg/s,' | sed "s/^/r$round agentwire $cell: /"
   done
 done

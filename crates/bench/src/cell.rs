@@ -243,6 +243,10 @@ pub struct CellConfig {
     pub quic_receive_budget: u64,
     /// UDP sockets and quinn endpoints the hub's QUIC listener uses (`SO_REUSEPORT`).
     pub quic_endpoints: usize,
+    /// Runtime threads of a hub run as its own process (its `--threads`).
+    pub hub_threads: usize,
+    /// Runtime threads of the clients (1 = single-threaded).
+    pub client_threads: usize,
     /// TCP congestion control set inside the emulated path's namespaces (`None`: the
     /// kernel's default; loopback cells always use the host's setting).
     pub tcp_cc: Option<String>,

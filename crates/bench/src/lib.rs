@@ -131,6 +131,13 @@ pub struct BenchConfig {
     pub quic_receive_budget: u64,
     /// UDP sockets and quinn endpoints the hub's QUIC listener uses (`SO_REUSEPORT`).
     pub quic_endpoints: usize,
+    /// Runtime threads of a hub run as its own process (its `--threads`; 1 = single-threaded).
+    /// By default half of this machine's cores ([`default_hub_threads`]): the clients are on
+    /// the same machine.
+    pub hub_threads: usize,
+    /// Runtime threads of the clients (1 = single-threaded). By default the cores the hub
+    /// was not given ([`default_client_threads`]).
+    pub client_threads: usize,
     /// TCP congestion control inside emulated paths (`None`: the kernel's default).
     pub tcp_cc: Option<String>,
     /// The netsim packet stage of emulated paths (`--netsim-stage`; the bridge by default).
@@ -160,6 +167,39 @@ pub const AUTO_WINDOW_MAX: usize = 16;
 pub fn auto_window(agents: usize, size: usize) -> usize {
     let per_request = agents.max(1).saturating_mul(size.max(1));
     (AUTO_WINDOW_BYTES / per_request).clamp(1, AUTO_WINDOW_MAX)
+}
+
+/// The runtime threads of the hub and of the clients when none are asked for: the machine's
+/// `cores` split in two halves (at least one thread each), as the hub and the clients run on
+/// the same machine. On the 2-core machine of the committed runs two runtimes of two threads
+/// each spent more CPU per message, at every transport, than one thread each (and so did
+/// nats-server and its clients at two Go threads each against one:
+/// docs/benchmarks/notes/hub-cpu.md).
+///
+/// ```
+/// use agentwire_bench::split_threads;
+/// assert_eq!(split_threads(1), (1, 1));
+/// assert_eq!(split_threads(2), (1, 1));
+/// assert_eq!(split_threads(3), (1, 2));
+/// assert_eq!(split_threads(8), (4, 4));
+/// ```
+pub fn split_threads(cores: usize) -> (usize, usize) {
+    let hub = (cores / 2).max(1);
+    (hub, cores.saturating_sub(hub).max(1))
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The hub's half of [`split_threads`] on this machine.
+pub fn default_hub_threads() -> usize {
+    split_threads(cores()).0
+}
+
+/// The clients' half of [`split_threads`] on this machine.
+pub fn default_client_threads() -> usize {
+    split_threads(cores()).1
 }
 
 impl Default for BenchConfig {
@@ -223,6 +263,8 @@ impl BenchConfig {
             quic_loopback_mtu: QuicSettings::default().loopback_mtu,
             quic_receive_budget: QuicSettings::default().receive_budget,
             quic_endpoints: QuicSettings::default().server_endpoints,
+            hub_threads: default_hub_threads(),
+            client_threads: default_client_threads(),
             tcp_cc: None,
             netsim_stage: Default::default(),
             qlog_dir: None,
@@ -328,6 +370,11 @@ impl BenchConfig {
         if self.quic_max_streams == 0 {
             bail!("QUIC concurrent streams must be at least 1");
         }
+        for (name, n) in [("hub", self.hub_threads), ("client", self.client_threads)] {
+            if !(1..=1024).contains(&n) {
+                bail!("{name} threads {n} is out of range (1..=1024)");
+            }
+        }
         if !(1200..=65_527).contains(&self.quic_max_mtu) {
             bail!(
                 "QUIC max MTU {} is out of range (1200..=65527)",
@@ -387,6 +434,8 @@ impl BenchConfig {
                     quic_loopback_mtu: self.quic_loopback_mtu,
                     quic_receive_budget: self.quic_receive_budget,
                     quic_endpoints: self.quic_endpoints,
+                    hub_threads: self.hub_threads,
+                    client_threads: self.client_threads,
                     tcp_cc: self.tcp_cc.clone(),
                     netsim_stage: self.netsim_stage,
                     qlog_dir: None,

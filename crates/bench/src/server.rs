@@ -69,6 +69,9 @@ pub struct ServerSpec {
     pub launcher: HubLauncher,
     /// The QUIC settings of the hub and the workers.
     pub quic: QuicKnobs,
+    /// Runtime threads of a hub run as its own process (`--threads`); an in-process hub runs
+    /// on the server side's one thread.
+    pub hub_threads: usize,
 }
 
 /// The QUIC settings a cell varies, applied alike to the hub, the workers and the clients.
@@ -444,6 +447,7 @@ async fn start_hub(spec: &ServerSpec, dir: &std::path::Path) -> Result<(RunningH
                 // cores can take longer than the default 10 s; the bench measures how long.
                 .args(["--handshake-timeout-ms", "60000"])
                 .args(spec.quic.hub_args())
+                .args(["--threads", &spec.hub_threads.to_string()])
                 .env("RUST_LOG", "warn")
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())

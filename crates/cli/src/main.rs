@@ -87,12 +87,25 @@ fn own_network_if_needed(command: &Command) {
     }
 }
 
-/// Runs the subcommands that share one multi-threaded runtime.
+/// Runs the subcommands that share one multi-threaded runtime (the hub's has `--threads`).
 fn run_async(command: Command) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let threads = match &command {
+        Command::Hub(a) => usize::try_from(a.threads).unwrap_or(0),
+        _ => 0,
+    };
+    let runtime = match threads {
+        1 => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        0 => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build(),
+    }
+    .context("cannot start the async runtime")?;
     runtime.block_on(async {
         match command {
             Command::Cert(a) => cert_cmd::cert(a),

@@ -33,12 +33,15 @@ fn hub_and_two_agents_exchange_messages_from_the_cli() {
         .trim()
         .to_owned();
 
+    // On a single-threaded runtime (`--threads 1`); the other tests run the default.
     let (_hub, hub_out) = spawn(&[
         "hub",
         "--listen",
         "quic://127.0.0.1:0",
         "--cert-dir",
         certs_s,
+        "--threads",
+        "1",
     ]);
     let line = wait_for(&hub_out, "hub listening on quic://");
     let addr = common::addr_after(&line, "quic://");
@@ -202,6 +205,10 @@ fn bad_flags_are_clear_errors() {
         ],
         "agentwire cert",
     );
+    fails_with(
+        &["hub", "--listen", "quic://127.0.0.1:0", "--threads", "2000"],
+        "2000 is not in 0..=1024",
+    );
 }
 
 #[test]
@@ -224,6 +231,10 @@ fn bench_flags_are_checked() {
     fails_with(
         &["bench", "--allow-debug", "--pattern", "broadcast"],
         "unknown bench pattern",
+    );
+    fails_with(
+        &["bench", "--allow-debug", "--hub-threads", "0"],
+        "0 is not in 1..=1024",
     );
     fails_with(
         &[
@@ -268,12 +279,21 @@ fn bench_patterns_run_each_pattern_with_the_hub_as_a_process() {
         "0",
         "--repetitions",
         "1",
+        // The hub single-threaded, the clients on two threads (the default splits the cores).
+        "--hub-threads",
+        "1",
+        "--client-threads",
+        "2",
         "--json",
         "--out",
         dir.path().to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for c in json["cells"].as_array().unwrap() {
+        assert_eq!(c["config"]["hub_threads"], 1);
+        assert_eq!(c["config"]["client_threads"], 2);
+    }
     let patterns: Vec<&str> = json["cells"]
         .as_array()
         .unwrap()

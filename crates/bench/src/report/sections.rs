@@ -63,6 +63,10 @@ pub(super) fn config_table(report: &Report) -> Table {
         ("QUIC max MTU", c.quic_max_mtu.to_string()),
         ("QUIC hub endpoints", c.quic_endpoints.to_string()),
         (
+            "runtime threads, hub / clients",
+            format!("{} / {}", c.hub_threads, c.client_threads),
+        ),
+        (
             "QUIC hub receive budget",
             match c.quic_receive_budget {
                 0 => "off".to_owned(),

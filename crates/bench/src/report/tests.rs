@@ -35,6 +35,8 @@ fn cell(transport: BenchTransport, agents: usize, size: usize, net: &str) -> Cel
         quic_loopback_mtu: 16384,
         quic_receive_budget: 0,
         quic_endpoints: 1,
+        hub_threads: 1,
+        client_threads: 1,
         tcp_cc: None,
         netsim_stage: Default::default(),
         qlog_dir: None,

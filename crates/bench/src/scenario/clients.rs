@@ -53,11 +53,17 @@ pub(super) fn client_thread(
     if let Some(ns) = &netns {
         netpath::enter(ns)?;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .thread_name("bench-clients-rt")
-        .enable_all()
-        .build()
-        .context("building the client-side runtime")?;
+    let rt = match config.client_threads {
+        0 | 1 => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .thread_name("bench-clients-rt")
+            .enable_all()
+            .build(),
+    }
+    .context("building the client-side runtime")?;
     if config.pattern.is_one_way() {
         rt.block_on(super::one_way::one_way_side(&config, &ready))
     } else {

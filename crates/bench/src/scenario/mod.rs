@@ -96,6 +96,7 @@ pub fn run_cell(config: &CellConfig, launcher: &HubLauncher, seed: u64) -> Resul
         },
         launcher: launcher.clone(),
         quic: QuicKnobs::of(config),
+        hub_threads: config.hub_threads,
     })
     .context("starting the hub and workers")?;
     let ready = server.ready.clone();

@@ -32,6 +32,8 @@ pub fn tiny(transports: &[BenchTransport]) -> BenchConfig {
         quic_loopback_mtu: agentwire::QuicSettings::default().loopback_mtu,
         quic_receive_budget: 0,
         quic_endpoints: 1,
+        hub_threads: 1,
+        client_threads: 2,
         tcp_cc: None,
         netsim_stage: Default::default(),
         qlog_dir: None,

@@ -104,6 +104,14 @@ pub struct BenchArgs {
     /// UDP sockets and QUIC endpoints of the hub's listener (its `--endpoints`; default 1).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub quic_endpoints: Option<u32>,
+    /// Runtime threads of the hub's process (its `--threads`; 1 = single-threaded; default:
+    /// half of this machine's cores, at least 1, the clients having the other half).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub hub_threads: Option<u32>,
+    /// Runtime threads of the clients (1 = single-threaded; default: the cores the hub's
+    /// threads leave, at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub client_threads: Option<u32>,
     /// TCP congestion control inside the emulated paths' namespaces (default: the kernel's).
     #[arg(long, value_parser = ["bbr", "cubic", "reno"])]
     pub tcp_cc: Option<String>,
@@ -222,6 +230,12 @@ impl BenchArgs {
         }
         if let Some(n) = self.quic_endpoints {
             config.quic_endpoints = n as usize;
+        }
+        if let Some(n) = self.hub_threads {
+            config.hub_threads = n as usize;
+        }
+        if let Some(n) = self.client_threads {
+            config.client_threads = n as usize;
         }
         config.tcp_cc.clone_from(&self.tcp_cc);
         config.netsim_stage = self.netsim_stage;

@@ -197,6 +197,11 @@ pub struct HubArgs {
     /// fewer); a NATS server that is not clustered keeps one copy, with a warning.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=5))]
     pub cluster_replicas: u64,
+    /// Runtime worker threads: 0 (the default) = one per CPU; 1 = a single-threaded runtime,
+    /// for a hub that shares a small machine with its agents (on two cores with the agents
+    /// beside it, one thread spent less CPU per message than two: docs/book/guide-hub.md).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1024))]
+    pub threads: u64,
     /// Permission bits of Unix socket files, in octal.
     #[arg(long, default_value = "600", value_parser = parse_octal)]
     pub socket_mode: u32,
