@@ -11,7 +11,8 @@
 #        TOOLS       where nats-server and the client are installed (default target/peers-nats)
 #        HUB_THREADS, CLIENT_THREADS  threads of the server side and of the client side: the
 #                    hub's and nats-server's (GOMAXPROCS), the bench clients' and natsbench's
-#                    (default: half of the cores each, as agentwire bench splits them)
+#                    (default, as agentwire bench: the server half of the cores, the clients
+#                    all of them)
 #        PATTERN     request (default), or a one-way pattern of agentwire bench's (fanout:
 #                    one publisher to AGENTS subscribers; gather: AGENTS senders to one
 #                    aggregator; stream: AGENTS sender-receiver pairs; queue: AGENTS producers
@@ -41,7 +42,7 @@ transports=${TRANSPORTS:-unix,wss,quic}
 pattern=${PATTERN:-request}
 cores=$(nproc)
 hub_threads=${HUB_THREADS:-$(( cores / 2 > 0 ? cores / 2 : 1 ))}
-client_threads=${CLIENT_THREADS:-$(( cores - hub_threads > 0 ? cores - hub_threads : 1 ))}
+client_threads=${CLIENT_THREADS:-$cores}
 tools=${TOOLS:-$root/target/peers-nats}
 mkdir -p "$out" "$tools"
 out=$(cd "$out" && pwd)

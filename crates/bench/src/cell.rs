@@ -245,7 +245,7 @@ pub struct CellConfig {
     pub quic_endpoints: usize,
     /// Runtime threads of a hub run as its own process (its `--threads`).
     pub hub_threads: usize,
-    /// Runtime threads of the clients (1 = single-threaded).
+    /// Worker threads of the clients' (multi-threaded) runtime.
     pub client_threads: usize,
     /// TCP congestion control set inside the emulated path's namespaces (`None`: the
     /// kernel's default; loopback cells always use the host's setting).

@@ -135,8 +135,8 @@ pub struct BenchConfig {
     /// By default half of this machine's cores ([`default_hub_threads`]): the clients are on
     /// the same machine.
     pub hub_threads: usize,
-    /// Runtime threads of the clients (1 = single-threaded). By default the cores the hub
-    /// was not given ([`default_client_threads`]).
+    /// Worker threads of the clients' runtime (a multi-threaded one, even with one thread). By
+    /// default one per core ([`default_client_threads`]).
     pub client_threads: usize,
     /// TCP congestion control inside emulated paths (`None`: the kernel's default).
     pub tcp_cc: Option<String>,
@@ -169,37 +169,36 @@ pub fn auto_window(agents: usize, size: usize) -> usize {
     (AUTO_WINDOW_BYTES / per_request).clamp(1, AUTO_WINDOW_MAX)
 }
 
-/// The runtime threads of the hub and of the clients when none are asked for: the machine's
-/// `cores` split in two halves (at least one thread each), as the hub and the clients run on
-/// the same machine. On the 2-core machine of the committed runs two runtimes of two threads
-/// each spent more CPU per message, at every transport, than one thread each (and so did
-/// nats-server and its clients at two Go threads each against one:
-/// docs/benchmarks/notes/hub-cpu.md).
+/// The hub's runtime threads when none are asked for: half of `cores`, at least one, as the
+/// hub and its clients run on the same machine. On the 2-core machine of the committed runs
+/// one thread spent a third less hub CPU per message than two, at every transport
+/// (docs/benchmarks/notes/hub-cpu.md). The clients keep a thread per core
+/// ([`default_client_threads`]).
 ///
 /// ```
-/// use agentwire_bench::split_threads;
-/// assert_eq!(split_threads(1), (1, 1));
-/// assert_eq!(split_threads(2), (1, 1));
-/// assert_eq!(split_threads(3), (1, 2));
-/// assert_eq!(split_threads(8), (4, 4));
+/// use agentwire_bench::hub_threads_for;
+/// assert_eq!(hub_threads_for(1), 1);
+/// assert_eq!(hub_threads_for(2), 1);
+/// assert_eq!(hub_threads_for(8), 4);
 /// ```
-pub fn split_threads(cores: usize) -> (usize, usize) {
-    let hub = (cores / 2).max(1);
-    (hub, cores.saturating_sub(hub).max(1))
+pub fn hub_threads_for(cores: usize) -> usize {
+    (cores / 2).max(1)
 }
 
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The hub's half of [`split_threads`] on this machine.
+/// [`hub_threads_for`] this machine's cores.
 pub fn default_hub_threads() -> usize {
-    split_threads(cores()).0
+    hub_threads_for(cores())
 }
 
-/// The clients' half of [`split_threads`] on this machine.
+/// The clients' worker threads when none are asked for: one per core. One thread on this
+/// 2-core machine carried more on loopback but made the TCP transports' round trips over an
+/// emulated 50 ms path 25-35 ms longer (not explained yet; notes/hub-cpu.md).
 pub fn default_client_threads() -> usize {
-    split_threads(cores()).1
+    cores()
 }
 
 impl Default for BenchConfig {

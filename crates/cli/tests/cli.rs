@@ -279,7 +279,7 @@ fn bench_patterns_run_each_pattern_with_the_hub_as_a_process() {
         "0",
         "--repetitions",
         "1",
-        // The hub single-threaded, the clients on two threads (the default splits the cores).
+        // The hub single-threaded, the clients on two threads.
         "--hub-threads",
         "1",
         "--client-threads",

@@ -105,11 +105,10 @@ pub struct BenchArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub quic_endpoints: Option<u32>,
     /// Runtime threads of the hub's process (its `--threads`; 1 = single-threaded; default:
-    /// half of this machine's cores, at least 1, the clients having the other half).
+    /// half of this machine's cores, at least 1: the clients share the machine).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub hub_threads: Option<u32>,
-    /// Runtime threads of the clients (1 = single-threaded; default: the cores the hub's
-    /// threads leave, at least 1).
+    /// Worker threads of the clients' runtime (default: one per core).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub client_threads: Option<u32>,
     /// TCP congestion control inside the emulated paths' namespaces (default: the kernel's).
