@@ -196,7 +196,8 @@ pub fn default_hub_threads() -> usize {
 
 /// The clients' worker threads when none are asked for: one per core. One thread on this
 /// 2-core machine carried more on loopback but made the TCP transports' round trips over an
-/// emulated 50 ms path 25-35 ms longer (not explained yet; notes/hub-cpu.md).
+/// emulated 50 ms path 25-35 ms longer: the kernel's BBR, app-limited, settled at a lower
+/// pacing rate when the clients' bursts were smaller (notes/hub-cpu.md).
 pub fn default_client_threads() -> usize {
     cores()
 }

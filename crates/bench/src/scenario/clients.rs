@@ -53,9 +53,9 @@ pub(super) fn client_thread(
     if let Some(ns) = &netns {
         netpath::enter(ns)?;
     }
-    // A multi-threaded runtime even with one thread: on a current-thread runtime the TCP
-    // transports' round trips over an emulated 50 ms path took 25-35 ms longer at 16 in
-    // flight (not explained yet; notes/hub-cpu.md), QUIC's did not.
+    // A multi-threaded runtime even with one thread, as with more. (One thread, either kind,
+    // slowed the TCP transports over emulated paths: the kernel's BBR paced them lower;
+    // notes/hub-cpu.md.)
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.client_threads.max(1))
         .thread_name("bench-clients-rt")
