@@ -619,21 +619,42 @@ async fn two_agents_with_one_id_on_two_hubs_at_once_leave_one() {
     let b = hub_in_cluster(&nats.1, "hub-b", &certs).await;
     let caller = agent(&a, &certs, "caller").await;
     wait_for_agents(&b.hub, &["caller"]).await;
-    // Both connect before either hub can announce its own: both get in at first.
-    let (mut on_a, mut on_b) = tokio::join!(agent(&a, &certs, "twin"), agent(&b, &certs, "twin"));
-    // Then the one that connected later is closed by its own hub (the default policy
-    // refuses the newcomer), and the id means the same agent on both hubs.
-    let closed = tokio::time::timeout(Duration::from_secs(10), async {
-        tokio::select! {
-            _ = async { while on_a.recv().await.is_some() {} } => "a",
-            _ = async { while on_b.recv().await.is_some() {} } => "b",
+    // Both connect at once. Usually both get in before either hub hears of the other's, and
+    // then the one that connected later is closed by its own hub (the default policy refuses
+    // the newcomer). On a slow machine one hub may already have heard of the other's twin at
+    // the hello and refuse it there. Either way one twin is left, and the id means the same
+    // agent on both hubs.
+    let trust = HubTrust::ca_pem(&certs.ca_cert_pem).unwrap();
+    let (on_a, on_b) = tokio::join!(
+        Agent::connect(AgentOptions::new("twin", a.url.clone(), trust.clone())),
+        Agent::connect(AgentOptions::new("twin", b.url.clone(), trust)),
+    );
+    let refused = |r: &Result<Agent, agentwire::AgentError>| {
+        matches!(r, Err(agentwire::AgentError::Rejected { code, .. })
+            if *code == agentwire::ErrorCode::DuplicateAgentId)
+    };
+    let (survivor, hub_of_survivor) = match (on_a, on_b) {
+        (Ok(mut on_a), Ok(mut on_b)) => {
+            let closed = tokio::time::timeout(Duration::from_secs(10), async {
+                tokio::select! {
+                    _ = async { while on_a.recv().await.is_some() {} } => "a",
+                    _ = async { while on_b.recv().await.is_some() {} } => "b",
+                }
+            })
+            .await
+            .expect("one twin is closed");
+            match closed {
+                "a" => (on_b, "hub-b"),
+                _ => (on_a, "hub-a"),
+            }
         }
-    })
-    .await
-    .expect("one twin is closed");
-    let (survivor, hub_of_survivor) = match closed {
-        "a" => (on_b, "hub-b"),
-        _ => (on_a, "hub-a"),
+        (Ok(on_a), other) if refused(&other) => (on_a, "hub-a"),
+        (other, Ok(on_b)) if refused(&other) => (on_b, "hub-b"),
+        (a, b) => panic!(
+            "expected one twin left: hub-a {:?}, hub-b {:?}",
+            a.err(),
+            b.err()
+        ),
     };
     println!("the twin on {hub_of_survivor} kept the id");
     let mut survivor = survivor;
