@@ -185,7 +185,8 @@ pub fn hub_threads_for(cores: usize) -> usize {
     (cores / 2).max(1)
 }
 
-fn cores() -> usize {
+/// This machine's cores, as the standard library counts them (1 if it cannot tell).
+pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 

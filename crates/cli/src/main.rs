@@ -93,19 +93,17 @@ fn run_async(command: Command) -> Result<()> {
         Command::Hub(a) => usize::try_from(a.threads).unwrap_or(0),
         _ => 0,
     };
-    let runtime = match threads {
-        1 => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build(),
-        0 => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build(),
-        n => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(n)
-            .enable_all()
-            .build(),
+    let mut builder = match threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    if threads > 1 {
+        builder.worker_threads(threads);
     }
-    .context("cannot start the async runtime")?;
+    let runtime = builder
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
     runtime.block_on(async {
         match command {
             Command::Cert(a) => cert_cmd::cert(a),

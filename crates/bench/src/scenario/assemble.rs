@@ -54,11 +54,7 @@ pub(super) fn assemble(
         // Sampled only with a hub process to sample (`ServerReady::hub_pid`).
         hub_sockets: cpu.and_then(|w| w.hub_sockets),
     };
-    let bottleneck = bottleneck(
-        cpu,
-        emulator.as_ref(),
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-    );
+    let bottleneck = bottleneck(cpu, emulator.as_ref(), crate::cores());
     let spec = path.as_ref().map(|p| p.spec().to_owned());
     CellResult {
         config: config.clone(),
