@@ -127,6 +127,21 @@ impl Codec {
         if self != Codec::MsgPack {
             return self.decode(payload);
         }
+        if let Some(wire) = crate::wire_read::WireEnvelope::read(payload) {
+            return Ok(Envelope {
+                id: wire.id,
+                from: wire.from.to_owned(),
+                to: wire.to.to_owned(),
+                kind: wire.kind,
+                priority: wire.priority,
+                ttl_ms: wire.ttl_ms,
+                timestamp_us: wire.timestamp_us,
+                correlation: wire.correlation,
+                headers: wire.header_map(),
+                body: payload.slice_ref(wire.body),
+            });
+        }
+        // Any other layout through serde, which also reports what is wrong.
         let mut de = rmp_serde::Deserializer::from_read_ref(&payload[..]);
         let Ok(wire) =
             <crate::envelope::BorrowedEnvelope as serde::Deserialize>::deserialize(&mut de)

@@ -41,6 +41,7 @@ mod limits;
 pub mod names;
 mod unknown_name;
 mod view;
+mod wire_read;
 
 pub use codec::{Codec, CodecError};
 pub use envelope::{Destination, EmptyDestination, Envelope, Kind, Priority};

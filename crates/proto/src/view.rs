@@ -16,6 +16,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
+use crate::wire_read::WireEnvelope;
 use crate::{Codec, Destination, Envelope, Kind, LimitError, Limits, Priority};
 
 /// Where an envelope goes, borrowed from the payload.
@@ -101,6 +102,22 @@ impl<'a> EnvelopeView<'a> {
     /// the array layout with the body last: other layouts (a map, a body that is not `bin`)
     /// may still decode fully, and the full decode is what reports an error.
     pub fn parse(payload: &'a [u8]) -> Option<Self> {
+        if let Some(wire) = WireEnvelope::read(payload) {
+            return Some(EnvelopeView {
+                id: wire.id,
+                from: wire.from,
+                to: wire.to,
+                kind: wire.kind,
+                priority: wire.priority,
+                ttl_ms: wire.ttl_ms,
+                timestamp_us: wire.timestamp_us,
+                correlation: wire.correlation,
+                header_count: wire.header_count,
+                header_bytes: wire.header_bytes,
+                body: wire.body,
+            });
+        }
+        // Any other layout (a map, a signed encoding) through serde.
         let mut de = rmp_serde::Deserializer::from_read_ref(payload);
         let wire = WireView::deserialize(&mut de).ok()?;
         let body_end = wire.body.as_ptr() as usize + wire.body.len();

@@ -4,8 +4,7 @@
 //! A `BufWriter` copied every frame into its buffer before the system call; with 10 KiB frames
 //! that copy was most of the 23 % `memmove` in a Unix-socket hub's profile. Here `feed` keeps
 //! a frame of [`COPY_BELOW`] bytes or more as it is (a cheap `Bytes` handle) and copies
-//! smaller ones together (one slice per 1 KiB frame made the hub slower: 4.5 µs of CPU per
-//! response against 3.7), and `flush` hands up to [`MAX_SLICES`] slices to one `writev`,
+//! smaller ones together, and `flush` hands up to [`MAX_SLICES`] slices to one `writev`,
 //! continuing after a partial write. Frames fed beyond [`MAX_QUEUED`] bytes are
 //! written out at once, so a writer that never flushes still makes progress.
 //!
@@ -21,9 +20,13 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 pub const MAX_SLICES: usize = 64;
 /// Bytes fed without a flush after which they are written out anyway.
 pub const MAX_QUEUED: usize = 64 * 1024;
-/// Frames shorter than this are copied together into one slice (a copy of a small frame
-/// costs less than the kernel's per-slice work); longer ones go to the kernel as they are.
-pub const COPY_BELOW: usize = 4 * 1024;
+/// Frames shorter than this are copied together into one slice, so that a run of tiny
+/// frames takes few slices; longer ones go to the kernel as they are. At 4 KiB, 1 KiB frames
+/// were copied: a Unix-socket hub spent 15 % of its time in that copy when fanning out to 100
+/// subscribers, and with one slice per 1 KiB frame its CPU per delivery fell from 0.55 to
+/// 0.54 µs (fan-out to 100) and 0.65 to 0.59 µs (to 10), per request/reply response from 3.02
+/// to 2.81 µs; at 64 B neither way was faster (notes/hub-cpu.md).
+pub const COPY_BELOW: usize = 512;
 
 /// A byte-stream writer that queues whole frames and writes them with vectored writes.
 ///
