@@ -79,7 +79,8 @@ pub struct ServerSpec {
 pub struct QuicKnobs {
     /// Congestion control.
     pub cc: CongestionControl,
-    /// Concurrent streams each side lets its peer open, per direction type.
+    /// Concurrent streams each side lets its peer open, per direction type (agents let their
+    /// hub open at least their default of unidirectional ones: [`QuicKnobs::apply_to_agent`]).
     pub max_streams: u32,
     /// Upper bound of path MTU discovery, bytes of UDP payload.
     pub max_mtu: u16,
@@ -109,6 +110,15 @@ impl QuicKnobs {
 }
 
 impl QuicKnobs {
+    /// Sets these knobs in an agent's settings: as [`apply`](Self::apply), except that the
+    /// agent lets its hub open at least its default of unidirectional streams
+    /// ([`QuicSettings::for_agent`]).
+    pub fn apply_to_agent(&self, quic: &mut QuicSettings) {
+        let agent_uni = quic.max_concurrent_uni_streams;
+        self.apply(quic);
+        quic.max_concurrent_uni_streams = quic.max_concurrent_uni_streams.max(agent_uni);
+    }
+
     /// Sets these knobs in `quic` (an in-process hub's or an agent's settings).
     pub fn apply(&self, quic: &mut QuicSettings) {
         quic.congestion = self.cc;
@@ -529,7 +539,7 @@ async fn connect_workers(spec: &ServerSpec, ready: &ServerReady) -> Result<Vec<A
         );
         o.stream_mapping = spec.transport.mapping();
         o.connect_timeout = START_TIMEOUT;
-        spec.quic.apply(&mut o.quic);
+        spec.quic.apply_to_agent(&mut o.quic);
         connecting.spawn(async move { Agent::connect(o).await });
     }
     let mut agents = Vec::with_capacity(spec.workers);
@@ -577,4 +587,26 @@ pub(crate) async fn close_all(handles: Vec<AgentHandle>) {
     })
     .await;
     closing.abort_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agents_keep_at_least_their_default_of_unidirectional_streams() {
+        let mut config = crate::BenchConfig::default().cells().remove(0);
+        let knobs = |config: &CellConfig| QuicKnobs::of(config);
+        let (mut hub, mut agent) = (QuicSettings::default(), QuicSettings::for_agent());
+        knobs(&config).apply(&mut hub);
+        knobs(&config).apply_to_agent(&mut agent);
+        assert_eq!(hub.max_concurrent_uni_streams, 256);
+        assert_eq!(agent.max_concurrent_uni_streams, 1024);
+        assert_eq!(agent.max_concurrent_bidi_streams, 256);
+        config.quic_max_streams = 4096;
+        let mut agent = QuicSettings::for_agent();
+        knobs(&config).apply_to_agent(&mut agent);
+        assert_eq!(agent.max_concurrent_uni_streams, 4096);
+        assert_eq!(agent.max_concurrent_bidi_streams, 4096);
+    }
 }

@@ -230,6 +230,26 @@ pub struct QuicSettings {
     pub retry_above_per_sec: Option<u32>,
 }
 
+/// Unidirectional streams an agent lets its hub have open at once
+/// ([`QuicSettings::for_agent`]).
+pub const AGENT_MAX_UNI_STREAMS: u32 = 1024;
+
+impl QuicSettings {
+    /// An agent's settings: the defaults, except that the agent lets its hub open
+    /// [`AGENT_MAX_UNI_STREAMS`] unidirectional streams at once instead of 256. Everything the
+    /// agent receives comes over that one connection, one stream per message, so 256 bounded
+    /// what a hub could deliver to it to 256 messages a round trip: gathering from 10 agents
+    /// with 64 in flight each over 50 ms + 1 %, 4,700 messages/s, against 11,700-12,100 with
+    /// 1,024 (docs/benchmarks/notes/cc.md). The hub keeps granting each agent 256: quinn
+    /// keeps state for each stream a peer has open, and a hub has many peers.
+    pub fn for_agent() -> Self {
+        QuicSettings {
+            max_concurrent_uni_streams: AGENT_MAX_UNI_STREAMS,
+            ..QuicSettings::default()
+        }
+    }
+}
+
 impl Default for QuicSettings {
     fn default() -> Self {
         QuicSettings {

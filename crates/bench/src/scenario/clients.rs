@@ -74,7 +74,7 @@ pub(super) fn client_options(config: &CellConfig, ready: &ServerReady, id: &str)
     o.stream_mapping = config.transport.mapping();
     o.connect_timeout = connect_timeout(config);
     o.zero_rtt = config.transport.kind() == TransportKind::Quic;
-    QuicKnobs::of(config).apply(&mut o.quic);
+    QuicKnobs::of(config).apply_to_agent(&mut o.quic);
     o
 }
 

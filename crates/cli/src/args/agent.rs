@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agentwire::{AgentOptions, HubTrust, HubUrl, Kind, Priority};
+use agentwire::{AgentOptions, HubTrust, HubUrl, Kind, Priority, QuicSettings};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 
@@ -102,7 +102,7 @@ impl ConnectArgs {
         opts.auth_token.clone_from(&self.auth_token);
         opts.codecs = parse_codecs(&self.codecs)?;
         opts.role.clone_from(&self.role);
-        opts.quic = self.quic.settings();
+        opts.quic = self.quic.settings(&QuicSettings::for_agent());
         opts.stream_mapping = self.quic.mapping;
         opts.connect_timeout = Duration::from_millis(self.connect_timeout_ms);
         Ok(opts)

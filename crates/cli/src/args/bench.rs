@@ -85,8 +85,9 @@ pub struct BenchArgs {
     /// newreno or bbr.
     #[arg(long, default_value = "bbr3")]
     pub quic_cc: CongestionControl,
-    /// Concurrent QUIC streams each side lets its peer open (hub and agents; default: the
-    /// library's default).
+    /// Concurrent QUIC streams of each type the hub lets each agent open, and the agents their
+    /// hub (default: the library's, 256; agents let their hub open at least 1,024
+    /// unidirectional streams, as an agent does by default).
     #[arg(long)]
     pub quic_max_streams: Option<u32>,
     /// Upper bound of QUIC path MTU discovery, bytes of UDP payload (hub and agents; default:

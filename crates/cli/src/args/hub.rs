@@ -19,10 +19,11 @@ pub struct QuicArgs {
     #[arg(long, default_value_t = 10_000)]
     pub keep_alive_ms: u64,
     /// Streams the peer may have open at once, for each type (unidirectional and
-    /// bidirectional); more wait for credit. quinn allocates their state up front, so this
-    /// sets the memory per connection.
-    #[arg(long, default_value_t = 256)]
-    pub max_streams: u32,
+    /// bidirectional); more wait for credit. quinn keeps state for each open stream, so this
+    /// bounds the memory per connection. Default: 256 of each; an agent lets its hub open
+    /// 1,024 unidirectional streams, as everything it receives comes over that connection.
+    #[arg(long, value_name = "N")]
+    pub max_streams: Option<u32>,
     /// Per-stream flow-control window, bytes.
     #[arg(long, default_value_t = 2 * 1024 * 1024)]
     pub stream_window: u32,
@@ -98,12 +99,18 @@ pub struct QuicArgs {
 }
 
 impl QuicArgs {
-    pub fn settings(&self) -> QuicSettings {
+    /// The settings these flags give, with `defaults`' stream limits where `--max-streams`
+    /// is not given (a hub's or an agent's).
+    pub fn settings(&self, defaults: &QuicSettings) -> QuicSettings {
         QuicSettings {
             idle_timeout: Duration::from_millis(self.idle_timeout_ms),
             keep_alive: (self.keep_alive_ms > 0).then(|| Duration::from_millis(self.keep_alive_ms)),
-            max_concurrent_uni_streams: self.max_streams,
-            max_concurrent_bidi_streams: self.max_streams,
+            max_concurrent_uni_streams: self
+                .max_streams
+                .unwrap_or(defaults.max_concurrent_uni_streams),
+            max_concurrent_bidi_streams: self
+                .max_streams
+                .unwrap_or(defaults.max_concurrent_bidi_streams),
             stream_receive_window: self.stream_window,
             receive_window: self.conn_window,
             pre_hello_window: self.pre_hello_window,
@@ -374,7 +381,7 @@ impl HubArgs {
         config.hub_queue_bytes = usize::try_from(self.hub_queue_bytes).unwrap_or(usize::MAX);
         config.max_subscriptions = usize::try_from(self.max_subscriptions).unwrap_or(usize::MAX);
         config.duplicate_policy = self.on_duplicate;
-        config.quic = self.quic.settings();
+        config.quic = self.quic.settings(&QuicSettings::default());
         config.stream_mapping = self.quic.mapping;
         config.unix_socket_mode = self.socket_mode;
         if let Some(path) = &self.access_file {

@@ -130,6 +130,35 @@ mod tests {
         }
     }
 
+    fn agent(args: &[&str]) -> agentwire::AgentOptions {
+        let fixed = [
+            "agentwire",
+            "agent",
+            "--hub",
+            "unix:///tmp/x.sock",
+            "--id",
+            "a",
+        ];
+        let cli = Cli::try_parse_from(fixed.iter().chain(args)).unwrap();
+        match cli.command {
+            Command::Agent(a) => a.connect.options("a").unwrap(),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn an_agent_grants_its_hub_more_streams_than_a_hub_grants_each_agent() {
+        let streams = |q: &agentwire::QuicSettings| {
+            (q.max_concurrent_uni_streams, q.max_concurrent_bidi_streams)
+        };
+        assert_eq!(streams(&hub(&[]).quic), (256, 256));
+        assert_eq!(streams(&agent(&[]).quic), (1024, 256));
+        assert_eq!(streams(&hub(&["--max-streams", "64"]).quic), (64, 64));
+        assert_eq!(streams(&agent(&["--max-streams", "64"]).quic), (64, 64));
+        let library = agentwire::AgentOptions::new("a", "unix:///x", agentwire::HubTrust::Insecure);
+        assert_eq!(streams(&library.quic), (1024, 256));
+    }
+
     #[test]
     fn no_datagrams_withdraws_only_that_capability() {
         let default = hub(&[]).policy.capabilities;

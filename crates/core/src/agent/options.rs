@@ -72,7 +72,7 @@ impl AgentOptions {
             codecs: Codec::ALL.to_vec(),
             auth_token: None,
             max_frame_size: agentwire_proto::Limits::default().max_frame_size,
-            quic: QuicSettings::default(),
+            quic: QuicSettings::for_agent(),
             stream_mapping: StreamMapping::PerMessage,
             websocket: agentwire_transport::settings::WsOptions::default(),
             zero_rtt: false,
