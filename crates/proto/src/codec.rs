@@ -128,17 +128,18 @@ impl Codec {
             return self.decode(payload);
         }
         if let Some(wire) = crate::wire_read::WireEnvelope::read(payload) {
+            let view = wire.view;
             return Ok(Envelope {
-                id: wire.id,
-                from: wire.from.to_owned(),
-                to: wire.to.to_owned(),
-                kind: wire.kind,
-                priority: wire.priority,
-                ttl_ms: wire.ttl_ms,
-                timestamp_us: wire.timestamp_us,
-                correlation: wire.correlation,
+                id: view.id,
+                from: view.from.to_owned(),
+                to: view.to.to_owned(),
+                kind: view.kind,
+                priority: view.priority,
+                ttl_ms: view.ttl_ms,
+                timestamp_us: view.timestamp_us,
+                correlation: view.correlation,
                 headers: wire.header_map(),
-                body: payload.slice_ref(wire.body),
+                body: payload.slice_ref(view.body),
             });
         }
         // Any other layout through serde, which also reports what is wrong.

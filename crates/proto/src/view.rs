@@ -103,19 +103,7 @@ impl<'a> EnvelopeView<'a> {
     /// may still decode fully, and the full decode is what reports an error.
     pub fn parse(payload: &'a [u8]) -> Option<Self> {
         if let Some(wire) = WireEnvelope::read(payload) {
-            return Some(EnvelopeView {
-                id: wire.id,
-                from: wire.from,
-                to: wire.to,
-                kind: wire.kind,
-                priority: wire.priority,
-                ttl_ms: wire.ttl_ms,
-                timestamp_us: wire.timestamp_us,
-                correlation: wire.correlation,
-                header_count: wire.header_count,
-                header_bytes: wire.header_bytes,
-                body: wire.body,
-            });
+            return Some(wire.view);
         }
         // Any other layout (a map, a signed encoding) through serde.
         let mut de = rmp_serde::Deserializer::from_read_ref(payload);
