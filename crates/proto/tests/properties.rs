@@ -421,7 +421,19 @@ proptest! {
         prop_assert_eq!(&fast, &serde);
         if let Some(view) = EnvelopeView::parse(&payload) {
             let slow = serde.expect("serde accepts what the view accepts");
-            prop_assert_eq!(view, EnvelopeView::of(&slow));
+            // A flip may make two header keys equal: the view counts both entries, the map
+            // keeps the later one.
+            let of = EnvelopeView::of(&slow);
+            prop_assert!(view.header_count >= of.header_count);
+            prop_assert!(view.header_bytes >= of.header_bytes);
+            let headers = |v: EnvelopeView<'_>| (v.header_count, v.header_bytes);
+            prop_assert_eq!(
+                EnvelopeView { header_count: 0, header_bytes: 0, ..view },
+                EnvelopeView { header_count: 0, header_bytes: 0, ..of }
+            );
+            if view.header_count == slow.headers.len() {
+                prop_assert_eq!(headers(view), headers(of));
+            }
         }
         if payload == valid {
             prop_assert_eq!(fast, Some(env));

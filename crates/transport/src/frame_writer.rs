@@ -242,7 +242,7 @@ mod tests {
 
     #[tokio::test]
     async fn large_frames_go_as_they_are_and_small_ones_together() {
-        let count = MAX_SLICES * 2 + 3;
+        let count = MAX_QUEUED.div_ceil(COPY_BELOW) + 3;
         let (large, all) = frames(count, |_| COPY_BELOW);
         let mut w = trickle(usize::MAX);
         let mut fed = 0;
@@ -253,7 +253,7 @@ mod tests {
                 break;
             }
         }
-        // Fed up to the bound: written out without a flush, in one call.
+        // Fed up to the bound: written out without a flush, `MAX_SLICES` frames a call.
         assert_eq!(w.queued_bytes(), 0);
         assert_eq!(w.io.writes, (MAX_QUEUED / COPY_BELOW).div_ceil(MAX_SLICES));
         assert_eq!(w.io.got, all[..fed]);
