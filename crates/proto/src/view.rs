@@ -32,7 +32,19 @@ pub enum DestinationRef<'a> {
     Queue(&'a str),
 }
 
-impl DestinationRef<'_> {
+impl<'a> DestinationRef<'a> {
+    /// The destination MessagePack writes as `[tag, name]` (a broadcast's name is ignored);
+    /// `None` for an unknown tag.
+    pub(crate) fn from_tag(tag: u64, name: &'a str) -> Option<Self> {
+        Some(match tag {
+            0 => DestinationRef::Agent(name),
+            1 => DestinationRef::Topic(name),
+            2 => DestinationRef::Broadcast,
+            3 => DestinationRef::Queue(name),
+            _ => return None,
+        })
+    }
+
     /// The owned destination.
     pub fn to_owned(self) -> Destination {
         match self {
@@ -226,13 +238,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for WireDestination<'a> {
                 let name: &'a str = seq
                     .next_element()?
                     .ok_or_else(|| de::Error::invalid_length(1, &self))?;
-                Ok(WireDestination(match tag {
-                    0 => DestinationRef::Agent(name),
-                    1 => DestinationRef::Topic(name),
-                    2 => DestinationRef::Broadcast,
-                    3 => DestinationRef::Queue(name),
-                    _ => return Err(de::Error::custom(format!("unknown destination tag {tag}"))),
-                }))
+                DestinationRef::from_tag(u64::from(tag), name)
+                    .map(WireDestination)
+                    .ok_or_else(|| de::Error::custom(format!("unknown destination tag {tag}")))
             }
         }
         d.deserialize_tuple(2, TupleVisitor(std::marker::PhantomData))

@@ -41,14 +41,7 @@ impl<'a> WireEnvelope<'a> {
             return None;
         }
         let tag = c.uint()?;
-        let name = c.str()?;
-        let to = match tag {
-            0 => DestinationRef::Agent(name),
-            1 => DestinationRef::Topic(name),
-            2 => DestinationRef::Broadcast,
-            3 => DestinationRef::Queue(name),
-            _ => return None,
-        };
+        let to = DestinationRef::from_tag(tag, c.str()?)?;
         let kind = Kind::from_code(u8::try_from(c.uint()?).ok()?)?;
         let priority = Priority::from_code(u8::try_from(c.uint()?).ok()?)?;
         let ttl_ms = u32::try_from(c.uint()?).ok()?;
