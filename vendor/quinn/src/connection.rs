@@ -1288,7 +1288,14 @@ impl State {
 
     /// Used to wake up all blocked futures when the connection becomes closed for any reason
     fn terminate(&mut self, reason: ConnectionError, shared: &Shared) {
-        self.error = Some(reason.clone());
+        // agentwire: a connection that has ended keeps the reason it first ended with. An
+        // application that closes a connection the peer already closed (a WebTransport
+        // session's task does, once the session's stream fails) replaced the peer's close,
+        // with its code and reason, by `LocallyClosed`, and a reader woken after that close
+        // never learnt why the peer ended the connection.
+        if self.error.is_none() {
+            self.error = Some(reason);
+        }
         if let Some(x) = self.on_handshake_data.take() {
             let _ = x.send(());
         }

@@ -1294,3 +1294,38 @@ fn transmit_goes_at_once_after_a_turn_nobody_used() {
         conn.close(0u32.into(), b"done");
     });
 }
+
+/// agentwire: closing a connection the peer has already closed keeps the peer's close, its
+/// code and reason, as the reason the connection ended (it became `LocallyClosed`).
+#[test]
+fn closing_a_connection_the_peer_closed_keeps_the_peers_reason() {
+    let _guard = subscribe();
+    let runtime = rt_basic();
+    let endpoint = {
+        let _guard = runtime.enter();
+        endpoint()
+    };
+    let server = endpoint.clone();
+    runtime.spawn(async move {
+        let conn = server.accept().await.unwrap().await.unwrap();
+        conn.close(7u32.into(), b"go away");
+    });
+    runtime.block_on(async move {
+        let conn = endpoint
+            .connect(endpoint.local_addr().unwrap(), "localhost")
+            .unwrap()
+            .await
+            .unwrap();
+        let by_peer = |e: &crate::ConnectionError| {
+            matches!(e, crate::ConnectionError::ApplicationClosed(c)
+                if c.error_code == crate::VarInt::from_u32(7) && &c.reason[..] == b"go away")
+        };
+        let ended = conn.closed().await;
+        assert!(by_peer(&ended), "{ended:?}");
+        conn.close(0u32.into(), b"");
+        let reason = conn.close_reason().unwrap();
+        assert!(by_peer(&reason), "{reason:?}");
+        let read = conn.accept_uni().await.unwrap_err();
+        assert!(by_peer(&read), "{read:?}");
+    });
+}
