@@ -543,11 +543,16 @@ async fn critical_overtakes_bulk(f: Flavor) {
         _ => 100,
     };
     let bulk_size = 64 * 1024;
-    for _ in 0..bulk {
+    for i in 0..bulk {
+        // Each bulk message carries its place in the sending order, so that a failure says
+        // whether the hub sent later bulk ahead of the critical message or the receiver
+        // handed it on later.
+        let mut body = vec![7u8; bulk_size];
+        body[..8].copy_from_slice(&(i as u64).to_be_bytes());
         let env = sender
             .envelope(Destination::agent("receiver"), Kind::Task)
             .with_priority(Priority::Low)
-            .with_body(vec![7u8; bulk_size]);
+            .with_body(body);
         sender.send_envelope(env).await.unwrap();
     }
     let bulk_in = format!(
@@ -582,9 +587,13 @@ async fn critical_overtakes_bulk(f: Flavor) {
     }
     assert_eq!(r.queued_for("receiver"), backlog + 1);
     let mut position = None;
+    let mut ahead = Vec::new();
     for i in 0..=bulk {
-        if next(&mut receiver).await.envelope.priority == Priority::Critical {
+        let envelope = next(&mut receiver).await.envelope;
+        if envelope.priority == Priority::Critical {
             position = Some(i);
+        } else if position.is_none() {
+            ahead.push(u64::from_be_bytes(envelope.body[..8].try_into().unwrap()));
         }
     }
     let position = position.expect("critical arrived");
@@ -595,7 +604,8 @@ async fn critical_overtakes_bulk(f: Flavor) {
     let slack = 3;
     assert!(
         position <= bulk - backlog + slack,
-        "{kind}: critical at {position}, behind bulk that was queued at the hub before it ({backlog} queued)"
+        "{kind}: critical at {position}, behind bulk that was queued at the hub before it \
+         ({backlog} queued); the bulk ahead of it, by sending order: {ahead:?}"
     );
 }
 
