@@ -165,8 +165,19 @@ export async function startBrowser(pins) {
   const proc = new Proc('chromium', chromiumBin(), ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run',
     '--disable-extensions', '--remote-debugging-port=0', `--user-data-dir=${profile}`,
     `--ignore-certificate-errors-spki-list=${spki}`, 'about:blank'], { group: true });
-  const port = Number((await proc.wait(/DevTools listening on ws:\/\/127\.0\.0\.1:(\d+)\//))[1]);
-  const client = await CDP({ port });
+  let client;
+  try {
+    // A first launch on a fresh machine has taken 20 s before Chromium printed anything (the
+    // Rust browser test allows 60 s too).
+    const port = Number((await proc.wait(/DevTools listening on ws:\/\/127\.0\.0\.1:(\d+)\//, 60000))[1]);
+    client = await CDP({ port });
+  } catch (e) {
+    // Nobody else holds this browser yet: left running, it kept node's test runner alive
+    // after the suite had failed.
+    await proc.stop();
+    rmSync(profile, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
+    throw e;
+  }
   await client.Page.enable();
   await client.Runtime.enable();
   const console = [];
