@@ -193,7 +193,7 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Codec, Destination, Envelope, EnvelopeView};
+    use crate::{Codec, Destination, Envelope};
     use bytes::Bytes;
 
     /// What the serde path makes of `payload`.

@@ -187,6 +187,22 @@ fn decode_chunked_draining(
 }
 
 /// Drains a decoder fed with arbitrary bytes and decodes whatever frames come out.
+/// `payload` with the bytes at `flips` (positions taken modulo its length) XORed with their
+/// values, then cut at `truncate` (modulo its length plus one): an envelope damaged in
+/// transit or by a peer that lies.
+fn damage(mut payload: Vec<u8>, flips: Vec<(usize, u8)>, truncate: Option<usize>) -> Vec<u8> {
+    for (at, x) in flips {
+        if !payload.is_empty() {
+            let i = at % payload.len();
+            payload[i] ^= x;
+        }
+    }
+    if let Some(t) = truncate {
+        payload.truncate(t % (payload.len() + 1));
+    }
+    payload
+}
+
 fn drain_and_decode(dec: &mut FrameDecoder) -> Result<(), FrameError> {
     while let Some(raw) = dec.next_frame()? {
         for codec in Codec::ALL {
@@ -377,16 +393,7 @@ proptest! {
         flips in vec((any::<usize>(), any::<u8>()), 0..4),
         truncate in any::<Option<usize>>(),
     ) {
-        let mut payload = Codec::MsgPack.encode_envelope(&env).unwrap();
-        for (at, x) in flips {
-            if !payload.is_empty() {
-                let i = at % payload.len();
-                payload[i] ^= x;
-            }
-        }
-        if let Some(t) = truncate {
-            payload.truncate(t % (payload.len() + 1));
-        }
+        let payload = damage(Codec::MsgPack.encode_envelope(&env).unwrap(), flips, truncate);
         let payload = Bytes::from(payload);
         if let Some(view) = EnvelopeView::parse(&payload) {
             let full = Codec::MsgPack.decode_envelope(&payload);
@@ -407,15 +414,8 @@ proptest! {
         flips in vec((any::<usize>(), any::<u8>()), 0..4),
         truncate in any::<Option<usize>>(),
     ) {
-        let mut payload = Codec::MsgPack.encode_envelope(&env).unwrap();
-        let valid = payload.clone();
-        for (at, x) in flips {
-            let i = at % payload.len();
-            payload[i] ^= x;
-        }
-        if let Some(t) = truncate {
-            payload.truncate(t % (payload.len() + 1));
-        }
+        let valid = Codec::MsgPack.encode_envelope(&env).unwrap();
+        let payload = damage(valid.clone(), flips, truncate);
         let serde = Codec::MsgPack.decode::<Envelope>(&payload).ok();
         let fast = Codec::MsgPack.decode_envelope(&Bytes::from(payload.clone())).ok();
         prop_assert_eq!(&fast, &serde);

@@ -165,6 +165,10 @@ export async function startBrowser(pins) {
   const proc = new Proc('chromium', chromiumBin(), ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run',
     '--disable-extensions', '--remote-debugging-port=0', `--user-data-dir=${profile}`,
     `--ignore-certificate-errors-spki-list=${spki}`, 'about:blank'], { group: true });
+  const stop = async () => {
+    await proc.stop();
+    rmSync(profile, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
+  };
   let client;
   try {
     // A first launch on a fresh machine has taken 20 s before Chromium printed anything (the
@@ -174,8 +178,7 @@ export async function startBrowser(pins) {
   } catch (e) {
     // Nobody else holds this browser yet: left running, it kept node's test runner alive
     // after the suite had failed.
-    await proc.stop();
-    rmSync(profile, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
+    await stop();
     throw e;
   }
   await client.Page.enable();
@@ -208,8 +211,7 @@ export async function startBrowser(pins) {
     },
     async close() {
       await client.close().catch(() => {});
-      await proc.stop();
-      rmSync(profile, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
+      await stop();
     },
   };
 }
